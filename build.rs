@@ -1,0 +1,12 @@
+//! Generates the wire types from `proto/PulsarApi.proto` with a pure-Rust protobuf compiler
+//! (protox), so building never needs `protoc` on the machine.
+
+fn main() {
+    println!("cargo:rerun-if-changed=proto/PulsarApi.proto");
+    let descriptors = protox::compile(["PulsarApi.proto"], ["proto"])
+        .expect("proto/PulsarApi.proto must compile");
+    prost_build::Config::new()
+        .bytes(["."])
+        .compile_fds(descriptors)
+        .expect("prost code generation");
+}

@@ -1,0 +1,453 @@
+//! One connection to one broker, owned by one task.
+//!
+//! [`Connection`] is a cheap handle: requests go to the task over a channel, each answered
+//! through its own oneshot; producers and consumers register by id and get their frames on a
+//! channel of [`Event`]s. When the task ends, for any reason, every pending request and every
+//! registered handler is told why, so nothing waits on a dead socket.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot};
+
+use super::NetError;
+use crate::protocol::commands::{self, response_request_id};
+use crate::protocol::frame::{self, Frame, DEFAULT_MAX_MESSAGE_SIZE, FRAME_PADDING};
+use crate::protocol::pb::{base_command::Type, BaseCommand, ServerError};
+
+/// Settings of every connection of a client.
+#[derive(Debug, Clone)]
+pub struct ConnectionOptions {
+    /// TCP connect plus the Connect/Connected handshake.
+    pub connect_timeout: Duration,
+    /// Each request/response exchange.
+    pub operation_timeout: Duration,
+    /// Interval between our pings; a connection whose pong is missing at the next ping closes.
+    pub keepalive_interval: Duration,
+    /// Authentication method name and data, sent in `Connect` and in answers to challenges.
+    pub auth: Option<(String, Vec<u8>)>,
+}
+
+impl Default for ConnectionOptions {
+    fn default() -> Self {
+        ConnectionOptions {
+            connect_timeout: Duration::from_secs(10),
+            operation_timeout: Duration::from_secs(30),
+            keepalive_interval: Duration::from_secs(30),
+            auth: None,
+        }
+    }
+}
+
+/// Which id space a handler id belongs to: the protocol numbers producers and consumers apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum HandlerId {
+    /// A `producer_id`.
+    Producer(u64),
+    /// A `consumer_id`.
+    Consumer(u64),
+}
+
+/// What a registered producer or consumer receives.
+#[derive(Debug)]
+pub enum Event {
+    /// A frame addressed to the handler's id.
+    Frame(Box<Frame>),
+    /// The connection is gone; the handler must find a new one.
+    Closed(NetError),
+}
+
+enum Outbound {
+    Request { request_id: u64, frame: BytesMut, reply: oneshot::Sender<Result<Frame, NetError>> },
+    Cancel(u64),
+    Write(Bytes),
+    Register(HandlerId, mpsc::UnboundedSender<Event>),
+    Unregister(HandlerId),
+    Close,
+}
+
+struct Shared {
+    tx: mpsc::UnboundedSender<Outbound>,
+    addr: String,
+    closed: Arc<AtomicBool>,
+    next_request_id: AtomicU64,
+    max_message_size: usize,
+    protocol_version: i32,
+    operation_timeout: Duration,
+}
+
+/// A handle to a live (or recently closed) connection. Clones share the connection.
+#[derive(Clone)]
+pub struct Connection {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection").field("addr", &self.shared.addr).field("closed", &self.is_closed()).finish()
+    }
+}
+
+impl Connection {
+    /// Opens a TCP connection to `addr` (`host:port`) and performs the handshake.
+    pub async fn connect(addr: &str, opts: &ConnectionOptions) -> Result<Connection, NetError> {
+        let connect_err = |reason: String| NetError::Connect { addr: addr.to_string(), reason };
+        let handshake = async {
+            let mut stream = TcpStream::connect(addr).await.map_err(|e| connect_err(e.to_string()))?;
+            stream.set_nodelay(true).map_err(|e| connect_err(e.to_string()))?;
+            let (method, data) = match &opts.auth {
+                Some((m, d)) => (Some(m.as_str()), Some(d.clone())),
+                None => (None, None),
+            };
+            let mut out = BytesMut::new();
+            frame::encode_command(&commands::connect(method, data, None), &mut out);
+            stream.write_all(&out).await.map_err(|e| connect_err(e.to_string()))?;
+            let mut buf = BytesMut::with_capacity(4096);
+            loop {
+                while let Some(f) = frame::decode(&mut buf, DEFAULT_MAX_MESSAGE_SIZE + FRAME_PADDING)? {
+                    match Type::try_from(f.command.r#type) {
+                        Ok(Type::Connected) => {
+                            let c = f.command.connected.unwrap_or_default();
+                            return Ok((stream, buf, c));
+                        }
+                        Ok(Type::Error) => {
+                            let e = f.command.error.unwrap_or_default();
+                            return Err(NetError::Server {
+                                code: ServerError::try_from(e.error).unwrap_or(ServerError::UnknownError),
+                                message: e.message,
+                            });
+                        }
+                        Ok(Type::AuthChallenge) => {
+                            return Err(NetError::Server {
+                                code: ServerError::AuthenticationError,
+                                message: "broker asked for authentication the client is not configured for".into(),
+                            });
+                        }
+                        _ => {
+                            return Err(NetError::UnexpectedResponse(format!(
+                                "type {} during the handshake",
+                                f.command.r#type
+                            )))
+                        }
+                    }
+                }
+                let n = stream.read_buf(&mut buf).await.map_err(|e| connect_err(e.to_string()))?;
+                if n == 0 {
+                    return Err(connect_err("closed by the broker during the handshake".into()));
+                }
+            }
+        };
+        let (stream, leftover, connected) = tokio::time::timeout(opts.connect_timeout, handshake)
+            .await
+            .map_err(|_| NetError::Timeout("connect"))??;
+        let max_message_size = connected
+            .max_message_size
+            .filter(|s| *s > 0)
+            .map(|s| s as usize)
+            .unwrap_or(DEFAULT_MAX_MESSAGE_SIZE);
+        let (tx, rx) = mpsc::unbounded_channel();
+        let closed = Arc::new(AtomicBool::new(false));
+        let shared = Arc::new(Shared {
+            tx,
+            addr: addr.to_string(),
+            closed: closed.clone(),
+            next_request_id: AtomicU64::new(0),
+            max_message_size,
+            protocol_version: connected.protocol_version.unwrap_or(0),
+            operation_timeout: opts.operation_timeout,
+        });
+        let actor = Actor {
+            addr: addr.to_string(),
+            max_frame_size: max_message_size + FRAME_PADDING,
+            keepalive: opts.keepalive_interval,
+            auth: opts.auth.clone(),
+            pending: HashMap::new(),
+            handlers: HashMap::new(),
+            closed,
+        };
+        tokio::spawn(actor.run(stream, leftover, rx));
+        log::debug!("connected to {addr} (protocol {}, max message {max_message_size})", shared.protocol_version);
+        Ok(Connection { shared })
+    }
+
+    /// `host:port` this connection reaches.
+    pub fn addr(&self) -> &str {
+        &self.shared.addr
+    }
+
+    /// The largest message the broker accepts (from `Connected`).
+    pub fn max_message_size(&self) -> usize {
+        self.shared.max_message_size
+    }
+
+    /// Protocol version the broker agreed to.
+    pub fn protocol_version(&self) -> i32 {
+        self.shared.protocol_version
+    }
+
+    /// Whether the connection's task has ended.
+    pub fn is_closed(&self) -> bool {
+        self.shared.closed.load(Ordering::Acquire)
+    }
+
+    /// Sends the command built for a fresh request id and waits for its response, within the
+    /// operation timeout. A broker `Error` response becomes [`NetError::Server`].
+    pub async fn request(&self, build: impl FnOnce(u64) -> BaseCommand) -> Result<Frame, NetError> {
+        self.request_with_timeout(self.shared.operation_timeout, build).await
+    }
+
+    /// [`Connection::request`] with an explicit timeout.
+    pub async fn request_with_timeout(
+        &self,
+        timeout: Duration,
+        build: impl FnOnce(u64) -> BaseCommand,
+    ) -> Result<Frame, NetError> {
+        let request_id = self.shared.next_request_id.fetch_add(1, Ordering::Relaxed);
+        let mut frame = BytesMut::new();
+        frame::encode_command(&build(request_id), &mut frame);
+        let (reply, rx) = oneshot::channel();
+        self.post(Outbound::Request { request_id, frame, reply })?;
+        let response = match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(r)) => r?,
+            Ok(Err(_)) => return Err(NetError::Closed("connection task ended".into())),
+            Err(_) => {
+                let _ = self.post(Outbound::Cancel(request_id));
+                return Err(NetError::Timeout("request"));
+            }
+        };
+        if response.command.r#type == Type::Error as i32 {
+            let e = response.command.error.unwrap_or_default();
+            return Err(NetError::Server {
+                code: ServerError::try_from(e.error).unwrap_or(ServerError::UnknownError),
+                message: e.message,
+            });
+        }
+        Ok(response)
+    }
+
+    /// Queues an encoded frame (a send, an ack, a flow) for writing.
+    pub fn write(&self, frame: Bytes) -> Result<(), NetError> {
+        self.post(Outbound::Write(frame))
+    }
+
+    /// Queues a command that expects no response.
+    pub fn send_command(&self, command: &BaseCommand) -> Result<(), NetError> {
+        let mut buf = BytesMut::new();
+        frame::encode_command(command, &mut buf);
+        self.write(buf.freeze())
+    }
+
+    /// Routes frames addressed to `id` to the returned channel until unregistered or closed.
+    pub fn register(&self, id: HandlerId) -> Result<mpsc::UnboundedReceiver<Event>, NetError> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.post(Outbound::Register(id, tx))?;
+        Ok(rx)
+    }
+
+    /// Stops routing frames to `id`.
+    pub fn unregister(&self, id: HandlerId) {
+        let _ = self.post(Outbound::Unregister(id));
+    }
+
+    /// Closes the socket; pending requests and handlers are told.
+    pub fn close(&self) {
+        let _ = self.post(Outbound::Close);
+    }
+
+    fn post(&self, msg: Outbound) -> Result<(), NetError> {
+        if self.is_closed() {
+            return Err(NetError::Closed(format!("connection to {} is closed", self.shared.addr)));
+        }
+        self.shared
+            .tx
+            .send(msg)
+            .map_err(|_| NetError::Closed(format!("connection to {} is closed", self.shared.addr)))
+    }
+}
+
+struct Actor {
+    addr: String,
+    max_frame_size: usize,
+    keepalive: Duration,
+    auth: Option<(String, Vec<u8>)>,
+    pending: HashMap<u64, oneshot::Sender<Result<Frame, NetError>>>,
+    handlers: HashMap<HandlerId, mpsc::UnboundedSender<Event>>,
+    closed: Arc<AtomicBool>,
+}
+
+impl Actor {
+    async fn run(mut self, stream: TcpStream, mut read_buf: BytesMut, mut rx: mpsc::UnboundedReceiver<Outbound>) {
+        let (mut rd, mut wr) = stream.into_split();
+        let mut out = BytesMut::with_capacity(64 * 1024);
+        let mut ping = tokio::time::interval_at(tokio::time::Instant::now() + self.keepalive, self.keepalive);
+        ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut awaiting_pong = false;
+        // Frames that arrived with the handshake's last read.
+        let mut reason = self.drain_frames(&mut read_buf, &mut out, &mut awaiting_pong).err();
+        while reason.is_none() {
+            tokio::select! {
+                read = rd.read_buf(&mut read_buf) => match read {
+                    Ok(0) => reason = Some(NetError::Closed(format!("closed by {}", self.addr))),
+                    Ok(_) => reason = self.drain_frames(&mut read_buf, &mut out, &mut awaiting_pong).err(),
+                    Err(e) => reason = Some(NetError::Io(e.to_string())),
+                },
+                msg = rx.recv() => {
+                    let mut next = msg;
+                    // Drain whatever else is queued so one write carries many frames.
+                    loop {
+                        match next {
+                            None => { reason = Some(NetError::Closed("client dropped the connection".into())); break; }
+                            Some(Outbound::Close) => { reason = Some(NetError::Closed("closed by the client".into())); break; }
+                            Some(m) => self.handle_outbound(m, &mut out),
+                        }
+                        if out.len() > 1 << 20 { break; }
+                        match rx.try_recv() { Ok(m) => next = Some(m), Err(_) => break }
+                    }
+                },
+                _ = ping.tick() => {
+                    if awaiting_pong {
+                        reason = Some(NetError::Timeout("keepalive (no pong within one interval)"));
+                    } else {
+                        awaiting_pong = true;
+                        frame::encode_command(&commands::ping(), &mut out);
+                    }
+                },
+            }
+            if reason.is_none() && !out.is_empty() {
+                if let Err(e) = wr.write_all_buf(&mut out).await {
+                    reason = Some(NetError::Io(e.to_string()));
+                }
+            }
+        }
+        let reason = reason.expect("loop exits with a reason");
+        self.closed.store(true, Ordering::Release);
+        log::info!("connection to {} closed: {reason}", self.addr);
+        let _ = wr.shutdown().await;
+        for (_, reply) in self.pending.drain() {
+            let _ = reply.send(Err(reason.clone()));
+        }
+        for (_, handler) in self.handlers.drain() {
+            let _ = handler.send(Event::Closed(reason.clone()));
+        }
+        // Answer anything still queued so no caller waits for a timeout.
+        rx.close();
+        while let Ok(m) = rx.try_recv() {
+            if let Outbound::Request { reply, .. } = m {
+                let _ = reply.send(Err(reason.clone()));
+            } else if let Outbound::Register(_, h) = m {
+                let _ = h.send(Event::Closed(reason.clone()));
+            }
+        }
+    }
+
+    fn handle_outbound(&mut self, msg: Outbound, out: &mut BytesMut) {
+        match msg {
+            Outbound::Request { request_id, frame, reply } => {
+                self.pending.insert(request_id, reply);
+                out.extend_from_slice(&frame);
+            }
+            Outbound::Cancel(id) => {
+                self.pending.remove(&id);
+            }
+            Outbound::Write(frame) => out.extend_from_slice(&frame),
+            Outbound::Register(id, tx) => {
+                self.handlers.insert(id, tx);
+            }
+            Outbound::Unregister(id) => {
+                self.handlers.remove(&id);
+            }
+            Outbound::Close => unreachable!("handled by the loop"),
+        }
+    }
+
+    fn drain_frames(&mut self, buf: &mut BytesMut, out: &mut BytesMut, awaiting_pong: &mut bool) -> Result<(), NetError> {
+        while let Some(f) = frame::decode(buf, self.max_frame_size)? {
+            self.dispatch(f, out, awaiting_pong)?;
+        }
+        Ok(())
+    }
+
+    fn dispatch(&mut self, f: Frame, out: &mut BytesMut, awaiting_pong: &mut bool) -> Result<(), NetError> {
+        let kind = Type::try_from(f.command.r#type).map_err(|_| NetError::UnexpectedResponse("unknown type".into()))?;
+        let handler = match kind {
+            Type::Ping => {
+                frame::encode_command(&commands::pong(), out);
+                return Ok(());
+            }
+            Type::Pong => {
+                *awaiting_pong = false;
+                return Ok(());
+            }
+            Type::AuthChallenge => {
+                self.answer_challenge(out);
+                return Ok(());
+            }
+            Type::SendReceipt => f.command.send_receipt.as_ref().map(|c| HandlerId::Producer(c.producer_id)),
+            Type::SendError => f.command.send_error.as_ref().map(|c| HandlerId::Producer(c.producer_id)),
+            Type::CloseProducer => f.command.close_producer.as_ref().map(|c| HandlerId::Producer(c.producer_id)),
+            Type::Message => f.command.message.as_ref().map(|c| HandlerId::Consumer(c.consumer_id)),
+            Type::ReachedEndOfTopic => {
+                f.command.reached_end_of_topic.as_ref().map(|c| HandlerId::Consumer(c.consumer_id))
+            }
+            Type::CloseConsumer => f.command.close_consumer.as_ref().map(|c| HandlerId::Consumer(c.consumer_id)),
+            Type::ActiveConsumerChange => {
+                f.command.active_consumer_change.as_ref().map(|c| HandlerId::Consumer(c.consumer_id))
+            }
+            Type::TopicMigrated => None,
+            _ => {
+                let Some(request_id) = response_request_id(&f.command) else {
+                    log::debug!("{}: ignoring unsolicited {kind:?}", self.addr);
+                    return Ok(());
+                };
+                // A producer waiting for exclusive access gets a not-ready success first and
+                // the real one later, under the same request id.
+                if kind == Type::ProducerSuccess
+                    && f.command.producer_success.as_ref().and_then(|p| p.producer_ready) == Some(false)
+                {
+                    return Ok(());
+                }
+                match self.pending.remove(&request_id) {
+                    Some(reply) => {
+                        let _ = reply.send(Ok(f));
+                    }
+                    None => log::debug!("{}: response to unknown request {request_id}", self.addr),
+                }
+                return Ok(());
+            }
+        };
+        match handler {
+            Some(id) => match self.handlers.get(&id) {
+                Some(tx) => {
+                    if tx.send(Event::Frame(Box::new(f))).is_err() {
+                        self.handlers.remove(&id);
+                    }
+                }
+                None => log::debug!("{}: {kind:?} for unregistered {id:?}", self.addr),
+            },
+            None => log::debug!("{}: {kind:?} without its body", self.addr),
+        }
+        Ok(())
+    }
+
+    fn answer_challenge(&mut self, out: &mut BytesMut) {
+        let (method, data) = self.auth.clone().unwrap_or_default();
+        let cmd = BaseCommand {
+            r#type: Type::AuthResponse as i32,
+            auth_response: Some(crate::protocol::pb::CommandAuthResponse {
+                client_version: Some(crate::protocol::CLIENT_VERSION.to_string()),
+                response: Some(crate::protocol::pb::AuthData {
+                    auth_method_name: Some(method),
+                    auth_data: Some(data.into()),
+                }),
+                protocol_version: Some(crate::protocol::PROTOCOL_VERSION),
+            }),
+            ..Default::default()
+        };
+        frame::encode_command(&cmd, out);
+    }
+}

@@ -1,0 +1,59 @@
+//! Errors of the network layer.
+
+use thiserror::Error;
+
+use crate::protocol::pb::ServerError;
+use crate::protocol::ProtocolError;
+
+/// Why a network operation failed.
+#[derive(Debug, Error, Clone)]
+pub enum NetError {
+    /// Could not open a TCP connection to any host.
+    #[error("cannot connect to {addr}: {reason}")]
+    Connect { addr: String, reason: String },
+    /// The socket failed after it was open.
+    #[error("i/o error: {0}")]
+    Io(String),
+    /// The connection closed (by either side) before the operation completed.
+    #[error("connection closed: {0}")]
+    Closed(String),
+    /// The peer sent bytes that are not the Pulsar protocol.
+    #[error(transparent)]
+    Protocol(#[from] ProtocolError),
+    /// The peer sent a well-formed command that makes no sense here.
+    #[error("unexpected response: {0}")]
+    UnexpectedResponse(String),
+    /// The operation did not complete within its timeout.
+    #[error("{0} timed out")]
+    Timeout(&'static str),
+    /// The broker answered with an error.
+    #[error("broker error {code:?}: {message}")]
+    Server { code: ServerError, message: String },
+    /// A lookup was redirected more times than allowed.
+    #[error("too many lookup redirects for {0}")]
+    TooManyRedirects(String),
+    /// A service URL that cannot be parsed.
+    #[error("invalid service URL {url:?}: {reason}")]
+    InvalidUrl { url: String, reason: String },
+}
+
+impl NetError {
+    /// Whether retrying on a new connection may succeed.
+    pub fn is_retriable(&self) -> bool {
+        match self {
+            NetError::Connect { .. } | NetError::Io(_) | NetError::Closed(_) | NetError::Timeout(_) => true,
+            NetError::Protocol(_) | NetError::UnexpectedResponse(_) => true,
+            NetError::Server { code, .. } => matches!(
+                code,
+                ServerError::ServiceNotReady
+                    | ServerError::TooManyRequests
+                    | ServerError::MetadataError
+                    | ServerError::PersistenceError
+                    | ServerError::UnknownError
+                    | ServerError::ProducerBlockedQuotaExceededError
+                    | ServerError::ConsumerNotFound
+            ),
+            NetError::TooManyRedirects(_) | NetError::InvalidUrl { .. } => false,
+        }
+    }
+}

@@ -1,0 +1,66 @@
+//! Topic lookup (following redirects) and partition metadata.
+
+use super::url::broker_address;
+use super::{Connection, ConnectionPool, NetError};
+use crate::protocol::commands;
+use crate::protocol::pb::{
+    command_lookup_topic_response::LookupType, command_partitioned_topic_metadata_response,
+    ServerError,
+};
+
+/// Redirects followed before giving up (the C++ client's limit).
+pub const MAX_REDIRECTS: usize = 20;
+
+/// Finds the broker that owns `topic` and returns a connection to it.
+pub async fn lookup_topic(pool: &ConnectionPool, topic: &str) -> Result<Connection, NetError> {
+    let mut conn = pool.get_service().await?;
+    let mut authoritative = false;
+    for _ in 0..MAX_REDIRECTS {
+        let frame = conn.request(|id| commands::lookup(topic, id, authoritative)).await?;
+        let resp = frame
+            .command
+            .lookup_topic_response
+            .ok_or_else(|| NetError::UnexpectedResponse("LookupResponse without its body".into()))?;
+        match LookupType::try_from(resp.response.unwrap_or(LookupType::Failed as i32)) {
+            Ok(LookupType::Connect) => {
+                if resp.proxy_through_service_url == Some(true) {
+                    return Ok(conn);
+                }
+                let url = resp.broker_service_url.as_deref().ok_or_else(|| {
+                    NetError::UnexpectedResponse("lookup answer without a broker URL".into())
+                })?;
+                return pool.get(&broker_address(url)?).await;
+            }
+            Ok(LookupType::Redirect) => {
+                let url = resp.broker_service_url.as_deref().ok_or_else(|| {
+                    NetError::UnexpectedResponse("redirect without a broker URL".into())
+                })?;
+                authoritative = resp.authoritative.unwrap_or(false);
+                conn = pool.get(&broker_address(url)?).await?;
+            }
+            _ => {
+                return Err(NetError::Server {
+                    code: resp.error.and_then(|e| ServerError::try_from(e).ok()).unwrap_or(ServerError::UnknownError),
+                    message: resp.message.unwrap_or_else(|| "lookup failed".into()),
+                })
+            }
+        }
+    }
+    Err(NetError::TooManyRedirects(topic.to_string()))
+}
+
+/// Number of partitions of `topic`; 0 means a non-partitioned topic.
+pub async fn partition_count(pool: &ConnectionPool, topic: &str) -> Result<u32, NetError> {
+    let conn = pool.get_service().await?;
+    let frame = conn.request(|id| commands::partitioned_metadata(topic, id)).await?;
+    let resp = frame.command.partition_metadata_response.ok_or_else(|| {
+        NetError::UnexpectedResponse("PartitionedMetadataResponse without its body".into())
+    })?;
+    if resp.response == Some(command_partitioned_topic_metadata_response::LookupType::Failed as i32) {
+        return Err(NetError::Server {
+            code: resp.error.and_then(|e| ServerError::try_from(e).ok()).unwrap_or(ServerError::UnknownError),
+            message: resp.message.unwrap_or_else(|| "partition metadata failed".into()),
+        });
+    }
+    Ok(resp.partitions.unwrap_or(0))
+}

@@ -1,0 +1,14 @@
+//! Sockets and timers: one task per connection owns its socket, a pool shares connections per
+//! broker, lookups find the broker that owns a topic, backoff spaces retries. This layer knows
+//! frames and request ids, never what a producer or consumer means by them.
+
+pub mod backoff;
+pub mod connection;
+pub mod error;
+pub mod lookup;
+pub mod pool;
+pub mod url;
+
+pub use connection::{Connection, ConnectionOptions, Event, HandlerId};
+pub use error::NetError;
+pub use pool::ConnectionPool;

@@ -1,0 +1,94 @@
+//! One shared connection per broker address, opened on first use and replaced once closed.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use tokio::sync::Mutex;
+
+use super::backoff::Backoff;
+use super::connection::{Connection, ConnectionOptions};
+use super::url::ServiceUrl;
+use super::NetError;
+
+/// The connections of one client.
+pub struct ConnectionPool {
+    opts: ConnectionOptions,
+    service: ServiceUrl,
+    // Per-address locks so two callers wanting the same broker share one dial.
+    slots: std::sync::Mutex<HashMap<String, Arc<Mutex<Option<Connection>>>>>,
+    // Where to start walking the service hosts; moves on past a host that failed.
+    next_host: AtomicUsize,
+}
+
+impl ConnectionPool {
+    /// A pool for the brokers behind `service`.
+    pub fn new(service: ServiceUrl, opts: ConnectionOptions) -> Self {
+        ConnectionPool { opts, service, slots: Default::default(), next_host: AtomicUsize::new(0) }
+    }
+
+    /// The connection settings.
+    pub fn options(&self) -> &ConnectionOptions {
+        &self.opts
+    }
+
+    /// The open connection to `addr`, dialling it if there is none.
+    pub async fn get(&self, addr: &str) -> Result<Connection, NetError> {
+        let slot = {
+            let mut slots = self.slots.lock().expect("pool lock");
+            slots.entry(addr.to_string()).or_default().clone()
+        };
+        let mut slot = slot.lock().await;
+        if let Some(conn) = slot.as_ref() {
+            if !conn.is_closed() {
+                return Ok(conn.clone());
+            }
+        }
+        let conn = Connection::connect(addr, &self.opts).await?;
+        *slot = Some(conn.clone());
+        Ok(conn)
+    }
+
+    /// A connection to any host of the service URL, trying them in turn; a round through every
+    /// host that fails backs off before the next, until the connect timeout's budget is spent.
+    pub async fn get_service(&self) -> Result<Connection, NetError> {
+        let hosts = &self.service.hosts;
+        let deadline = tokio::time::Instant::now() + self.opts.connect_timeout;
+        let mut backoff = Backoff::default_reconnect();
+        loop {
+            let mut last_err = None;
+            for _ in 0..hosts.len() {
+                let i = self.next_host.load(Ordering::Relaxed) % hosts.len();
+                match self.get(&hosts[i]).await {
+                    Ok(c) => return Ok(c),
+                    Err(e) => {
+                        log::warn!("cannot reach {}: {e}", hosts[i]);
+                        // Only auth-style failures are final; anything else tries the next host.
+                        if !e.is_retriable() {
+                            return Err(e);
+                        }
+                        self.next_host.fetch_add(1, Ordering::Relaxed);
+                        last_err = Some(e);
+                    }
+                }
+            }
+            let delay = backoff.next_delay();
+            if tokio::time::Instant::now() + delay >= deadline {
+                return Err(last_err.expect("at least one host"));
+            }
+            tokio::time::sleep(delay).await;
+        }
+    }
+
+    /// Closes every connection.
+    pub fn close_all(&self) {
+        let slots = std::mem::take(&mut *self.slots.lock().expect("pool lock"));
+        for (_, slot) in slots {
+            if let Ok(guard) = slot.try_lock() {
+                if let Some(c) = guard.as_ref() {
+                    c.close();
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,86 @@
+//! The batch payload format: entries of `[size u32][SingleMessageMetadata][payload]`, counted
+//! by `MessageMetadata.num_messages_in_batch`.
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use prost::Message as _;
+
+use super::pb::SingleMessageMetadata;
+use super::ProtocolError;
+
+/// Appends one batch entry.
+pub fn encode_entry(meta: &SingleMessageMetadata, payload: &[u8], dst: &mut BytesMut) {
+    let size = meta.encoded_len();
+    dst.reserve(4 + size + payload.len());
+    dst.put_u32(size as u32);
+    meta.encode(dst).expect("reserved capacity");
+    dst.put_slice(payload);
+}
+
+/// Splits an uncompressed batch into its `count` entries. Payloads share `data`'s memory.
+pub fn decode_entries(
+    mut data: Bytes,
+    count: usize,
+) -> Result<Vec<(SingleMessageMetadata, Bytes)>, ProtocolError> {
+    // `count` comes from the peer; never pre-allocate more than the bytes could hold.
+    let mut out = Vec::with_capacity(count.min(data.len() / 4 + 1));
+    for _ in 0..count {
+        if data.len() < 4 {
+            return Err(ProtocolError::BadBatch("entry header truncated"));
+        }
+        let size = data.get_u32() as usize;
+        if size > data.len() {
+            return Err(ProtocolError::BadBatch("entry metadata exceeds the batch"));
+        }
+        let meta = SingleMessageMetadata::decode(data.split_to(size))
+            .map_err(|e| ProtocolError::Protobuf { what: "SingleMessageMetadata", reason: e.to_string() })?;
+        let len = usize::try_from(meta.payload_size)
+            .map_err(|_| ProtocolError::BadBatch("negative payload size"))?;
+        if len > data.len() {
+            return Err(ProtocolError::BadBatch("entry payload exceeds the batch"));
+        }
+        out.push((meta, data.split_to(len)));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(i: usize) -> (SingleMessageMetadata, Vec<u8>) {
+        let payload = vec![i as u8; i];
+        let meta = SingleMessageMetadata {
+            payload_size: payload.len() as i32,
+            partition_key: Some(format!("k{i}")),
+            sequence_id: Some(i as u64),
+            ..Default::default()
+        };
+        (meta, payload)
+    }
+
+    #[test]
+    fn batch_round_trips() {
+        let mut buf = BytesMut::new();
+        let entries: Vec<_> = (0..10).map(entry).collect();
+        for (meta, payload) in &entries {
+            encode_entry(meta, payload, &mut buf);
+        }
+        let decoded = decode_entries(buf.freeze(), entries.len()).unwrap();
+        assert_eq!(decoded.len(), entries.len());
+        for ((m, p), (em, ep)) in decoded.iter().zip(&entries) {
+            assert_eq!(m, em);
+            assert_eq!(&p[..], &ep[..]);
+        }
+    }
+
+    #[test]
+    fn truncated_or_overcounted_batches_are_errors() {
+        let mut buf = BytesMut::new();
+        let (meta, payload) = entry(5);
+        encode_entry(&meta, &payload, &mut buf);
+        let whole = buf.freeze();
+        assert!(decode_entries(whole.clone(), 2).is_err());
+        assert!(decode_entries(whole.slice(..whole.len() - 1), 1).is_err());
+        assert!(decode_entries(Bytes::new(), usize::MAX).is_err());
+    }
+}

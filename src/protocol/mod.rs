@@ -1,0 +1,25 @@
+//! The Pulsar binary protocol without I/O.
+//!
+//! Encoders append to a `BytesMut`; [`frame::decode`] takes bytes read so far and returns
+//! `Ok(None)` when a frame is incomplete, so the same code serves sockets, fuzzers and tests.
+
+pub mod batch;
+pub mod commands;
+pub mod compression;
+pub mod error;
+pub mod frame;
+pub mod hash;
+
+/// Types generated from `proto/PulsarApi.proto`.
+#[allow(missing_docs, clippy::all)]
+pub mod pb {
+    include!(concat!(env!("OUT_DIR"), "/pulsar.proto.rs"));
+}
+
+pub use error::ProtocolError;
+
+/// The newest protocol version magnetar speaks; the broker answers with the version it accepts.
+pub const PROTOCOL_VERSION: i32 = 21;
+
+/// Client version string sent in `CommandConnect`.
+pub const CLIENT_VERSION: &str = concat!("magnetar-", env!("CARGO_PKG_VERSION"));
