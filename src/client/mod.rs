@@ -1,1 +1,27 @@
-//! placeholder
+//! What users see: producers, consumers and readers, with the semantics of the Pulsar clients
+//! (batching, receipts, resend on reconnect, permits, acks, redelivery).
+//!
+//! Each producer and consumer of one topic partition is an actor task that owns its state and
+//! its registration on a connection; partitioned and multi-topic handles fan out over them.
+
+pub mod consumer;
+pub mod error;
+pub mod message;
+pub mod options;
+pub mod producer;
+pub mod topic;
+
+mod batch;
+mod inbox;
+mod inner;
+mod partition_consumer;
+mod partition_producer;
+mod util;
+
+pub use consumer::Consumer;
+pub use error::{Error, ErrorKind, Result};
+pub use inner::Client;
+pub use message::{Message, MessageId, OutgoingMessage};
+pub use options::{ClientOptions, ConsumerOptions, HashingScheme, InitialPosition, ProducerOptions, RoutingMode};
+pub use producer::{Producer, SendCallback};
+pub use topic::TopicName;

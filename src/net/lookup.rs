@@ -64,3 +64,13 @@ pub async fn partition_count(pool: &ConnectionPool, topic: &str) -> Result<u32, 
     }
     Ok(resp.partitions.unwrap_or(0))
 }
+
+/// Persistent topics of `namespace` (`tenant/ns`), partitions listed one by one.
+pub async fn topics_of_namespace(pool: &ConnectionPool, namespace: &str) -> Result<Vec<String>, NetError> {
+    let conn = pool.get_service().await?;
+    let frame = conn.request(|id| commands::get_topics_of_namespace(namespace, id)).await?;
+    let resp = frame.command.get_topics_of_namespace_response.ok_or_else(|| {
+        NetError::UnexpectedResponse("GetTopicsOfNamespaceResponse without its body".into())
+    })?;
+    Ok(resp.topics)
+}

@@ -204,6 +204,18 @@ pub fn consumer_stats(consumer_id: u64, request_id: u64) -> BaseCommand {
     cmd
 }
 
+/// `GetTopicsOfNamespace` (persistent topics), for pattern subscriptions.
+pub fn get_topics_of_namespace(namespace: &str, request_id: u64) -> BaseCommand {
+    let mut cmd = base(Type::GetTopicsOfNamespace);
+    cmd.get_topics_of_namespace = Some(pb::CommandGetTopicsOfNamespace {
+        request_id,
+        namespace: namespace.to_string(),
+        mode: Some(pb::command_get_topics_of_namespace::Mode::Persistent as i32),
+        ..Default::default()
+    });
+    cmd
+}
+
 /// The request id a response command answers, if it answers one.
 pub fn response_request_id(cmd: &BaseCommand) -> Option<u64> {
     Some(match Type::try_from(cmd.r#type).ok()? {
@@ -253,6 +265,7 @@ mod tests {
             seek(2, 14, None, Some(5)),
             get_last_message_id(2, 15),
             consumer_stats(2, 16),
+            get_topics_of_namespace("public/default", 17),
         ];
         for cmd in cmds {
             assert_eq!(round_trip(cmd.clone()), cmd);

@@ -1,0 +1,73 @@
+"""magnetar: a fast Python client for Apache Pulsar, with a Rust engine.
+
+::
+
+    import magnetar
+
+    with magnetar.Client("pulsar://127.0.0.1:6650") as client:
+        producer = client.create_producer("my-topic")
+        producer.send(b"hello")
+        consumer = client.subscribe("my-topic", "my-sub", initial_position="earliest")
+        msg = consumer.receive(timeout=5.0)
+        consumer.ack(msg)
+
+See :class:`Client` and :class:`AsyncClient`.
+"""
+
+from __future__ import annotations
+
+import logging as _logging
+
+from ._core import Message, MessageId, SendFuture, __version__
+from ._async import AsyncClient, AsyncConsumer, AsyncProducer, AsyncReader
+from ._client import Client, Consumer, Producer, Reader
+from ._options import Authentication, SubscriptionType
+from .exceptions import (
+    AlreadyClosed,
+    AuthenticationError,
+    AuthorizationError,
+    ConnectError,
+    ConsumerBusy,
+    InvalidConfiguration,
+    MessageTooLarge,
+    ProducerBusy,
+    ProducerQueueFull,
+    ProtocolError,
+    PulsarError,
+    Timeout,
+    TopicNotFound,
+    TopicTerminated,
+)
+
+_logging.getLogger("magnetar").addHandler(_logging.NullHandler())
+
+__all__ = [
+    "AlreadyClosed",
+    "AsyncClient",
+    "AsyncConsumer",
+    "AsyncProducer",
+    "AsyncReader",
+    "Authentication",
+    "AuthenticationError",
+    "AuthorizationError",
+    "Client",
+    "ConnectError",
+    "Consumer",
+    "ConsumerBusy",
+    "InvalidConfiguration",
+    "Message",
+    "MessageId",
+    "MessageTooLarge",
+    "Producer",
+    "ProducerBusy",
+    "ProducerQueueFull",
+    "ProtocolError",
+    "PulsarError",
+    "Reader",
+    "SendFuture",
+    "SubscriptionType",
+    "Timeout",
+    "TopicNotFound",
+    "TopicTerminated",
+    "__version__",
+]

@@ -1,0 +1,18 @@
+"""Resolving asyncio futures from the engine's dispatch thread (via call_soon_threadsafe)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+__all__ = ["resolve"]
+
+
+def resolve(fut: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
+    """Completes ``fut`` unless it was cancelled meanwhile."""
+    if fut.done():
+        return
+    if error is not None:
+        fut.set_exception(error)
+    else:
+        fut.set_result(value)

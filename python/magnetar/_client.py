@@ -1,0 +1,411 @@
+"""The blocking API: :class:`Client`, :class:`Producer`, :class:`Consumer`, :class:`Reader`.
+
+Every blocking call releases the GIL while it waits and can be interrupted with Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+from typing import Any, Callable, Iterator, Mapping, Sequence
+
+from . import _core
+from ._core import Message, MessageId, SendFuture
+from ._options import (
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_KEEPALIVE_INTERVAL,
+    DEFAULT_MEMORY_LIMIT,
+    DEFAULT_OPERATION_TIMEOUT,
+    Authentication,
+    SubscriptionType,
+    TimeLike,
+    check_topic,
+    client_options,
+    consumer_options,
+    deliver_at_ms,
+    producer_options,
+    properties_dict,
+    reader_start,
+    time_ms,
+)
+from .exceptions import AlreadyClosed, TopicTerminated
+
+__all__ = ["Client", "Consumer", "Producer", "Reader"]
+
+
+def _event_ms(event_time: TimeLike | None) -> int | None:
+    return None if event_time is None else time_ms(event_time, "event_time")
+
+
+def _not_picklable(kind: str) -> None:
+    raise TypeError(
+        f"magnetar.{kind} cannot be pickled: it owns network connections. Pickle a "
+        "magnetar.ClientConfig (or the service URL) and create the object in the process that uses it."
+    )
+
+
+class Producer:
+    """Publishes messages to one topic (all partitions of a partitioned topic)."""
+
+    def __init__(self, core: _core._Producer) -> None:
+        self._core = core
+
+    @property
+    def topic(self) -> str:
+        """The topic name."""
+        return self._core.topic
+
+    @property
+    def name(self) -> str:
+        """The producer name (chosen by the broker unless given)."""
+        return self._core.name
+
+    @property
+    def last_sequence_id(self) -> int:
+        """The highest sequence id the broker has acknowledged (-1 before the first)."""
+        return self._core.last_sequence_id
+
+    @property
+    def is_connected(self) -> bool:
+        """Whether the producer is attached to its broker right now."""
+        return self._core.is_connected
+
+    def send(
+        self,
+        data: bytes | str | memoryview | bytearray,
+        *,
+        key: str | None = None,
+        properties: Mapping[str, str] | None = None,
+        event_time: TimeLike | None = None,
+        deliver_after: float | _dt.timedelta | None = None,
+        deliver_at: TimeLike | None = None,
+        ordering_key: bytes | str | None = None,
+        sequence_id: int | None = None,
+    ) -> MessageId:
+        """Sends one message and waits for the broker's receipt. The open batch goes out at
+        once rather than waiting for the batching delay."""
+        return self._core.send(
+            data, key, properties_dict(properties), _event_ms(event_time),
+            deliver_at_ms(deliver_at, deliver_after), ordering_key, sequence_id,
+        )
+
+    def send_async(
+        self,
+        data: bytes | str | memoryview | bytearray,
+        *,
+        key: str | None = None,
+        properties: Mapping[str, str] | None = None,
+        event_time: TimeLike | None = None,
+        deliver_after: float | _dt.timedelta | None = None,
+        deliver_at: TimeLike | None = None,
+        ordering_key: bytes | str | None = None,
+        sequence_id: int | None = None,
+        callback: Callable[[SendFuture], Any] | None = None,
+    ) -> SendFuture:
+        """Queues one message and returns a future of its :class:`MessageId`. Blocks only when
+        the pending queue is full and ``block_if_full`` is set."""
+        fut = self._core.send_async(
+            data, key, properties_dict(properties), _event_ms(event_time),
+            deliver_at_ms(deliver_at, deliver_after), ordering_key, sequence_id,
+        )
+        if callback is not None:
+            fut.add_done_callback(callback)
+        return fut
+
+    def send_many(self, payloads: Sequence[bytes | str | memoryview | bytearray], *, keys: Sequence[str | None] | None = None) -> list[MessageId]:
+        """Sends many messages in one call and waits for every receipt: the fast path."""
+        return self._core.send_many(payloads, None if keys is None else list(keys))
+
+    def flush(self) -> None:
+        """Sends open batches now and waits until every message sent so far is acknowledged."""
+        self._core.flush()
+
+    def close(self) -> None:
+        """Sends what is pending, waits for it (up to the send timeout), and detaches."""
+        self._core.close()
+
+    def __enter__(self) -> "Producer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __reduce__(self) -> Any:
+        _not_picklable("Producer")
+
+    def __repr__(self) -> str:
+        return f"<magnetar.Producer topic={self.topic!r}>"
+
+
+class Consumer:
+    """Receives messages of a subscription. Iterate over it to receive until it is closed or
+    its topics are terminated."""
+
+    def __init__(self, core: _core._Consumer) -> None:
+        self._core = core
+
+    @property
+    def topics(self) -> list[str]:
+        """Topic names covered (partitions listed one by one)."""
+        return self._core.topics
+
+    @property
+    def subscription(self) -> str:
+        """The subscription name."""
+        return self._core.subscription
+
+    @property
+    def is_connected(self) -> bool:
+        """Whether every sub-consumer is attached right now."""
+        return self._core.is_connected
+
+    def receive(self, timeout: float | None = None) -> Message:
+        """The next message; raises :class:`~magnetar.Timeout` after ``timeout`` seconds."""
+        return self._core.receive(timeout)
+
+    def receive_many(self, max_messages: int = 100, timeout: float | None = 0.1) -> list[Message]:
+        """Up to ``max_messages``: what is queued, else what arrives within ``timeout``
+        seconds (possibly nothing)."""
+        return self._core.receive_many(max_messages, timeout)
+
+    def ack(self, message: Message | MessageId) -> None:
+        """Acknowledges one message (grouped and sent within ``ack_group_time``)."""
+        self._core.ack(message)
+
+    def ack_cumulative(self, message: Message | MessageId) -> None:
+        """Acknowledges every message up to this one (not on Shared subscriptions)."""
+        self._core.ack_cumulative(message)
+
+    def nack(self, message: Message | MessageId) -> None:
+        """Asks for redelivery after ``nack_redelivery_delay``."""
+        self._core.nack(message)
+
+    def redeliver_unacknowledged(self) -> None:
+        """Redelivers every unacknowledged message now."""
+        self._core.redeliver_unacknowledged()
+
+    def seek(self, target: MessageId | TimeLike) -> None:
+        """Moves the subscription to a message id or to a publish time."""
+        self._core.seek(target if isinstance(target, MessageId) else time_ms(target, "seek target"))
+
+    def get_last_message_id(self) -> MessageId:
+        """The id of the last message of the topic (the highest over partitions)."""
+        return max(self._core.last_message_ids())
+
+    def pause(self) -> None:
+        """Stops asking the broker for more messages; queued ones stay receivable."""
+        self._core.pause()
+
+    def resume(self) -> None:
+        """Undoes :meth:`pause`."""
+        self._core.resume()
+
+    def unsubscribe(self) -> None:
+        """Deletes the subscription and closes the consumer."""
+        self._core.unsubscribe()
+
+    def close(self) -> None:
+        """Sends pending acknowledgements and detaches."""
+        self._core.close()
+
+    def __iter__(self) -> Iterator[Message]:
+        while True:
+            try:
+                yield self._core.receive(None)
+            except (AlreadyClosed, TopicTerminated):
+                return
+
+    def __enter__(self) -> "Consumer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __reduce__(self) -> Any:
+        _not_picklable("Consumer")
+
+    def __repr__(self) -> str:
+        return f"<magnetar.Consumer subscription={self.subscription!r} topics={self.topics!r}>"
+
+
+class Reader:
+    """Reads a topic from a position without a durable subscription."""
+
+    def __init__(self, core: _core._Consumer) -> None:
+        self._core = core
+
+    @property
+    def topics(self) -> list[str]:
+        return self._core.topics
+
+    def read_next(self, timeout: float | None = None) -> Message:
+        """The next message; raises :class:`~magnetar.Timeout` after ``timeout`` seconds."""
+        return self._core.receive(timeout)
+
+    def has_message_available(self) -> bool:
+        """Whether there is a message past the last one read."""
+        return self._core.has_message_available()
+
+    def seek(self, target: MessageId | TimeLike) -> None:
+        """Moves the reader to a message id or to a publish time."""
+        self._core.seek(target if isinstance(target, MessageId) else time_ms(target, "seek target"))
+
+    def close(self) -> None:
+        self._core.close()
+
+    def __iter__(self) -> Iterator[Message]:
+        while True:
+            try:
+                yield self._core.receive(None)
+            except (AlreadyClosed, TopicTerminated):
+                return
+
+    def __enter__(self) -> "Reader":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __reduce__(self) -> Any:
+        _not_picklable("Reader")
+
+
+class Client:
+    """A connection to a Pulsar cluster, shared by its producers, consumers and readers.
+
+    ``service_url`` is ``pulsar://host:port``, or several hosts
+    (``pulsar://h1:6650,h2:6650``) tried in turn. Options are validated at once
+    (:class:`~magnetar.InvalidConfiguration`); nothing connects until a producer, consumer or
+    reader is created.
+    """
+
+    def __init__(
+        self,
+        service_url: str,
+        *,
+        operation_timeout: float = DEFAULT_OPERATION_TIMEOUT,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        keepalive_interval: float = DEFAULT_KEEPALIVE_INTERVAL,
+        memory_limit: int = DEFAULT_MEMORY_LIMIT,
+        authentication: Authentication | None = None,
+        initial_backoff: float = 0.1,
+        max_backoff: float = 60.0,
+    ) -> None:
+        self._core = _core._Client(
+            service_url,
+            client_options(operation_timeout, connect_timeout, keepalive_interval, memory_limit,
+                           authentication, initial_backoff, max_backoff),
+        )
+        self.service_url = service_url
+
+    def create_producer(
+        self,
+        topic: str,
+        *,
+        name: str | None = None,
+        batching: bool = True,
+        batch_max_messages: int = 1000,
+        batch_max_bytes: int = 128 * 1024,
+        batch_max_delay: float = 0.01,
+        compression: str | None = None,
+        max_pending: int = 1000,
+        block_if_full: bool = True,
+        send_timeout: float = 30.0,
+        initial_sequence_id: int | None = None,
+        access_mode: str = "shared",
+        chunking: bool = False,
+        properties: Mapping[str, str] | None = None,
+        routing_mode: str = "round_robin",
+        hashing_scheme: str = "java_string",
+    ) -> Producer:
+        """Creates a producer; the topic is looked up and the producer attached before this
+        returns, so a missing topic or a refused permission raises here."""
+        opts = producer_options(
+            name=name, batching=batching, batch_max_messages=batch_max_messages,
+            batch_max_bytes=batch_max_bytes, batch_max_delay=batch_max_delay, compression=compression,
+            max_pending=max_pending, block_if_full=block_if_full, send_timeout=send_timeout,
+            initial_sequence_id=initial_sequence_id, access_mode=access_mode, chunking=chunking,
+            properties=properties_dict(properties), routing_mode=routing_mode, hashing_scheme=hashing_scheme,
+        )
+        return Producer(self._core.create_producer(topic, opts))
+
+    def subscribe(
+        self,
+        topic: str | Sequence[str],
+        subscription: str,
+        *,
+        subscription_type: SubscriptionType | str = SubscriptionType.EXCLUSIVE,
+        initial_position: str = "latest",
+        pattern: bool = False,
+        consumer_name: str | None = None,
+        receiver_queue_size: int = 1000,
+        nack_redelivery_delay: float = 60.0,
+        ack_timeout: float = 0.0,
+        ack_group_time: float = 0.1,
+        ack_group_max: int = 1000,
+        batch_index_ack: bool = False,
+        read_compacted: bool = False,
+        subscription_properties: Mapping[str, str] | None = None,
+        properties: Mapping[str, str] | None = None,
+        priority_level: int = 0,
+        discovery_period: float = 60.0,
+        max_redeliver_count: int | None = None,
+        dead_letter_topic: str | None = None,
+    ) -> Consumer:
+        """Subscribes to a topic, a list of topics, or (``pattern=True``) every topic matching
+        a regular expression; attaches before returning."""
+        check_topic(topic)
+        opts = consumer_options(
+            subscription_type, initial_position, consumer_name=consumer_name,
+            receiver_queue_size=receiver_queue_size, nack_redelivery_delay=nack_redelivery_delay,
+            ack_timeout=ack_timeout, ack_group_time=ack_group_time, ack_group_max=ack_group_max,
+            batch_index_ack=batch_index_ack, read_compacted=read_compacted,
+            subscription_properties=properties_dict(subscription_properties),
+            properties=properties_dict(properties), priority_level=priority_level,
+            discovery_period=discovery_period, max_redeliver_count=max_redeliver_count,
+            dead_letter_topic=dead_letter_topic,
+        )
+        return Consumer(self._core.subscribe(topic if isinstance(topic, str) else list(topic), subscription, opts, pattern))
+
+    def create_reader(
+        self,
+        topic: str,
+        start: MessageId | TimeLike = MessageId.earliest,
+        *,
+        start_inclusive: bool = False,
+        receiver_queue_size: int = 1000,
+        reader_name: str | None = None,
+        read_compacted: bool = False,
+    ) -> Reader:
+        """A reader of ``topic`` starting at a message id (``MessageId.earliest`` /
+        ``MessageId.latest`` / an id) or at a publish time."""
+        start_id, at_time = reader_start(start)
+        opts = consumer_options(
+            "exclusive", "earliest", consumer_name=reader_name, receiver_queue_size=receiver_queue_size,
+            durable=False, start_message_id=start_id, start_inclusive=start_inclusive,
+            read_compacted=read_compacted,
+        )
+        core = self._core.subscribe(topic, f"reader-{os.urandom(5).hex()}", opts, False)
+        if at_time is not None:
+            core.seek(at_time)
+        return Reader(core)
+
+    def get_partition_count(self, topic: str) -> int:
+        """Number of partitions of ``topic`` (0 for a non-partitioned topic)."""
+        return self._core.partition_count(topic)
+
+    def close(self) -> None:
+        """Closes every producer, consumer and reader, then the connections."""
+        self._core.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __reduce__(self) -> Any:
+        _not_picklable("Client")
+
+    def __repr__(self) -> str:
+        return f"<magnetar.Client {self.service_url!r}>"

@@ -1,0 +1,111 @@
+"""Exceptions raised by magnetar.
+
+Every error is a :class:`PulsarError`; ``code`` holds the broker's ``ServerError`` number when
+the broker refused an operation (``None`` otherwise)::
+
+    PulsarError
+    ├── Timeout               (also a builtin TimeoutError)
+    ├── ConnectError          (also a builtin ConnectionError)
+    ├── AuthenticationError
+    ├── AuthorizationError
+    ├── TopicNotFound
+    ├── ProducerBusy
+    ├── ConsumerBusy
+    ├── ProducerQueueFull
+    ├── MessageTooLarge
+    ├── AlreadyClosed
+    ├── TopicTerminated
+    ├── InvalidConfiguration  (also a builtin ValueError)
+    └── ProtocolError
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AlreadyClosed",
+    "AuthenticationError",
+    "AuthorizationError",
+    "ConnectError",
+    "ConsumerBusy",
+    "InvalidConfiguration",
+    "MessageTooLarge",
+    "ProducerBusy",
+    "ProducerQueueFull",
+    "ProtocolError",
+    "PulsarError",
+    "Timeout",
+    "TopicNotFound",
+    "TopicTerminated",
+]
+
+
+class PulsarError(Exception):
+    """Base class of every magnetar error."""
+
+    code: int | None
+    """The broker's ``ServerError`` code, when the broker reported the error."""
+
+    def __init__(self, message: str = "", code: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+# Waiting and connecting
+
+
+class Timeout(PulsarError, TimeoutError):
+    """An operation did not complete within its timeout."""
+
+
+class ConnectError(PulsarError, ConnectionError):
+    """No broker could be reached, or the connection was lost for good."""
+
+
+# Refusals by the broker
+
+
+class AuthenticationError(PulsarError):
+    """The broker rejected the credentials."""
+
+
+class AuthorizationError(PulsarError):
+    """The credentials lack a permission for this operation."""
+
+
+class TopicNotFound(PulsarError):
+    """The topic or subscription does not exist and cannot be created."""
+
+
+class ProducerBusy(PulsarError):
+    """Another producer holds exclusive access, or the producer name is taken."""
+
+
+class ConsumerBusy(PulsarError):
+    """An exclusive subscription already has a consumer."""
+
+
+class TopicTerminated(PulsarError):
+    """The topic was terminated: nothing more can be published or will be delivered."""
+
+
+# Limits and misuse
+
+
+class ProducerQueueFull(PulsarError):
+    """The producer's pending queue or the client's memory limit is full."""
+
+
+class MessageTooLarge(PulsarError):
+    """The message is larger than the broker accepts (enable chunking to send it)."""
+
+
+class AlreadyClosed(PulsarError):
+    """The client, producer or consumer is closed (or was created before a fork)."""
+
+
+class InvalidConfiguration(PulsarError, ValueError):
+    """An invalid option value, topic name or argument."""
+
+
+class ProtocolError(PulsarError):
+    """The peer violated the Pulsar protocol."""

@@ -1,0 +1,468 @@
+//! The public consumer: one subscription over a topic, its partitions, a list of topics, or
+//! every topic matching a pattern. All sub-consumers feed one inbox, so receiving is the same
+//! whatever the consumer covers.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Instant;
+
+use regex::Regex;
+use tokio::sync::oneshot;
+
+use super::error::{Error, ErrorKind, Result};
+use super::inbox::{Inbox, Take};
+use super::inner::ClientInner;
+use super::message::{Message, MessageId};
+use super::options::ConsumerOptions;
+pub use super::partition_consumer::SeekTarget;
+use super::partition_consumer::{self, Command, PartitionShared};
+use super::topic::TopicName;
+use crate::net::lookup;
+use crate::protocol::pb::command_subscribe::SubType;
+
+/// What a consumer subscribes to.
+#[derive(Debug, Clone)]
+pub enum TopicSelection {
+    /// One topic (all its partitions if partitioned).
+    One(String),
+    /// Several topics.
+    Many(Vec<String>),
+    /// Every persistent topic of a namespace whose full name matches the regex.
+    Pattern(String),
+}
+
+struct Inner {
+    client: Arc<ClientInner>,
+    subscription: String,
+    opts: ConsumerOptions,
+    inbox: Arc<Inbox>,
+    parts: RwLock<Vec<Arc<PartitionShared>>>,
+    /// Topics (partition names) already covered.
+    covered: std::sync::Mutex<HashSet<String>>,
+    /// Topics as selected (partitioned topic names, not partitions), for partition discovery.
+    selected: std::sync::Mutex<Vec<TopicName>>,
+    pattern: Option<(String, Regex)>,
+    closed: AtomicBool,
+}
+
+/// A consumer. Cheap to clone; clones share the consumer.
+#[derive(Clone)]
+pub struct Consumer {
+    inner: Arc<Inner>,
+}
+
+impl Consumer {
+    pub(crate) async fn create(
+        client: Arc<ClientInner>,
+        selection: TopicSelection,
+        subscription: String,
+        opts: ConsumerOptions,
+    ) -> Result<Consumer> {
+        let (topics, pattern) = match selection {
+            TopicSelection::One(t) => (vec![TopicName::parse(&t)?], None),
+            TopicSelection::Many(ts) => {
+                if ts.is_empty() {
+                    return Err(Error::invalid("topic list must not be empty"));
+                }
+                let mut v: Vec<TopicName> = Vec::new();
+                for t in ts {
+                    let t = TopicName::parse(&t)?;
+                    if !v.contains(&t) {
+                        v.push(t);
+                    }
+                }
+                (v, None)
+            }
+            TopicSelection::Pattern(p) => {
+                let full = if p.contains("://") { p.clone() } else { format!("persistent://public/default/{p}") };
+                let regex = Regex::new(&format!("^(?:{full})$")).map_err(|e| Error::invalid(format!("invalid topic pattern: {e}")))?;
+                (Vec::new(), Some((full, regex)))
+            }
+        };
+        let consumer = Consumer {
+            inner: Arc::new(Inner {
+                client: client.clone(),
+                subscription,
+                opts,
+                inbox: Arc::new(Inbox::new()),
+                parts: RwLock::new(Vec::new()),
+                covered: Default::default(),
+                selected: std::sync::Mutex::new(topics),
+                pattern,
+                closed: AtomicBool::new(false),
+            }),
+        };
+        if let Err(e) = consumer.discover().await {
+            let _ = consumer.close().await;
+            return Err(e);
+        }
+        let weak = Arc::downgrade(&consumer.inner);
+        client.on_close(Box::new(move || {
+            Box::pin(async move {
+                if let Some(inner) = weak.upgrade() {
+                    let _ = (Consumer { inner }).close().await;
+                }
+            })
+        }));
+        let needs_discovery = consumer.inner.pattern.is_some() || consumer.is_multi_capable();
+        if needs_discovery {
+            let weak = Arc::downgrade(&consumer.inner);
+            let period = consumer.inner.opts.discovery_period;
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(period).await;
+                    let Some(inner) = weak.upgrade() else { return };
+                    if inner.closed.load(Ordering::Acquire) {
+                        return;
+                    }
+                    if let Err(e) = (Consumer { inner }).discover().await {
+                        log::warn!("topic discovery failed: {e}");
+                    }
+                }
+            });
+        }
+        Ok(consumer)
+    }
+
+    fn is_multi_capable(&self) -> bool {
+        self.inner.opts.durable
+    }
+
+    /// Finds topics and partitions not yet covered and subscribes to them.
+    async fn discover(&self) -> Result<()> {
+        let inner = &self.inner;
+        let mut wanted: Vec<String> = Vec::new();
+        if let Some((full, regex)) = &inner.pattern {
+            let rest = full.split_once("://").map_or(full.as_str(), |(_, r)| r);
+            let mut it = rest.splitn(3, '/');
+            let ns = match (it.next(), it.next(), it.next()) {
+                (Some(t), Some(n), Some(_)) if !t.is_empty() && !n.is_empty() => format!("{t}/{n}"),
+                _ => return Err(Error::invalid(format!("pattern {full:?} must name tenant/namespace literally"))),
+            };
+            for t in lookup::topics_of_namespace(&inner.client.pool, &ns).await? {
+                let base = match t.rsplit_once("-partition-") {
+                    Some((b, n)) if n.parse::<u32>().is_ok() => b.to_string(),
+                    _ => t.clone(),
+                };
+                if regex.is_match(&base) || regex.is_match(&t) {
+                    wanted.push(t);
+                }
+            }
+        } else {
+            let selected = inner.selected.lock().expect("selected lock").clone();
+            for t in selected {
+                if t.partition().is_some() {
+                    wanted.push(t.to_string());
+                    continue;
+                }
+                let n = lookup::partition_count(&inner.client.pool, t.as_str()).await?;
+                if n == 0 {
+                    wanted.push(t.to_string());
+                } else {
+                    wanted.extend((0..n).map(|i| t.partition_name(i)));
+                }
+            }
+        }
+        for topic in wanted {
+            if inner.covered.lock().expect("covered lock").contains(&topic) {
+                continue;
+            }
+            if inner.closed.load(Ordering::Acquire) {
+                return Ok(());
+            }
+            let index = inner.parts.read().expect("parts lock").len();
+            let part = partition_consumer::create(
+                inner.client.clone(),
+                topic.clone(),
+                index,
+                inner.subscription.clone(),
+                inner.opts.clone(),
+                inner.inbox.clone(),
+            )
+            .await?;
+            inner.parts.write().expect("parts lock").push(part);
+            inner.covered.lock().expect("covered lock").insert(topic);
+        }
+        Ok(())
+    }
+
+    fn parts(&self) -> Vec<Arc<PartitionShared>> {
+        self.inner.parts.read().expect("parts lock").clone()
+    }
+
+    /// Topic names covered right now (partitions listed one by one).
+    pub fn topics(&self) -> Vec<String> {
+        self.parts().iter().map(|p| p.topic.to_string()).collect()
+    }
+
+    /// The subscription name.
+    pub fn subscription(&self) -> &str {
+        &self.inner.subscription
+    }
+
+    /// Whether every sub-consumer is attached right now.
+    pub fn is_connected(&self) -> bool {
+        self.parts().iter().all(|p| p.connected.load(Ordering::Acquire))
+    }
+
+    /// Messages waiting in the receiver queue.
+    pub fn queued(&self) -> usize {
+        self.inner.inbox.len()
+    }
+
+    /// Messages discarded because their checksum or encoding was corrupt.
+    pub fn corrupt_messages(&self) -> u64 {
+        self.inner.inbox.corrupt_count()
+    }
+
+    fn end_state(&self) -> Option<Error> {
+        if self.inner.closed.load(Ordering::Acquire) {
+            return Some(Error::closed("consumer"));
+        }
+        let parts = self.parts();
+        if !parts.is_empty() && self.inner.pattern.is_none() && parts.iter().all(|p| p.reached_end.load(Ordering::Acquire)) {
+            return Some(Error::new(ErrorKind::TopicTerminated, "reached the end of the topic"));
+        }
+        None
+    }
+
+    fn taken(&self, msg: &Message) {
+        if let Some(part) = self.inner.parts.read().expect("parts lock").get(msg.origin) {
+            part.on_dequeue(msg);
+        }
+    }
+
+    /// A message if one is queued, without waiting.
+    pub fn try_receive(&self) -> Result<Option<Message>> {
+        match self.inner.inbox.try_take() {
+            Take::Message(m) => {
+                self.taken(&m);
+                Ok(Some(m))
+            }
+            Take::Ended(e) => Err(e),
+            Take::Empty => match self.end_state() {
+                Some(e) => Err(e),
+                None => Ok(None),
+            },
+        }
+    }
+
+    /// Waits for the next message. Cancelling the returned future loses nothing.
+    pub async fn receive(&self) -> Result<Message> {
+        loop {
+            if let Some(m) = self.try_receive()? {
+                return Ok(m);
+            }
+            self.inner.inbox.wait().await;
+        }
+    }
+
+    /// Blocks the thread until a message arrives or `deadline` passes (`Ok(None)`), calling
+    /// `interrupted` between short waits so the caller can abort (Ctrl-C).
+    pub fn receive_blocking(
+        &self,
+        deadline: Option<Instant>,
+        mut interrupted: impl FnMut() -> Result<()>,
+    ) -> Result<Option<Message>> {
+        loop {
+            if let Some(m) = self.try_receive()? {
+                return Ok(Some(m));
+            }
+            let now = Instant::now();
+            if deadline.is_some_and(|d| d <= now) {
+                return Ok(None);
+            }
+            let slice = now + super::inbox::SIGNAL_CHECK_INTERVAL;
+            self.inner.inbox.wait_blocking(deadline.map_or(slice, |d| d.min(slice)));
+            interrupted()?;
+        }
+    }
+
+    /// Up to `max` queued messages, without waiting.
+    pub fn try_receive_many(&self, max: usize) -> Result<Vec<Message>> {
+        let (msgs, ended) = self.inner.inbox.take_many(max);
+        if msgs.is_empty() {
+            if let Some(e) = ended.or_else(|| self.end_state()) {
+                return Err(e);
+            }
+        }
+        for m in &msgs {
+            self.taken(m);
+        }
+        Ok(msgs)
+    }
+
+    fn part_for(&self, id: &MessageId) -> Result<Arc<PartitionShared>> {
+        let parts = self.parts();
+        if parts.len() == 1 {
+            return Ok(parts[0].clone());
+        }
+        if let Some(t) = &id.topic {
+            if let Some(p) = parts.iter().find(|p| p.topic == *t) {
+                return Ok(p.clone());
+            }
+        }
+        if id.partition >= 0 {
+            let suffix = format!("-partition-{}", id.partition);
+            let matching: Vec<_> = parts.iter().filter(|p| p.topic.ends_with(&suffix)).collect();
+            if matching.len() == 1 {
+                return Ok(matching[0].clone());
+            }
+        }
+        Err(Error::invalid(format!("message id {id} does not say which of this consumer's topics it belongs to")))
+    }
+
+    fn command(&self, id: &MessageId, cmd: Command) -> Result<()> {
+        if self.inner.closed.load(Ordering::Acquire) {
+            return Err(Error::closed("consumer"));
+        }
+        self.part_for(id)?.tx.send(cmd).map_err(|_| Error::closed("consumer"))
+    }
+
+    /// Acknowledges one message.
+    pub fn ack(&self, id: &MessageId) -> Result<()> {
+        self.command(id, Command::Ack { id: id.clone(), cumulative: false })
+    }
+
+    /// Acknowledges every message up to and including `id` (not on Shared subscriptions).
+    pub fn ack_cumulative(&self, id: &MessageId) -> Result<()> {
+        if matches!(self.inner.opts.sub_type, SubType::Shared | SubType::KeyShared) {
+            return Err(Error::invalid("cumulative acknowledgement is not allowed on Shared or Key_Shared subscriptions"));
+        }
+        self.command(id, Command::Ack { id: id.clone(), cumulative: true })
+    }
+
+    /// Asks for redelivery of one message after the negative-ack delay.
+    pub fn nack(&self, id: &MessageId) -> Result<()> {
+        self.command(id, Command::Nack(id.clone()))
+    }
+
+    /// Redelivers every unacknowledged message now.
+    pub fn redeliver_unacknowledged(&self) -> Result<()> {
+        for p in self.parts() {
+            let _ = p.tx.send(Command::RedeliverAll);
+        }
+        Ok(())
+    }
+
+    /// Stops (`true`) or restarts (`false`) granting permits; queued messages stay available.
+    pub fn set_paused(&self, paused: bool) {
+        for p in self.parts() {
+            let _ = p.tx.send(if paused { Command::Pause } else { Command::Resume });
+        }
+    }
+
+    async fn each<T>(&self, make: impl Fn(oneshot::Sender<Result<T>>) -> Command) -> Result<Vec<T>> {
+        if self.inner.closed.load(Ordering::Acquire) {
+            return Err(Error::closed("consumer"));
+        }
+        let mut out = Vec::new();
+        for p in self.parts() {
+            let (tx, rx) = oneshot::channel();
+            p.tx.send(make(tx)).map_err(|_| Error::closed("consumer"))?;
+            out.push(rx.await.map_err(|_| Error::closed("consumer"))??);
+        }
+        Ok(out)
+    }
+
+    /// Moves the subscription to a message id (the id's partition when partitioned) or a time.
+    pub async fn seek(&self, target: SeekTarget) -> Result<()> {
+        match &target {
+            SeekTarget::Id(id) if self.parts().len() > 1 && *id != MessageId::EARLIEST && *id != MessageId::LATEST => {
+                let part = self.part_for(id)?;
+                let (tx, rx) = oneshot::channel();
+                part.tx.send(Command::Seek(target.clone(), tx)).map_err(|_| Error::closed("consumer"))?;
+                rx.await.map_err(|_| Error::closed("consumer"))?
+            }
+            _ => self.each(|tx| Command::Seek(target.clone(), tx)).await.map(|_| ()),
+        }
+    }
+
+    /// The id of the last message in each covered topic.
+    pub async fn last_message_ids(&self) -> Result<Vec<MessageId>> {
+        self.each(Command::LastMessageId).await
+    }
+
+    /// Sends grouped acknowledgements now.
+    pub async fn flush_acks(&self) {
+        for p in self.parts() {
+            let (tx, rx) = oneshot::channel();
+            if p.tx.send(Command::FlushAcks(tx)).is_ok() {
+                let _ = rx.await;
+            }
+        }
+    }
+
+    /// Deletes the subscription (and closes the consumer).
+    pub async fn unsubscribe(&self) -> Result<()> {
+        self.each(Command::Unsubscribe).await?;
+        self.inner.closed.store(true, Ordering::Release);
+        self.inner.inbox.end(Error::closed("consumer"));
+        Ok(())
+    }
+
+    /// Flushes acknowledgements and detaches. Idempotent.
+    pub async fn close(&self) -> Result<()> {
+        if self.inner.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        for p in self.parts() {
+            let (tx, rx) = oneshot::channel();
+            if p.tx.send(Command::Close(tx)).is_ok() {
+                let _ = rx.await;
+            }
+        }
+        self.inner.inbox.end(Error::closed("consumer"));
+        Ok(())
+    }
+
+    /// Resolves once a message may be available or the consumer ended (takes nothing, so
+    /// cancelling it loses nothing).
+    pub async fn wait_for_message(&self) {
+        if self.inner.inbox.len() > 0 || self.end_state().is_some() {
+            return;
+        }
+        self.inner.inbox.wait().await;
+    }
+
+    /// Whether a message is queued or the broker has messages past the last one taken
+    /// (readers use this to know when they caught up).
+    pub async fn has_message_available(&self) -> Result<bool> {
+        if self.inner.inbox.len() > 0 {
+            return Ok(true);
+        }
+        let lasts = self.last_message_ids().await?;
+        for (part, last) in self.parts().iter().zip(lasts) {
+            if last.entry_id < 0 {
+                continue;
+            }
+            let taken = part.last_dequeued.lock().expect("last_dequeued lock").clone();
+            let more = match taken {
+                Some(t) => (last.ledger_id, last.entry_id) > (t.ledger_id, t.entry_id)
+                    || (last.ledger_id, last.entry_id) == (t.ledger_id, t.entry_id) && last.batch_index > t.batch_index,
+                None => match &self.inner.opts.start_message_id {
+                    Some(start) if !self.inner.opts.durable => {
+                        if *start == MessageId::LATEST {
+                            false
+                        } else if self.inner.opts.start_inclusive {
+                            (last.ledger_id, last.entry_id) >= (start.ledger_id, start.entry_id)
+                        } else {
+                            (last.ledger_id, last.entry_id) > (start.ledger_id, start.entry_id)
+                        }
+                    }
+                    _ => true,
+                },
+            };
+            if more {
+                return Ok(true);
+            }
+        }
+        Ok(self.inner.inbox.len() > 0)
+    }
+
+    /// Whether `close` or `unsubscribe` was called.
+    pub fn is_closed(&self) -> bool {
+        self.inner.closed.load(Ordering::Acquire)
+    }
+}

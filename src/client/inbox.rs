@@ -1,0 +1,154 @@
+//! The receiver queue a consumer's partitions fill and the application drains.
+//!
+//! Taking a message is one pop under a lock, so a receive that is cancelled or times out can
+//! never lose a message: either it popped the message and returns it, or the message stays.
+//! Blocking callers wait on a condition variable (with the GIL released); async callers on a
+//! tokio `Notify`.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
+
+use super::error::Error;
+use super::message::Message;
+
+struct State {
+    queue: VecDeque<Message>,
+    /// Set when no message can ever arrive again (closed, or every partition terminated).
+    ended: Option<Error>,
+}
+
+pub(crate) struct Inbox {
+    state: Mutex<State>,
+    cond: Condvar,
+    notify: Notify,
+    corrupt: AtomicU64,
+}
+
+/// Outcome of a non-blocking take.
+pub(crate) enum Take {
+    Message(Message),
+    Empty,
+    Ended(Error),
+}
+
+impl Inbox {
+    pub fn new() -> Self {
+        Inbox {
+            state: Mutex::new(State { queue: VecDeque::new(), ended: None }),
+            cond: Condvar::new(),
+            notify: Notify::new(),
+            corrupt: AtomicU64::new(0),
+        }
+    }
+
+    /// Counts a message discarded as corrupt.
+    pub fn count_corrupt(&self) {
+        self.corrupt.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Messages discarded as corrupt so far.
+    pub fn corrupt_count(&self) -> u64 {
+        self.corrupt.load(Ordering::Relaxed)
+    }
+
+    /// Wakes every waiter so it re-checks the consumer's state (end of topic, close).
+    pub fn wake(&self) {
+        self.cond.notify_all();
+        self.notify.notify_waiters();
+        self.notify.notify_one();
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn push_many(&self, msgs: impl IntoIterator<Item = Message>) {
+        let mut st = self.lock();
+        let before = st.queue.len();
+        st.queue.extend(msgs);
+        let added = st.queue.len() - before;
+        drop(st);
+        if added > 0 {
+            self.cond.notify_all();
+            self.notify.notify_waiters();
+            self.notify.notify_one();
+        }
+    }
+
+    /// Drops queued messages from one partition (its connection was replaced), returning how
+    /// many were dropped.
+    pub fn drop_origin(&self, origin: usize) -> usize {
+        let mut st = self.lock();
+        let before = st.queue.len();
+        st.queue.retain(|m| m.origin != origin);
+        before - st.queue.len()
+    }
+
+    pub fn end(&self, why: Error) {
+        let mut st = self.lock();
+        if st.ended.is_none() {
+            st.ended = Some(why);
+        }
+        drop(st);
+        self.cond.notify_all();
+        self.notify.notify_waiters();
+        self.notify.notify_one();
+    }
+
+    pub fn len(&self) -> usize {
+        self.lock().queue.len()
+    }
+
+    pub fn try_take(&self) -> Take {
+        let mut st = self.lock();
+        match st.queue.pop_front() {
+            Some(m) => Take::Message(m),
+            None => match &st.ended {
+                Some(e) => Take::Ended(e.clone()),
+                None => Take::Empty,
+            },
+        }
+    }
+
+    /// Up to `max` messages without waiting.
+    pub fn take_many(&self, max: usize) -> (Vec<Message>, Option<Error>) {
+        let mut st = self.lock();
+        let n = max.min(st.queue.len());
+        let msgs: Vec<Message> = st.queue.drain(..n).collect();
+        let ended = if msgs.is_empty() { st.ended.clone() } else { None };
+        (msgs, ended)
+    }
+
+    /// Waits (blocking the thread) until a message arrives, the inbox ends, or `until` passes.
+    pub fn wait_blocking(&self, until: Instant) {
+        let st = self.lock();
+        if !st.queue.is_empty() || st.ended.is_some() {
+            return;
+        }
+        let now = Instant::now();
+        if until <= now {
+            return;
+        }
+        let _ = self.cond.wait_timeout(st, until - now);
+    }
+
+    /// Waits (async) until a message may be available or the inbox ends.
+    pub async fn wait(&self) {
+        // Registered before the check, so a push between the check and the await still wakes us.
+        let notified = self.notify.notified();
+        {
+            let st = self.lock();
+            if !st.queue.is_empty() || st.ended.is_some() {
+                return;
+            }
+        }
+        notified.await;
+    }
+}
+
+/// How long a blocking wait sleeps before the caller checks for signals (Ctrl-C).
+pub(crate) const SIGNAL_CHECK_INTERVAL: Duration = Duration::from_millis(100);

@@ -1,0 +1,224 @@
+//! Options of clients, producers and consumers, validated before anything is created.
+
+use std::time::Duration;
+
+use super::error::{Error, Result};
+use crate::net::ConnectionOptions;
+use crate::protocol::pb::{command_subscribe::SubType, CompressionType, ProducerAccessMode};
+
+/// Client-wide settings.
+#[derive(Debug, Clone)]
+pub struct ClientOptions {
+    /// Connection settings (timeouts, keepalive, authentication).
+    pub connection: ConnectionOptions,
+    /// Bytes of pending outgoing messages across producers; 0 disables the limit.
+    pub memory_limit: usize,
+    /// First reconnect delay.
+    pub initial_backoff: Duration,
+    /// Longest reconnect delay.
+    pub max_backoff: Duration,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            connection: ConnectionOptions::default(),
+            memory_limit: 64 * 1024 * 1024,
+            initial_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(60),
+        }
+    }
+}
+
+/// How a partitioned producer picks a partition for a message without a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RoutingMode {
+    /// Keyless messages rotate over partitions, one batch at a time.
+    RoundRobin,
+    /// Keyless messages all go to one partition, chosen at random once.
+    SinglePartition,
+}
+
+/// Which hash maps a key to a partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HashingScheme {
+    /// Java's `String.hashCode` (the Java client's default).
+    JavaString,
+    /// Murmur3 32-bit.
+    Murmur3,
+}
+
+/// Producer settings.
+#[derive(Debug, Clone)]
+pub struct ProducerOptions {
+    /// Producer name; the broker picks one when `None`.
+    pub name: Option<String>,
+    /// Group messages into batches.
+    pub batching: bool,
+    /// Most messages in one batch.
+    pub batch_max_messages: usize,
+    /// Most payload bytes in one batch.
+    pub batch_max_bytes: usize,
+    /// Longest a message waits in an open batch.
+    pub batch_max_delay: Duration,
+    /// Payload codec.
+    pub compression: CompressionType,
+    /// Most messages sent but not yet acknowledged by the broker.
+    pub max_pending: usize,
+    /// When the queue is full: wait (`true`) or fail with `ProducerQueueFull`.
+    pub block_if_full: bool,
+    /// A send not acknowledged within this fails with a timeout; zero disables it.
+    pub send_timeout: Duration,
+    /// Sequence id of the first message (then +1 each).
+    pub initial_sequence_id: Option<u64>,
+    /// Access mode.
+    pub access_mode: ProducerAccessMode,
+    /// Split messages larger than the broker's limit into chunks.
+    pub chunking: bool,
+    /// Producer properties (metadata shown in topic stats).
+    pub properties: Vec<(String, String)>,
+    /// Routing for partitioned topics.
+    pub routing_mode: RoutingMode,
+    /// Key hash for partitioned topics.
+    pub hashing_scheme: HashingScheme,
+}
+
+impl Default for ProducerOptions {
+    fn default() -> Self {
+        ProducerOptions {
+            name: None,
+            batching: true,
+            batch_max_messages: 1000,
+            batch_max_bytes: 128 * 1024,
+            batch_max_delay: Duration::from_millis(10),
+            compression: CompressionType::None,
+            max_pending: 1000,
+            block_if_full: true,
+            send_timeout: Duration::from_secs(30),
+            initial_sequence_id: None,
+            access_mode: ProducerAccessMode::Shared,
+            chunking: false,
+            properties: Vec::new(),
+            routing_mode: RoutingMode::RoundRobin,
+            hashing_scheme: HashingScheme::JavaString,
+        }
+    }
+}
+
+impl ProducerOptions {
+    /// Checks value ranges.
+    pub fn validate(&self) -> Result<()> {
+        if self.batch_max_messages == 0 {
+            return Err(Error::invalid("batch_max_messages must be at least 1"));
+        }
+        if self.batch_max_bytes == 0 {
+            return Err(Error::invalid("batch_max_bytes must be at least 1"));
+        }
+        if self.max_pending == 0 {
+            return Err(Error::invalid("max_pending must be at least 1"));
+        }
+        if let Some(n) = &self.name {
+            if n.is_empty() {
+                return Err(Error::invalid("producer name must not be empty"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Where a new subscription starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InitialPosition {
+    /// At the next message published.
+    Latest,
+    /// At the oldest message kept.
+    Earliest,
+}
+
+/// Consumer settings.
+#[derive(Debug, Clone)]
+pub struct ConsumerOptions {
+    /// Subscription type.
+    pub sub_type: SubType,
+    /// Where a new subscription starts.
+    pub initial_position: InitialPosition,
+    /// Consumer name; random when `None`.
+    pub name: Option<String>,
+    /// Messages the broker may push ahead of the application.
+    pub receiver_queue_size: usize,
+    /// Delay before a nacked message is redelivered.
+    pub nack_redelivery_delay: Duration,
+    /// Unacked messages are redelivered after this; zero disables it.
+    pub ack_timeout: Duration,
+    /// Individual acks are grouped for this long (zero sends each at once).
+    pub ack_group_time: Duration,
+    /// Most acks in one group.
+    pub ack_group_max: usize,
+    /// Durable subscription (false for readers).
+    pub durable: bool,
+    /// Start position of a non-durable subscription (readers).
+    pub start_message_id: Option<super::message::MessageId>,
+    /// Deliver the start message itself (readers).
+    pub start_inclusive: bool,
+    /// Read the compacted view of the topic.
+    pub read_compacted: bool,
+    /// Subscription properties.
+    pub subscription_properties: Vec<(String, String)>,
+    /// Consumer metadata.
+    pub properties: Vec<(String, String)>,
+    /// Ack batch entries one index at a time (needs the broker's batch index ack).
+    pub batch_index_ack: bool,
+    /// Replicate the subscription state across clusters.
+    pub replicate_subscription_state: bool,
+    /// Consumer priority for Shared subscriptions (lower is higher).
+    pub priority_level: i32,
+    /// Period of the pattern and partition re-check.
+    pub discovery_period: Duration,
+    /// Dead-letter policy: after this many redeliveries a message goes to `dead_letter_topic`.
+    pub max_redeliver_count: Option<u32>,
+    /// Dead-letter topic (default `<topic>-<subscription>-DLQ`).
+    pub dead_letter_topic: Option<String>,
+}
+
+impl Default for ConsumerOptions {
+    fn default() -> Self {
+        ConsumerOptions {
+            sub_type: SubType::Exclusive,
+            initial_position: InitialPosition::Latest,
+            name: None,
+            receiver_queue_size: 1000,
+            nack_redelivery_delay: Duration::from_secs(60),
+            ack_timeout: Duration::ZERO,
+            ack_group_time: Duration::from_millis(100),
+            ack_group_max: 1000,
+            durable: true,
+            start_message_id: None,
+            start_inclusive: false,
+            read_compacted: false,
+            subscription_properties: Vec::new(),
+            properties: Vec::new(),
+            batch_index_ack: false,
+            replicate_subscription_state: false,
+            priority_level: 0,
+            discovery_period: Duration::from_secs(60),
+            max_redeliver_count: None,
+            dead_letter_topic: None,
+        }
+    }
+}
+
+impl ConsumerOptions {
+    /// Checks value ranges.
+    pub fn validate(&self) -> Result<()> {
+        if self.receiver_queue_size == 0 {
+            return Err(Error::invalid("receiver_queue_size must be at least 1"));
+        }
+        if !self.ack_timeout.is_zero() && self.ack_timeout < Duration::from_secs(1) {
+            return Err(Error::invalid("ack_timeout must be 0 (off) or at least 1 second"));
+        }
+        if self.max_redeliver_count == Some(0) {
+            return Err(Error::invalid("max_redeliver_count must be at least 1"));
+        }
+        Ok(())
+    }
+}

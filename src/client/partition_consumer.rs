@@ -1,0 +1,731 @@
+//! The consumer of one topic partition: an actor that owns the subscription on a connection,
+//! unpacks what the broker pushes into the shared [`Inbox`], and keeps the ack, negative-ack
+//! and ack-timeout books.
+//!
+//! Permits follow the specification: the whole receiver queue is granted on (re)subscribe, and
+//! more are granted once the application has taken half a queue's worth. Messages that arrived
+//! on a connection that has since been replaced are dropped from the inbox (the broker
+//! redelivers them), and their permits are never returned.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+use super::error::{Error, ErrorKind, Result};
+use super::inbox::Inbox;
+use super::inner::ClientInner;
+use super::message::{Message, MessageId, OutgoingMessage};
+use super::options::{ConsumerOptions, InitialPosition};
+use super::util::{next_event, sleep_until_opt};
+use crate::net::backoff::Backoff;
+use crate::net::{lookup, Connection, Event, HandlerId};
+use crate::protocol::pb::{
+    base_command::Type, command_ack::{AckType, ValidationError}, command_subscribe::{self, SubType},
+    CompressionType, KeySharedMeta, KeySharedMode, KeyValue, MessageIdData,
+};
+use crate::protocol::{batch, commands, compression, frame::Payload};
+
+/// Where `seek` moves the subscription.
+#[derive(Debug, Clone)]
+pub enum SeekTarget {
+    /// To a message id.
+    Id(MessageId),
+    /// To the first message published at or after this time (ms since the epoch).
+    PublishTime(u64),
+}
+
+pub(crate) enum Command {
+    Flow(u32),
+    Ack { id: MessageId, cumulative: bool },
+    Nack(MessageId),
+    Delivered(MessageId),
+    RedeliverAll,
+    Seek(SeekTarget, oneshot::Sender<Result<()>>),
+    LastMessageId(oneshot::Sender<Result<MessageId>>),
+    Unsubscribe(oneshot::Sender<Result<()>>),
+    Close(oneshot::Sender<Result<()>>),
+    FlushAcks(oneshot::Sender<()>),
+    Pause,
+    Resume,
+}
+
+/// What the public consumer and the receive path share with one partition's actor.
+pub(crate) struct PartitionShared {
+    pub topic: Arc<str>,
+    pub index: usize,
+    pub tx: mpsc::UnboundedSender<Command>,
+    epoch: AtomicU32,
+    dequeued: AtomicU32,
+    threshold: u32,
+    pub connected: AtomicBool,
+    pub reached_end: AtomicBool,
+    pub closed: AtomicBool,
+    /// Last id handed to the application (readers resume after it).
+    pub last_dequeued: Mutex<Option<MessageId>>,
+    track_delivered: bool,
+}
+
+impl PartitionShared {
+    /// Called for every message the application takes.
+    pub fn on_dequeue(&self, msg: &Message) {
+        if msg.epoch != self.epoch.load(Ordering::Acquire) {
+            return;
+        }
+        *self.last_dequeued.lock().expect("last_dequeued lock") = Some(msg.id.clone());
+        if self.track_delivered {
+            let _ = self.tx.send(Command::Delivered(msg.id.clone()));
+        }
+        self.return_permits(1);
+    }
+
+    fn return_permits(&self, n: u32) {
+        let total = self.dequeued.fetch_add(n, Ordering::AcqRel) + n;
+        if total >= self.threshold {
+            let granted = self.dequeued.swap(0, Ordering::AcqRel);
+            if granted > 0 {
+                let _ = self.tx.send(Command::Flow(granted));
+            }
+        }
+    }
+}
+
+/// Creates the actor for one partition and attaches it before returning.
+pub(crate) async fn create(
+    client: Arc<ClientInner>,
+    topic: String,
+    index: usize,
+    subscription: String,
+    opts: ConsumerOptions,
+    inbox: Arc<Inbox>,
+) -> Result<Arc<PartitionShared>> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let queue = opts.receiver_queue_size as u32;
+    let shared = Arc::new(PartitionShared {
+        topic: Arc::from(topic.as_str()),
+        index,
+        tx,
+        epoch: AtomicU32::new(0),
+        dequeued: AtomicU32::new(0),
+        threshold: (queue / 2).max(1),
+        connected: AtomicBool::new(false),
+        reached_end: AtomicBool::new(false),
+        closed: AtomicBool::new(false),
+        last_dequeued: Mutex::new(None),
+        track_delivered: !opts.ack_timeout.is_zero(),
+    });
+    let name = opts.name.clone().unwrap_or_else(random_name);
+    let mut actor = Actor {
+        consumer_id: client.next_consumer_id(),
+        backoff: Backoff::new(client.opts.initial_backoff, client.opts.max_backoff),
+        client,
+        shared: shared.clone(),
+        inbox,
+        subscription,
+        name,
+        opts,
+        rx,
+        conn: None,
+        events: None,
+        retry_at: None,
+        individual_acks: Vec::new(),
+        cumulative_ack: None,
+        acks_due: None,
+        batches: HashMap::new(),
+        nacks: Vec::new(),
+        unacked: HashMap::new(),
+        paused: false,
+        held_permits: 0,
+        dlq: None,
+        closing: None,
+    };
+    actor.attach().await?;
+    tokio::spawn(actor.run());
+    Ok(shared)
+}
+
+fn random_name() -> String {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    format!("magnetar-{:05x}{:05x}", std::process::id() & 0xfffff, nanos & 0xfffff)
+}
+
+type EntryKey = (i64, i64);
+
+struct Actor {
+    client: Arc<ClientInner>,
+    shared: Arc<PartitionShared>,
+    inbox: Arc<Inbox>,
+    subscription: String,
+    name: String,
+    consumer_id: u64,
+    opts: ConsumerOptions,
+    rx: mpsc::UnboundedReceiver<Command>,
+    conn: Option<Connection>,
+    events: Option<mpsc::UnboundedReceiver<Event>>,
+    backoff: Backoff,
+    retry_at: Option<Instant>,
+    individual_acks: Vec<MessageIdData>,
+    cumulative_ack: Option<MessageId>,
+    acks_due: Option<Instant>,
+    /// Batch entries partly acked: bit i set = index i not yet acked.
+    batches: HashMap<EntryKey, Vec<u64>>,
+    nacks: Vec<(Instant, MessageId)>,
+    unacked: HashMap<EntryKey, (Instant, MessageId)>,
+    paused: bool,
+    held_permits: u32,
+    dlq: Option<super::producer::Producer>,
+    closing: Option<(oneshot::Sender<Result<()>>, bool)>,
+}
+
+impl Actor {
+    async fn run(mut self) {
+        let tick = self.opts.ack_timeout.max(Duration::from_secs(1)) / 4;
+        let mut ack_timer = tokio::time::interval(tick.max(Duration::from_millis(250)));
+        loop {
+            let nack_due = self.nacks.iter().map(|(t, _)| *t).min();
+            tokio::select! {
+                cmd = self.rx.recv() => match cmd {
+                    Some(cmd) => self.handle(cmd).await,
+                    None => self.closing = Some((oneshot::channel().0, false)),
+                },
+                ev = next_event(&mut self.events) => self.on_event(ev).await,
+                _ = sleep_until_opt(self.acks_due) => self.flush_acks(),
+                _ = sleep_until_opt(nack_due) => self.redeliver_nacked(),
+                _ = ack_timer.tick(), if !self.opts.ack_timeout.is_zero() => self.redeliver_timed_out(),
+                _ = sleep_until_opt(self.retry_at) => self.reconnect().await,
+            }
+            if self.closing.is_some() {
+                break;
+            }
+        }
+        self.finish_close().await;
+    }
+
+    async fn handle(&mut self, cmd: Command) {
+        match cmd {
+            Command::Flow(n) => self.grant(n),
+            Command::Ack { id, cumulative } => self.ack(id, cumulative),
+            Command::Nack(id) => {
+                self.unacked.remove(&(id.ledger_id, id.entry_id));
+                self.nacks.push((Instant::now() + self.opts.nack_redelivery_delay, id));
+            }
+            Command::Delivered(id) => {
+                let deadline = Instant::now() + self.opts.ack_timeout;
+                self.unacked.entry((id.ledger_id, id.entry_id)).or_insert((deadline, id));
+            }
+            Command::RedeliverAll => self.redeliver(Vec::new()),
+            Command::Seek(target, reply) => {
+                let _ = reply.send(self.seek(target).await);
+            }
+            Command::LastMessageId(reply) => {
+                let _ = reply.send(self.last_message_id().await);
+            }
+            Command::Unsubscribe(reply) => {
+                self.flush_acks();
+                let result = match &self.conn {
+                    Some(conn) => conn
+                        .request(|rid| commands::unsubscribe(self.consumer_id, rid))
+                        .await
+                        .map(|_| ())
+                        .map_err(Error::from),
+                    None => Err(Error::new(ErrorKind::Connect, "not connected; cannot unsubscribe now")),
+                };
+                match result {
+                    Ok(()) => self.closing = Some((reply, true)),
+                    Err(e) => {
+                        let _ = reply.send(Err(e));
+                    }
+                }
+            }
+            Command::Close(reply) => self.closing = Some((reply, false)),
+            Command::FlushAcks(reply) => {
+                self.flush_acks();
+                let _ = reply.send(());
+            }
+            Command::Pause => self.paused = true,
+            Command::Resume => {
+                self.paused = false;
+                let held = std::mem::take(&mut self.held_permits);
+                self.grant(held);
+            }
+        }
+    }
+
+    fn grant(&mut self, n: u32) {
+        if n == 0 {
+            return;
+        }
+        if self.paused {
+            self.held_permits += n;
+            return;
+        }
+        if let Some(conn) = &self.conn {
+            let _ = conn.send_command(&commands::flow(self.consumer_id, n));
+        }
+    }
+
+    fn ack(&mut self, id: MessageId, cumulative: bool) {
+        let key = (id.ledger_id, id.entry_id);
+        self.unacked.remove(&key);
+        if cumulative {
+            let mut target = id.clone();
+            let inner_of_batch = id.batch_index >= 0 && id.batch_size > 0 && id.batch_index < id.batch_size - 1;
+            if inner_of_batch && !self.opts.batch_index_ack {
+                // Not every index of this entry is covered: ack up to the previous entry only.
+                target = MessageId::new(id.ledger_id, id.entry_id - 1, id.partition, -1);
+            } else if !inner_of_batch {
+                target.batch_index = -1;
+            }
+            self.batches.retain(|k, _| *k > key);
+            self.unacked.retain(|k, _| *k > key);
+            if self.cumulative_ack.as_ref().is_none_or(|c| *c < target) {
+                self.cumulative_ack = Some(target);
+            }
+        } else if id.batch_index >= 0 && id.batch_size > 1 {
+            let size = id.batch_size as usize;
+            let bits = self.batches.entry(key).or_insert_with(|| full_bitset(size));
+            let i = id.batch_index as usize;
+            if i < size {
+                bits[i / 64] &= !(1u64 << (i % 64));
+            }
+            if bits.iter().all(|w| *w == 0) {
+                self.batches.remove(&key);
+                self.individual_acks.push(id.entry_data());
+            } else if self.opts.batch_index_ack {
+                let mut data = id.entry_data();
+                data.ack_set = bits.iter().map(|w| *w as i64).collect();
+                data.batch_size = Some(id.batch_size);
+                self.individual_acks.push(data);
+            }
+        } else {
+            self.individual_acks.push(id.entry_data());
+        }
+        if self.opts.ack_group_time.is_zero() || self.individual_acks.len() >= self.opts.ack_group_max {
+            self.flush_acks();
+        } else if self.acks_due.is_none() {
+            self.acks_due = Some(Instant::now() + self.opts.ack_group_time);
+        }
+    }
+
+    fn flush_acks(&mut self) {
+        self.acks_due = None;
+        let Some(conn) = &self.conn else { return };
+        if !self.individual_acks.is_empty() {
+            let ids = std::mem::take(&mut self.individual_acks);
+            let _ = conn.send_command(&commands::ack(self.consumer_id, AckType::Individual, ids, None, None));
+        }
+        if let Some(id) = self.cumulative_ack.take() {
+            let _ = conn.send_command(&commands::ack(self.consumer_id, AckType::Cumulative, vec![id.entry_data()], None, None));
+        }
+    }
+
+    fn redeliver_nacked(&mut self) {
+        let now = Instant::now();
+        let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.nacks).into_iter().partition(|(t, _)| *t <= now);
+        self.nacks = later;
+        let ids: Vec<MessageId> = due.into_iter().map(|(_, id)| id).collect();
+        self.redeliver(ids);
+    }
+
+    fn redeliver_timed_out(&mut self) {
+        let now = Instant::now();
+        let expired: Vec<EntryKey> = self.unacked.iter().filter(|(_, (t, _))| *t <= now).map(|(k, _)| *k).collect();
+        if expired.is_empty() {
+            return;
+        }
+        let ids: Vec<MessageId> = expired.iter().filter_map(|k| self.unacked.remove(k)).map(|(_, id)| id).collect();
+        log::info!("{}: {} messages not acked within the ack timeout; redelivering", self.shared.topic, ids.len());
+        self.redeliver(ids);
+    }
+
+    /// Asks the broker to redeliver `ids`, or everything unacked when empty (or when the
+    /// subscription type cannot redeliver single messages).
+    fn redeliver(&mut self, ids: Vec<MessageId>) {
+        let Some(conn) = self.conn.clone() else { return };
+        let individual = matches!(SubType::try_from(self.opts.sub_type as i32), Ok(SubType::Shared | SubType::KeyShared));
+        if ids.is_empty() || !individual {
+            // The broker resends everything unacked, including what sits in the inbox.
+            let dropped = self.inbox.drop_origin(self.shared.index) as u32;
+            self.batches.clear();
+            let _ = conn.send_command(&commands::redeliver(self.consumer_id, Vec::new()));
+            self.shared.return_permits(dropped);
+            return;
+        }
+        let mut entries: Vec<MessageIdData> = Vec::new();
+        for id in ids {
+            self.batches.remove(&(id.ledger_id, id.entry_id));
+            let d = id.entry_data();
+            if !entries.iter().any(|e| e.ledger_id == d.ledger_id && e.entry_id == d.entry_id) {
+                entries.push(d);
+            }
+        }
+        let _ = conn.send_command(&commands::redeliver(self.consumer_id, entries));
+    }
+
+    async fn seek(&mut self, target: SeekTarget) -> Result<()> {
+        let conn = self.conn.clone().ok_or_else(|| Error::new(ErrorKind::Connect, "not connected; cannot seek now"))?;
+        self.flush_acks();
+        let (id, time) = match &target {
+            SeekTarget::Id(id) => (Some(id.entry_data()), None),
+            SeekTarget::PublishTime(t) => (None, Some(*t)),
+        };
+        conn.request(|rid| commands::seek(self.consumer_id, rid, id.clone(), time)).await?;
+        // The broker disconnects the consumer after a seek; drop what was queued before it.
+        self.epoch_bump();
+        self.batches.clear();
+        self.unacked.clear();
+        self.nacks.clear();
+        if let SeekTarget::Id(id) = target {
+            *self.shared.last_dequeued.lock().expect("last_dequeued lock") = None;
+            if !self.opts.durable {
+                self.opts.start_message_id = Some(id);
+                self.opts.start_inclusive = true;
+            }
+        } else {
+            *self.shared.last_dequeued.lock().expect("last_dequeued lock") = None;
+        }
+        Ok(())
+    }
+
+    async fn last_message_id(&mut self) -> Result<MessageId> {
+        let conn = self.conn.clone().ok_or_else(|| Error::new(ErrorKind::Connect, "not connected"))?;
+        let f = conn.request(|rid| commands::get_last_message_id(self.consumer_id, rid)).await?;
+        let resp = f.command.get_last_message_id_response.unwrap_or_default();
+        let mut id = MessageId::from_data(&resp.last_message_id);
+        id.topic = Some(self.shared.topic.clone());
+        Ok(id)
+    }
+
+    fn epoch_bump(&mut self) {
+        self.shared.epoch.fetch_add(1, Ordering::AcqRel);
+        self.shared.dequeued.store(0, Ordering::Release);
+        self.inbox.drop_origin(self.shared.index);
+    }
+
+    async fn on_event(&mut self, ev: Option<Event>) {
+        match ev {
+            Some(Event::Frame(f)) => match Type::try_from(f.command.r#type) {
+                Ok(Type::Message) => {
+                    let f = *f;
+                    let cmd = f.command.message.unwrap_or_default();
+                    self.on_message(cmd, f.payload.unwrap_or_default()).await;
+                }
+                Ok(Type::ReachedEndOfTopic) => {
+                    log::info!("{}: reached the end of the topic", self.shared.topic);
+                    self.shared.reached_end.store(true, Ordering::Release);
+                    self.inbox.wake();
+                }
+                Ok(Type::CloseConsumer) => {
+                    log::info!("{}: broker closed the consumer; resubscribing", self.shared.topic);
+                    self.disconnect(Duration::ZERO);
+                }
+                Ok(Type::ActiveConsumerChange) => {}
+                _ => {}
+            },
+            Some(Event::Closed(e)) => {
+                log::info!("{}: connection lost ({e}); resubscribing", self.shared.topic);
+                self.conn = None;
+                self.events = None;
+                self.shared.connected.store(false, Ordering::Release);
+                self.retry_at = Some(Instant::now() + self.backoff.next_delay());
+            }
+            None => self.disconnect(Duration::ZERO),
+        }
+    }
+
+    fn discard(&mut self, id: &MessageIdData, why: ValidationError, permits: u32) {
+        log::warn!("{}: discarding corrupt message {}:{} ({why:?})", self.shared.topic, id.ledger_id, id.entry_id);
+        self.inbox.count_corrupt();
+        if let Some(conn) = &self.conn {
+            let _ = conn.send_command(&commands::ack(
+                self.consumer_id,
+                AckType::Individual,
+                vec![MessageIdData { ledger_id: id.ledger_id, entry_id: id.entry_id, ..Default::default() }],
+                Some(why),
+                None,
+            ));
+        }
+        self.shared.return_permits(permits);
+    }
+
+    async fn on_message(&mut self, cmd: crate::protocol::pb::CommandMessage, payload: Payload) {
+        let id_data = cmd.message_id;
+        if payload.corruption.is_some() {
+            return self.discard(&id_data, ValidationError::ChecksumMismatch, 1);
+        }
+        let meta = Arc::new(payload.metadata);
+        let count = meta.num_messages_in_batch.unwrap_or(1).max(1) as u32;
+        let codec = CompressionType::try_from(meta.compression.unwrap_or(0)).unwrap_or(CompressionType::None);
+        let limit = self.conn.as_ref().map_or(crate::protocol::frame::DEFAULT_MAX_MESSAGE_SIZE, |c| c.max_message_size()) * 2;
+        let data = match compression::decompress(codec, payload.data, meta.uncompressed_size.unwrap_or(0) as usize, limit) {
+            Ok(d) => d,
+            Err(_) => return self.discard(&id_data, ValidationError::DecompressionError, count),
+        };
+        let redelivery_count = cmd.redelivery_count.unwrap_or(0);
+        let epoch = self.shared.epoch.load(Ordering::Acquire);
+        let mut base = MessageId::from_data(&id_data);
+        base.partition = topic_partition(&self.shared.topic);
+        base.topic = Some(self.shared.topic.clone());
+        let make = |id: MessageId, payload, single| Message {
+            topic: self.shared.topic.clone(),
+            id,
+            payload,
+            metadata: meta.clone(),
+            single,
+            redelivery_count,
+            origin: self.shared.index,
+            epoch,
+        };
+        let mut out = Vec::with_capacity(count as usize);
+        if meta.num_messages_in_batch.is_some() {
+            let entries = match batch::decode_entries(data, count as usize) {
+                Ok(e) => e,
+                Err(_) => return self.discard(&id_data, ValidationError::BatchDeSerializeError, count),
+            };
+            let acked = |i: usize| {
+                !cmd.ack_set.is_empty() && cmd.ack_set.get(i / 64).is_some_and(|w| (*w as u64) & (1u64 << (i % 64)) == 0)
+            };
+            for (i, (single, p)) in entries.into_iter().enumerate() {
+                let mut id = base.clone();
+                id.batch_index = i as i32;
+                id.batch_size = count as i32;
+                if single.compacted_out == Some(true) || acked(i) || self.before_start(&id) {
+                    continue;
+                }
+                out.push(make(id, p, Some(single)));
+            }
+        } else {
+            if !self.before_start(&base) {
+                out.push(make(base, data, None));
+            }
+        }
+        let skipped = count - out.len() as u32;
+        if let Some(max) = self.opts.max_redeliver_count {
+            if redelivery_count > max && !out.is_empty() {
+                self.dead_letter(out).await;
+                self.shared.return_permits(count);
+                return;
+            }
+        }
+        if skipped > 0 {
+            self.shared.return_permits(skipped);
+        }
+        self.inbox.push_many(out);
+    }
+
+    /// Readers skip what precedes their start position inside the first entry.
+    fn before_start(&self, id: &MessageId) -> bool {
+        match (&self.opts.start_message_id, self.opts.durable) {
+            (Some(start), false) if *start != MessageId::EARLIEST && *start != MessageId::LATEST => {
+                let cmp = (id.ledger_id, id.entry_id, id.batch_index).cmp(&(start.ledger_id, start.entry_id, start.batch_index));
+                if self.opts.start_inclusive { cmp.is_lt() } else { cmp.is_le() }
+            }
+            _ => false,
+        }
+    }
+
+    async fn dead_letter(&mut self, msgs: Vec<Message>) {
+        let topic = self.opts.dead_letter_topic.clone().unwrap_or_else(|| {
+            format!("{}-{}-DLQ", strip_partition(&self.shared.topic), self.subscription)
+        });
+        if self.dlq.is_none() {
+            let client = super::inner::Client { inner: self.client.clone() };
+            let opts = super::options::ProducerOptions { batching: false, ..Default::default() };
+            match client.create_producer(&topic, opts).await {
+                Ok(p) => self.dlq = Some(p),
+                Err(e) => {
+                    log::error!("{}: cannot create dead-letter producer for {topic}: {e}; delivering instead", self.shared.topic);
+                    self.inbox.push_many(msgs);
+                    return;
+                }
+            }
+        }
+        let dlq = self.dlq.clone().expect("set above");
+        for m in msgs {
+            let mut properties: Vec<(String, String)> = m.properties().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+            properties.push(("REAL_TOPIC".into(), self.shared.topic.to_string()));
+            properties.push(("ORIGIN_MESSAGE_ID".into(), format!("{}:{}:{}", m.id.ledger_id, m.id.entry_id, m.id.partition)));
+            let out = OutgoingMessage {
+                payload: m.payload.clone(),
+                key: m.key().map(str::to_string),
+                ordering_key: m.ordering_key().map(<[u8]>::to_vec),
+                properties,
+                event_time: m.event_time(),
+                ..Default::default()
+            };
+            match dlq.send(out).await {
+                Ok(_) => self.ack(m.id.clone(), false),
+                Err(e) => {
+                    log::error!("{}: dead-letter publish failed ({e}); message stays unacked", self.shared.topic);
+                }
+            }
+        }
+    }
+
+    fn disconnect(&mut self, delay: Duration) {
+        if let Some(conn) = self.conn.take() {
+            conn.unregister(HandlerId::Consumer(self.consumer_id));
+        }
+        self.events = None;
+        self.shared.connected.store(false, Ordering::Release);
+        self.retry_at = Some(Instant::now() + delay);
+    }
+
+    async fn reconnect(&mut self) {
+        self.retry_at = None;
+        if self.client.is_closed() {
+            self.closing = Some((oneshot::channel().0, false));
+            return;
+        }
+        match self.attach().await {
+            Ok(()) => log::info!("{}: consumer resubscribed", self.shared.topic),
+            Err(e) if e.is_retriable() || e.kind() == ErrorKind::ConsumerBusy => {
+                let delay = self.backoff.next_delay();
+                log::info!("{}: resubscribe failed ({e}); retrying in {delay:?}", self.shared.topic);
+                self.retry_at = Some(Instant::now() + delay);
+            }
+            Err(e) => {
+                log::error!("{}: consumer cannot resubscribe: {e}", self.shared.topic);
+                self.inbox.end(e);
+            }
+        }
+    }
+
+    /// Looks the topic up, subscribes, and grants the first permits.
+    async fn attach(&mut self) -> Result<()> {
+        let conn = lookup::lookup_topic(&self.client.pool, &self.shared.topic).await?;
+        let hid = HandlerId::Consumer(self.consumer_id);
+        let events = conn.register(hid)?;
+        // Readers resume right after the last message the application took.
+        let resume_from = self.shared.last_dequeued.lock().expect("last_dequeued lock").clone();
+        if !self.opts.durable {
+            if let Some(id) = resume_from {
+                self.opts.start_message_id = Some(id);
+                self.opts.start_inclusive = false;
+            }
+        }
+        let start = self.opts.start_message_id.clone().filter(|_| !self.opts.durable).map(|s| {
+            let mut d = s.to_data();
+            let sentinel = s == MessageId::EARLIEST || s == MessageId::LATEST;
+            if !sentinel && self.opts.start_inclusive && s.batch_index < 0 {
+                // A batch index makes the broker start at the entry itself, not after it.
+                d.batch_index = Some(0);
+            }
+            d
+        });
+        let resp = conn
+            .request(|rid| {
+                let mut cmd = commands::subscribe(&self.shared.topic, &self.subscription, self.opts.sub_type, self.consumer_id, rid);
+                let s = cmd.subscribe.as_mut().expect("subscribe body");
+                s.consumer_name = Some(self.name.clone());
+                s.priority_level = Some(self.opts.priority_level);
+                s.durable = Some(self.opts.durable);
+                s.start_message_id = start.clone();
+                s.metadata = kvs(&self.opts.properties);
+                s.read_compacted = Some(self.opts.read_compacted);
+                s.initial_position = Some(match self.opts.initial_position {
+                    InitialPosition::Latest => command_subscribe::InitialPosition::Latest,
+                    InitialPosition::Earliest => command_subscribe::InitialPosition::Earliest,
+                } as i32);
+                s.replicate_subscription_state = Some(self.opts.replicate_subscription_state);
+                s.subscription_properties = kvs(&self.opts.subscription_properties);
+                if self.opts.sub_type == SubType::KeyShared {
+                    s.key_shared_meta = Some(KeySharedMeta { key_shared_mode: KeySharedMode::AutoSplit as i32, ..Default::default() });
+                }
+                cmd
+            })
+            .await;
+        if let Err(e) = resp {
+            conn.unregister(hid);
+            return Err(e.into());
+        }
+        self.epoch_bump();
+        self.batches.clear();
+        self.shared.connected.store(true, Ordering::Release);
+        self.backoff.reset();
+        self.conn = Some(conn);
+        self.events = Some(events);
+        let queue = self.opts.receiver_queue_size as u32;
+        self.held_permits = 0;
+        self.grant(queue);
+        Ok(())
+    }
+
+    async fn finish_close(mut self) {
+        let (reply, unsubscribed) = self.closing.take().expect("closing set");
+        self.flush_acks();
+        self.shared.closed.store(true, Ordering::Release);
+        if let Some(conn) = self.conn.take() {
+            if !unsubscribed {
+                let _ = conn.request(|rid| commands::close_consumer(self.consumer_id, rid)).await;
+            }
+            conn.unregister(HandlerId::Consumer(self.consumer_id));
+        }
+        if let Some(dlq) = self.dlq.take() {
+            let _ = dlq.close().await;
+        }
+        self.shared.connected.store(false, Ordering::Release);
+        let _ = reply.send(Ok(()));
+        self.rx.close();
+        while let Ok(cmd) = self.rx.try_recv() {
+            match cmd {
+                Command::Seek(_, r) | Command::Unsubscribe(r) | Command::Close(r) => {
+                    let _ = r.send(Err(Error::closed("consumer")));
+                }
+                Command::LastMessageId(r) => {
+                    let _ = r.send(Err(Error::closed("consumer")));
+                }
+                Command::FlushAcks(r) => {
+                    let _ = r.send(());
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+fn kvs(pairs: &[(String, String)]) -> Vec<KeyValue> {
+    pairs.iter().map(|(k, v)| KeyValue { key: k.clone(), value: v.clone() }).collect()
+}
+
+fn full_bitset(size: usize) -> Vec<u64> {
+    let mut bits = vec![u64::MAX; size.div_ceil(64)];
+    if size % 64 != 0 {
+        *bits.last_mut().expect("non-empty") = (1u64 << (size % 64)) - 1;
+    }
+    bits
+}
+
+/// The partition index in a `...-partition-N` name, or -1.
+pub(crate) fn topic_partition(topic: &str) -> i32 {
+    topic.rsplit_once("-partition-").and_then(|(_, n)| n.parse().ok()).unwrap_or(-1)
+}
+
+fn strip_partition(topic: &str) -> &str {
+    match topic.rsplit_once("-partition-") {
+        Some((base, n)) if n.parse::<u32>().is_ok() => base,
+        _ => topic,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bitsets_cover_exactly_the_batch() {
+        assert_eq!(full_bitset(3), vec![0b111]);
+        assert_eq!(full_bitset(64), vec![u64::MAX]);
+        assert_eq!(full_bitset(65), vec![u64::MAX, 1]);
+    }
+
+    #[test]
+    fn partition_suffixes() {
+        assert_eq!(topic_partition("persistent://a/b/t-partition-7"), 7);
+        assert_eq!(topic_partition("persistent://a/b/t"), -1);
+        assert_eq!(strip_partition("persistent://a/b/t-partition-7"), "persistent://a/b/t");
+    }
+}

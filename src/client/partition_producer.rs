@@ -1,0 +1,547 @@
+//! The producer of one topic partition: an actor that owns the open batch, the queue of sent
+//! but unacknowledged messages, and the registration on a connection.
+//!
+//! Every message sent stays in `pending` (with its encoded frame) until its receipt arrives.
+//! When the connection is lost the actor attaches again, with backoff, and writes `pending`
+//! again in order with the original sequence ids, so deduplication can drop what the broker
+//! already stored and nothing is lost.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::time::Instant;
+
+use super::batch::{OpenBatch, TakenBatch};
+use super::error::{Error, ErrorKind, Result};
+use super::inner::ClientInner;
+use super::message::{MessageId, OutgoingMessage};
+use super::options::ProducerOptions;
+use super::producer::SendCallback;
+use super::util::{next_event, now_ms, sleep_until_opt};
+use crate::net::backoff::Backoff;
+use crate::net::{lookup, Connection, Event, HandlerId};
+use crate::protocol::pb::{base_command::Type, CompressionType, KeyValue, MessageMetadata, ServerError};
+use crate::protocol::{commands, compression, frame};
+
+pub(crate) enum Command {
+    Send { msg: OutgoingMessage, done: SendCallback, flush: bool },
+    Flush(oneshot::Sender<Result<()>>),
+    Close(oneshot::Sender<Result<()>>),
+}
+
+/// State readable without a round trip to the actor.
+pub(crate) struct SharedState {
+    pub name: Mutex<String>,
+    pub closed: AtomicBool,
+    pub connected: AtomicBool,
+    pub max_message_size: AtomicUsize,
+    pub last_sequence_id: AtomicI64,
+}
+
+/// Handle to the actor of one partition.
+pub(crate) struct PartitionProducer {
+    pub tx: mpsc::UnboundedSender<Command>,
+    pub permits: Arc<Semaphore>,
+    pub state: Arc<SharedState>,
+}
+
+impl PartitionProducer {
+    /// Attaches to `topic` and starts the actor.
+    pub async fn create(
+        client: Arc<ClientInner>,
+        topic: String,
+        partition: i32,
+        opts: ProducerOptions,
+    ) -> Result<PartitionProducer> {
+        let permits = Arc::new(Semaphore::new(opts.max_pending));
+        let state = Arc::new(SharedState {
+            name: Mutex::new(opts.name.clone().unwrap_or_default()),
+            closed: AtomicBool::new(false),
+            connected: AtomicBool::new(false),
+            max_message_size: AtomicUsize::new(frame::DEFAULT_MAX_MESSAGE_SIZE),
+            last_sequence_id: AtomicI64::new(-1),
+        });
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mut actor = Actor {
+            producer_id: client.next_producer_id(),
+            backoff: Backoff::new(client.opts.initial_backoff, client.opts.max_backoff),
+            client,
+            topic,
+            partition,
+            user_named: opts.name.is_some(),
+            next_seq: opts.initial_sequence_id.unwrap_or(0),
+            opts,
+            state: state.clone(),
+            permits: permits.clone(),
+            rx,
+            conn: None,
+            events: None,
+            epoch: 0,
+            batch: OpenBatch::default(),
+            batch_started: None,
+            flush_requested: false,
+            pending: VecDeque::new(),
+            flush_waiters: Vec::new(),
+            retry_at: None,
+            closing: None,
+            failed: None,
+        };
+        actor.attach().await?;
+        tokio::spawn(actor.run());
+        Ok(PartitionProducer { tx, permits, state })
+    }
+}
+
+struct InFlight {
+    sequence_id: u64,
+    frame: Bytes,
+    callbacks: Vec<SendCallback>,
+    batched: bool,
+    sent_at: Instant,
+    bytes: usize,
+}
+
+struct Actor {
+    client: Arc<ClientInner>,
+    topic: String,
+    partition: i32,
+    producer_id: u64,
+    opts: ProducerOptions,
+    user_named: bool,
+    state: Arc<SharedState>,
+    permits: Arc<Semaphore>,
+    rx: mpsc::UnboundedReceiver<Command>,
+    conn: Option<Connection>,
+    events: Option<mpsc::UnboundedReceiver<Event>>,
+    epoch: u64,
+    next_seq: u64,
+    batch: OpenBatch,
+    batch_started: Option<Instant>,
+    flush_requested: bool,
+    pending: VecDeque<InFlight>,
+    flush_waiters: Vec<(u64, oneshot::Sender<Result<()>>)>,
+    backoff: Backoff,
+    retry_at: Option<Instant>,
+    closing: Option<oneshot::Sender<Result<()>>>,
+    failed: Option<Error>,
+}
+
+impl Actor {
+    async fn run(mut self) {
+        loop {
+            let batch_due = self.batch_started.map(|t| t + self.opts.batch_max_delay);
+            let timeout_due = match self.pending.front() {
+                Some(op) if !self.opts.send_timeout.is_zero() => Some(op.sent_at + self.opts.send_timeout),
+                _ => None,
+            };
+            tokio::select! {
+                cmd = self.rx.recv() => match cmd {
+                    Some(cmd) => {
+                        self.handle(cmd);
+                        // Take what else is queued before flushing, so a burst of sends that
+                        // each ask for a flush still travels as full batches.
+                        for _ in 0..self.opts.batch_max_messages.max(64) {
+                            match self.rx.try_recv() {
+                                Ok(cmd) => self.handle(cmd),
+                                Err(_) => break,
+                            }
+                        }
+                        if std::mem::take(&mut self.flush_requested) {
+                            self.flush_batch();
+                        }
+                    }
+                    // Every handle is gone: nobody can await the pending sends, but finish them.
+                    None => {
+                        let (tx, _rx) = oneshot::channel();
+                        self.handle(Command::Close(tx));
+                    }
+                },
+                ev = next_event(&mut self.events) => self.on_event(ev),
+                _ = sleep_until_opt(batch_due) => self.flush_batch(),
+                _ = sleep_until_opt(timeout_due) => self.fail_expired(),
+                _ = sleep_until_opt(self.retry_at) => self.reconnect().await,
+            }
+            if self.closing.is_some() && self.batch.is_empty() && (self.pending.is_empty() || self.failed.is_some()) {
+                break;
+            }
+        }
+        self.finish_close().await;
+    }
+
+    fn handle(&mut self, cmd: Command) {
+        match cmd {
+            Command::Send { msg, done, flush } => self.send(msg, done, flush),
+            Command::Flush(reply) => {
+                self.flush_batch();
+                match self.pending.back() {
+                    Some(last) => self.flush_waiters.push((last.sequence_id, reply)),
+                    None => {
+                        let _ = reply.send(Ok(()));
+                    }
+                }
+            }
+            Command::Close(reply) => {
+                self.state.closed.store(true, Ordering::Release);
+                self.flush_batch();
+                self.closing = Some(reply);
+            }
+        }
+    }
+
+    fn send(&mut self, msg: OutgoingMessage, done: SendCallback, flush: bool) {
+        if let Some(e) = &self.failed {
+            self.release(1, msg.footprint());
+            done(Err(e.clone()));
+            return;
+        }
+        let seq = msg.sequence_id.unwrap_or(self.next_seq);
+        self.next_seq = self.next_seq.max(seq + 1);
+        if self.opts.batching && msg.deliver_at.is_none() {
+            if self.batch.would_overflow(&msg, self.opts.batch_max_messages, self.opts.batch_max_bytes) {
+                self.flush_batch();
+            }
+            if self.batch.is_empty() {
+                self.batch_started = Some(Instant::now());
+            }
+            self.batch.push(msg, seq, done);
+            self.flush_requested |= flush;
+            if self.batch.len() >= self.opts.batch_max_messages
+                || self.batch.bytes >= self.opts.batch_max_bytes
+            {
+                self.flush_batch();
+            }
+        } else {
+            // Keep publish order: whatever is batched goes first.
+            self.flush_batch();
+            self.send_single(msg, seq, done);
+        }
+    }
+
+    fn metadata(&self, sequence_id: u64) -> MessageMetadata {
+        MessageMetadata {
+            producer_name: self.state.name.lock().expect("name lock").clone(),
+            sequence_id,
+            publish_time: now_ms(),
+            ..Default::default()
+        }
+    }
+
+    fn send_single(&mut self, msg: OutgoingMessage, seq: u64, done: SendCallback) {
+        let mut meta = self.metadata(seq);
+        meta.partition_key = msg.key.clone();
+        meta.ordering_key = msg.ordering_key.clone().map(Into::into);
+        meta.properties = msg.properties.iter().map(|(k, v)| KeyValue { key: k.clone(), value: v.clone() }).collect();
+        meta.event_time = msg.event_time;
+        meta.deliver_at_time = msg.deliver_at;
+        meta.replicate_to = msg.replication_clusters.clone();
+        let bytes = msg.footprint();
+        let payload = match self.compress(&msg.payload, &mut meta) {
+            Ok(p) => p,
+            Err(e) => {
+                self.release(1, bytes);
+                done(Err(e));
+                return;
+            }
+        };
+        let cmd = commands::send(self.producer_id, seq, 1);
+        let mut buf = BytesMut::new();
+        frame::encode_payload_command(&cmd, &meta, &payload, &mut buf);
+        self.dispatch(InFlight {
+            sequence_id: seq,
+            frame: buf.freeze(),
+            callbacks: vec![done],
+            batched: false,
+            sent_at: Instant::now(),
+            bytes,
+        });
+    }
+
+    fn flush_batch(&mut self) {
+        self.batch_started = None;
+        if self.batch.is_empty() {
+            return;
+        }
+        let TakenBatch { payload, first_seq, last_seq, callbacks, bytes } = self.batch.take();
+        let n = callbacks.len();
+        let mut meta = self.metadata(first_seq);
+        meta.num_messages_in_batch = Some(n as i32);
+        if last_seq != first_seq {
+            meta.highest_sequence_id = Some(last_seq);
+        }
+        let payload = match self.compress(&payload, &mut meta) {
+            Ok(p) => p,
+            Err(e) => {
+                self.release(n, bytes);
+                for done in callbacks {
+                    done(Err(e.clone()));
+                }
+                return;
+            }
+        };
+        let mut cmd = commands::send(self.producer_id, first_seq, n as i32);
+        if last_seq != first_seq {
+            if let Some(s) = cmd.send.as_mut() {
+                s.highest_sequence_id = Some(last_seq);
+            }
+        }
+        let mut buf = BytesMut::new();
+        frame::encode_payload_command(&cmd, &meta, &payload, &mut buf);
+        self.dispatch(InFlight {
+            sequence_id: first_seq,
+            frame: buf.freeze(),
+            callbacks,
+            batched: true,
+            sent_at: Instant::now(),
+            bytes,
+        });
+    }
+
+    fn compress<'a>(&self, data: &'a [u8], meta: &mut MessageMetadata) -> Result<std::borrow::Cow<'a, [u8]>> {
+        if self.opts.compression == CompressionType::None {
+            return Ok(std::borrow::Cow::Borrowed(data));
+        }
+        meta.compression = Some(self.opts.compression as i32);
+        meta.uncompressed_size = Some(data.len() as u32);
+        Ok(std::borrow::Cow::Owned(compression::compress(self.opts.compression, data)?))
+    }
+
+    fn dispatch(&mut self, op: InFlight) {
+        if let Some(conn) = &self.conn {
+            // A failed write means the connection is going away; `pending` resends it.
+            let _ = conn.write(op.frame.clone());
+        }
+        self.pending.push_back(op);
+    }
+
+    fn release(&self, messages: usize, bytes: usize) {
+        self.permits.add_permits(messages);
+        self.client.memory.release(bytes);
+    }
+
+    fn on_event(&mut self, ev: Option<Event>) {
+        match ev {
+            Some(Event::Frame(f)) => match Type::try_from(f.command.r#type) {
+                Ok(Type::SendReceipt) => {
+                    let r = f.command.send_receipt.unwrap_or_default();
+                    self.on_receipt(r.sequence_id, r.message_id.as_ref().map(MessageId::from_data));
+                }
+                Ok(Type::SendError) => {
+                    let e = f.command.send_error.unwrap_or_default();
+                    let code = ServerError::try_from(e.error).unwrap_or(ServerError::UnknownError);
+                    log::warn!("{}: send error {code:?} for sequence {}: {}", self.topic, e.sequence_id, e.message);
+                    if code == ServerError::TopicTerminatedError {
+                        self.fail_all(Error::from_server(code, &e.message));
+                    } else {
+                        // The broker's state for this producer is unknown: start over on a new
+                        // connection, resending everything pending.
+                        self.disconnect(Duration::ZERO);
+                    }
+                }
+                Ok(Type::CloseProducer) => {
+                    log::info!("{}: broker closed the producer; reconnecting", self.topic);
+                    self.disconnect(Duration::ZERO);
+                }
+                _ => {}
+            },
+            Some(Event::Closed(e)) => {
+                log::info!("{}: connection lost ({e}); reconnecting", self.topic);
+                self.conn = None;
+                self.events = None;
+                self.state.connected.store(false, Ordering::Release);
+                self.retry_at = Some(Instant::now() + self.backoff.next_delay());
+            }
+            None => {
+                self.events = None;
+                self.disconnect(Duration::ZERO);
+            }
+        }
+    }
+
+    fn on_receipt(&mut self, seq: u64, id: Option<MessageId>) {
+        let Some(front) = self.pending.front() else {
+            log::debug!("{}: receipt for {seq} with nothing pending", self.topic);
+            return;
+        };
+        if seq < front.sequence_id {
+            log::debug!("{}: late receipt for {seq}", self.topic);
+            return;
+        }
+        if seq > front.sequence_id {
+            log::warn!("{}: receipt for {seq} while {} is pending; resending", self.topic, front.sequence_id);
+            self.disconnect(Duration::ZERO);
+            return;
+        }
+        let op = self.pending.pop_front().expect("front exists");
+        let mut base = id.unwrap_or(MessageId::new(-1, -1, -1, -1));
+        base.partition = self.partition;
+        base.topic = None;
+        let n = op.callbacks.len();
+        self.release(n, op.bytes);
+        self.state.last_sequence_id.store(seq as i64 + n as i64 - 1, Ordering::Relaxed);
+        for (i, done) in op.callbacks.into_iter().enumerate() {
+            let mut id = base.clone();
+            if op.batched {
+                id.batch_index = i as i32;
+                id.batch_size = n as i32;
+            }
+            done(Ok(id));
+        }
+        self.complete_flushers();
+    }
+
+    fn fail_expired(&mut self) {
+        let now = Instant::now();
+        let mut failed = 0;
+        while let Some(op) = self.pending.front() {
+            if op.sent_at + self.opts.send_timeout > now {
+                break;
+            }
+            let op = self.pending.pop_front().expect("front exists");
+            self.release(op.callbacks.len(), op.bytes);
+            for done in op.callbacks {
+                failed += 1;
+                done(Err(Error::new(ErrorKind::Timeout, format!("send to {} timed out", self.topic))));
+            }
+        }
+        if failed > 0 {
+            log::warn!("{}: {failed} messages timed out", self.topic);
+        }
+        self.complete_flushers();
+    }
+
+    fn fail_all(&mut self, e: Error) {
+        self.failed = Some(e.clone());
+        self.flush_batch();
+        while let Some(op) = self.pending.pop_front() {
+            self.release(op.callbacks.len(), op.bytes);
+            for done in op.callbacks {
+                done(Err(e.clone()));
+            }
+        }
+        self.complete_flushers();
+    }
+
+    fn complete_flushers(&mut self) {
+        let front = self.pending.front().map(|op| op.sequence_id);
+        let waiters = std::mem::take(&mut self.flush_waiters);
+        for (watermark, reply) in waiters {
+            if front.is_some_and(|f| f <= watermark) {
+                self.flush_waiters.push((watermark, reply));
+            } else {
+                let _ = reply.send(Ok(()));
+            }
+        }
+    }
+
+    fn disconnect(&mut self, delay: Duration) {
+        if let Some(conn) = self.conn.take() {
+            conn.unregister(HandlerId::Producer(self.producer_id));
+        }
+        self.events = None;
+        self.state.connected.store(false, Ordering::Release);
+        self.retry_at = Some(Instant::now() + delay);
+    }
+
+    async fn reconnect(&mut self) {
+        self.retry_at = None;
+        if self.client.is_closed() && self.closing.is_none() {
+            self.fail_all(Error::closed("client"));
+            return;
+        }
+        match self.attach().await {
+            Ok(()) => {
+                log::info!("{}: producer reattached; resending {} pending", self.topic, self.pending.len());
+                if let Some(conn) = &self.conn {
+                    for op in &self.pending {
+                        let _ = conn.write(op.frame.clone());
+                    }
+                }
+            }
+            Err(e) if e.is_retriable() || e.kind() == ErrorKind::ProducerBusy => {
+                let delay = self.backoff.next_delay();
+                log::info!("{}: reconnect failed ({e}); retrying in {delay:?}", self.topic);
+                self.retry_at = Some(Instant::now() + delay);
+            }
+            Err(e) => {
+                log::error!("{}: producer cannot reattach: {e}", self.topic);
+                self.fail_all(e);
+            }
+        }
+    }
+
+    /// Looks the topic up and registers the producer with the broker.
+    async fn attach(&mut self) -> Result<()> {
+        let conn = lookup::lookup_topic(&self.client.pool, &self.topic).await?;
+        let id = HandlerId::Producer(self.producer_id);
+        let events = conn.register(id)?;
+        let name = self.state.name.lock().expect("name lock").clone();
+        let resp = conn
+            .request(|rid| {
+                let mut cmd = commands::producer(&self.topic, self.producer_id, rid);
+                let p = cmd.producer.as_mut().expect("producer body");
+                p.producer_name = (!name.is_empty()).then(|| name.clone());
+                p.user_provided_producer_name = Some(self.user_named);
+                p.epoch = Some(self.epoch);
+                p.producer_access_mode = Some(self.opts.access_mode as i32);
+                p.metadata = self.opts.properties.iter().map(|(k, v)| KeyValue { key: k.clone(), value: v.clone() }).collect();
+                cmd
+            })
+            .await;
+        let frame = match resp {
+            Ok(f) => f,
+            Err(e) => {
+                conn.unregister(id);
+                return Err(e.into());
+            }
+        };
+        let ok = frame.command.producer_success.unwrap_or_default();
+        *self.state.name.lock().expect("name lock") = ok.producer_name;
+        if self.epoch == 0 && self.opts.initial_sequence_id.is_none() {
+            if let Some(last) = ok.last_sequence_id.filter(|s| *s >= 0) {
+                self.next_seq = self.next_seq.max(last as u64 + 1);
+                self.state.last_sequence_id.store(last, Ordering::Relaxed);
+            }
+        }
+        self.epoch += 1;
+        self.state.max_message_size.store(conn.max_message_size(), Ordering::Relaxed);
+        self.state.connected.store(true, Ordering::Release);
+        self.backoff.reset();
+        self.conn = Some(conn);
+        self.events = Some(events);
+        Ok(())
+    }
+
+    async fn finish_close(mut self) {
+        self.state.closed.store(true, Ordering::Release);
+        if let Some(conn) = self.conn.take() {
+            let _ = conn.request(|rid| commands::close_producer(self.producer_id, rid)).await;
+            conn.unregister(HandlerId::Producer(self.producer_id));
+        }
+        self.state.connected.store(false, Ordering::Release);
+        let result = match &self.failed {
+            Some(e) if e.kind() != ErrorKind::AlreadyClosed => Err(e.clone()),
+            _ => Ok(()),
+        };
+        self.complete_flushers();
+        if let Some(reply) = self.closing.take() {
+            let _ = reply.send(result);
+        }
+        // Anything that raced with close fails clearly instead of hanging.
+        self.rx.close();
+        while let Ok(cmd) = self.rx.try_recv() {
+            match cmd {
+                Command::Send { msg, done, .. } => {
+                    self.release(1, msg.footprint());
+                    done(Err(Error::closed("producer")));
+                }
+                Command::Flush(r) | Command::Close(r) => {
+                    let _ = r.send(Ok(()));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,326 @@
+//! The public producer: one topic, or every partition of a partitioned topic behind a router.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock};
+
+use tokio::sync::{oneshot, Notify, TryAcquireError};
+
+use super::error::{Error, ErrorKind, Result};
+use super::inner::ClientInner;
+use super::message::{MessageId, OutgoingMessage};
+use super::options::{HashingScheme, ProducerOptions, RoutingMode};
+use super::partition_producer::{Command, PartitionProducer};
+use super::topic::TopicName;
+use super::util::now_ms;
+use crate::net::lookup;
+use crate::protocol::hash;
+
+/// Called once with the outcome of a send.
+pub type SendCallback = Box<dyn FnOnce(Result<MessageId>) + Send + 'static>;
+
+/// Chooses a partition for a message: `(message, partition count) -> index`.
+pub type Router = Arc<dyn Fn(&OutgoingMessage, usize) -> usize + Send + Sync>;
+
+/// A client-wide budget of bytes in pending messages.
+pub(crate) struct MemoryLimit {
+    limit: usize,
+    used: AtomicUsize,
+    freed: Notify,
+}
+
+impl MemoryLimit {
+    pub fn new(limit: usize) -> Self {
+        MemoryLimit { limit, used: AtomicUsize::new(0), freed: Notify::new() }
+    }
+
+    /// Takes `n` bytes if they fit; one message may overshoot an empty budget so a message
+    /// larger than the limit still goes out alone.
+    pub fn try_reserve(&self, n: usize) -> bool {
+        if self.limit == 0 {
+            return true;
+        }
+        let mut cur = self.used.load(Ordering::Relaxed);
+        loop {
+            if cur > 0 && cur + n > self.limit {
+                return false;
+            }
+            match self.used.compare_exchange_weak(cur, cur + n, Ordering::AcqRel, Ordering::Relaxed) {
+                Ok(_) => return true,
+                Err(now) => cur = now,
+            }
+        }
+    }
+
+    pub async fn reserve(&self, n: usize) {
+        loop {
+            let freed = self.freed.notified();
+            if self.try_reserve(n) {
+                return;
+            }
+            freed.await;
+        }
+    }
+
+    pub fn release(&self, n: usize) {
+        if self.limit == 0 || n == 0 {
+            return;
+        }
+        self.used.fetch_sub(n, Ordering::AcqRel);
+        self.freed.notify_waiters();
+    }
+
+}
+
+/// A send that could not be queued without waiting; gives the message back.
+pub struct WouldBlock(pub OutgoingMessage, pub SendCallback);
+
+struct Inner {
+    client: Arc<ClientInner>,
+    topic: TopicName,
+    opts: ProducerOptions,
+    parts: RwLock<Vec<Arc<PartitionProducer>>>,
+    partitioned: bool,
+    round_robin: AtomicUsize,
+    router: RwLock<Option<Router>>,
+}
+
+/// A producer. Cheap to clone; clones share the producer.
+#[derive(Clone)]
+pub struct Producer {
+    inner: Arc<Inner>,
+}
+
+impl Producer {
+    pub(crate) async fn create(client: Arc<ClientInner>, topic: TopicName, opts: ProducerOptions) -> Result<Producer> {
+        let partitions = lookup::partition_count(&client.pool, topic.as_str()).await?;
+        let mut parts = Vec::new();
+        if partitions == 0 {
+            parts.push(Arc::new(PartitionProducer::create(client.clone(), topic.to_string(), -1, opts.clone()).await?));
+        } else {
+            for i in 0..partitions {
+                let p = PartitionProducer::create(client.clone(), topic.partition_name(i), i as i32, opts.clone()).await;
+                match p {
+                    Ok(p) => parts.push(Arc::new(p)),
+                    Err(e) => {
+                        for p in parts {
+                            let (tx, _rx) = oneshot::channel();
+                            let _ = p.tx.send(Command::Close(tx));
+                        }
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        let producer = Producer {
+            inner: Arc::new(Inner {
+                client: client.clone(),
+                topic,
+                opts,
+                parts: RwLock::new(parts),
+                partitioned: partitions > 0,
+                round_robin: AtomicUsize::new(now_ms() as usize),
+                router: RwLock::new(None),
+            }),
+        };
+        let weak = Arc::downgrade(&producer.inner);
+        client.on_close(Box::new(move || {
+            Box::pin(async move {
+                if let Some(inner) = weak.upgrade() {
+                    let _ = (Producer { inner }).close().await;
+                }
+            })
+        }));
+        Ok(producer)
+    }
+
+    /// The topic as given (the partitioned topic's name for a partitioned producer).
+    pub fn topic(&self) -> &str {
+        self.inner.topic.as_str()
+    }
+
+    /// The producer's name (assigned by the broker unless set). Partitions share it when set.
+    pub fn name(&self) -> String {
+        self.parts()[0].state.name.lock().expect("name lock").clone()
+    }
+
+    /// Number of partitions (0 for a non-partitioned topic).
+    pub fn partitions(&self) -> usize {
+        if self.inner.partitioned {
+            self.parts().len()
+        } else {
+            0
+        }
+    }
+
+    /// The highest sequence id acknowledged by the broker (-1 before the first).
+    pub fn last_sequence_id(&self) -> i64 {
+        self.parts().iter().map(|p| p.state.last_sequence_id.load(Ordering::Relaxed)).max().unwrap_or(-1)
+    }
+
+    /// Whether every partition is attached to a broker right now.
+    pub fn is_connected(&self) -> bool {
+        self.parts().iter().all(|p| p.state.connected.load(Ordering::Acquire))
+    }
+
+    /// Whether `close` was called.
+    pub fn is_closed(&self) -> bool {
+        self.parts().iter().any(|p| p.state.closed.load(Ordering::Acquire))
+    }
+
+    /// Sets a custom partition router for keyless and keyed messages alike.
+    pub fn set_router(&self, router: Option<Router>) {
+        *self.inner.router.write().expect("router lock") = router;
+    }
+
+    fn parts(&self) -> std::sync::RwLockReadGuard<'_, Vec<Arc<PartitionProducer>>> {
+        self.inner.parts.read().expect("parts lock")
+    }
+
+    fn choose(&self, msg: &OutgoingMessage) -> Arc<PartitionProducer> {
+        let parts = self.parts();
+        let n = parts.len();
+        if n == 1 {
+            return parts[0].clone();
+        }
+        let router = self.inner.router.read().expect("router lock").clone();
+        let i = if let Some(route) = router {
+            route(msg, n) % n
+        } else if let Some(key) = msg.ordering_key.as_deref().map(String::from_utf8_lossy).or(msg.key.as_deref().map(Into::into)) {
+            let h = match self.inner.opts.hashing_scheme {
+                HashingScheme::JavaString => hash::java_string_hash(&key),
+                HashingScheme::Murmur3 => hash::murmur3_32_hash(key.as_bytes()),
+            };
+            h as usize % n
+        } else {
+            match self.inner.opts.routing_mode {
+                RoutingMode::SinglePartition => self.inner.round_robin.load(Ordering::Relaxed) % n,
+                // With batching, stay on one partition for a batch window so batches fill up.
+                RoutingMode::RoundRobin if self.inner.opts.batching => {
+                    let window = self.inner.opts.batch_max_delay.as_millis().max(1) as usize;
+                    (self.inner.round_robin.load(Ordering::Relaxed) + now_ms() as usize / window) % n
+                }
+                RoutingMode::RoundRobin => self.inner.round_robin.fetch_add(1, Ordering::Relaxed) % n,
+            }
+        };
+        parts[i].clone()
+    }
+
+    fn check(&self, part: &PartitionProducer, msg: &OutgoingMessage) -> Result<()> {
+        if part.state.closed.load(Ordering::Acquire) {
+            return Err(Error::closed("producer"));
+        }
+        self.inner.client.check_open()?;
+        let max = part.state.max_message_size.load(Ordering::Relaxed);
+        if msg.payload.len() > max && !self.inner.opts.chunking {
+            return Err(Error::new(
+                ErrorKind::MessageTooLarge,
+                format!("message of {} bytes exceeds the broker's limit of {max} bytes", msg.payload.len()),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Queues `msg` if a pending slot and memory are free right now; `done` gets the outcome.
+    /// `flush` asks for the open batch to go out as soon as the producer is idle.
+    pub fn try_enqueue(&self, msg: OutgoingMessage, flush: bool, done: SendCallback) -> std::result::Result<(), WouldBlock> {
+        let part = self.choose(&msg);
+        if let Err(e) = self.check(&part, &msg) {
+            done(Err(e));
+            return Ok(());
+        }
+        match part.permits.try_acquire() {
+            Ok(p) => p.forget(),
+            Err(TryAcquireError::Closed) => {
+                done(Err(Error::closed("producer")));
+                return Ok(());
+            }
+            Err(TryAcquireError::NoPermits) => {
+                if self.inner.opts.block_if_full {
+                    return Err(WouldBlock(msg, done));
+                }
+                done(Err(Error::new(ErrorKind::ProducerQueueFull, "producer queue is full (max_pending reached)")));
+                return Ok(());
+            }
+        }
+        if !self.inner.client.memory.try_reserve(msg.footprint()) {
+            part.permits.add_permits(1);
+            if self.inner.opts.block_if_full {
+                return Err(WouldBlock(msg, done));
+            }
+            done(Err(Error::new(ErrorKind::ProducerQueueFull, "client memory limit reached")));
+            return Ok(());
+        }
+        self.post(&part, msg, flush, done);
+        Ok(())
+    }
+
+    /// Queues `msg`, waiting for a pending slot and memory when the producer blocks if full.
+    pub async fn enqueue(&self, msg: OutgoingMessage, flush: bool, done: SendCallback) {
+        let (msg, done) = match self.try_enqueue(msg, flush, done) {
+            Ok(()) => return,
+            Err(WouldBlock(m, d)) => (m, d),
+        };
+        let part = self.choose(&msg);
+        match part.permits.acquire().await {
+            Ok(p) => p.forget(),
+            Err(_) => return done(Err(Error::closed("producer"))),
+        }
+        self.inner.client.memory.reserve(msg.footprint()).await;
+        if let Err(e) = self.check(&part, &msg) {
+            part.permits.add_permits(1);
+            self.inner.client.memory.release(msg.footprint());
+            return done(Err(e));
+        }
+        self.post(&part, msg, flush, done);
+    }
+
+    fn post(&self, part: &PartitionProducer, msg: OutgoingMessage, flush: bool, done: SendCallback) {
+        if let Err(mpsc_err) = part.tx.send(Command::Send { msg, done, flush }) {
+            if let Command::Send { msg, done, .. } = mpsc_err.0 {
+                part.permits.add_permits(1);
+                self.inner.client.memory.release(msg.footprint());
+                done(Err(Error::closed("producer")));
+            }
+        }
+    }
+
+    /// Sends `msg` and waits for the broker's receipt.
+    pub async fn send(&self, msg: OutgoingMessage) -> Result<MessageId> {
+        let (tx, rx) = oneshot::channel();
+        self.enqueue(msg, true, Box::new(move |r| {
+            let _ = tx.send(r);
+        }))
+        .await;
+        rx.await.unwrap_or_else(|_| Err(Error::closed("producer")))
+    }
+
+    /// Sends the open batches now and waits until every message sent so far is acknowledged
+    /// (or has failed).
+    pub async fn flush(&self) -> Result<()> {
+        let parts: Vec<_> = self.parts().clone();
+        for p in parts {
+            let (tx, rx) = oneshot::channel();
+            if p.tx.send(Command::Flush(tx)).is_err() {
+                continue;
+            }
+            rx.await.unwrap_or(Ok(()))?;
+        }
+        Ok(())
+    }
+
+    /// Flushes, waits for pending messages (up to the send timeout), and detaches.
+    pub async fn close(&self) -> Result<()> {
+        let parts: Vec<_> = self.parts().clone();
+        let mut result = Ok(());
+        for p in parts {
+            let (tx, rx) = oneshot::channel();
+            if p.tx.send(Command::Close(tx)).is_err() {
+                continue;
+            }
+            if let Ok(Err(e)) = rx.await {
+                result = Err(e);
+            }
+        }
+        result
+    }
+}

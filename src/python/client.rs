@@ -1,0 +1,617 @@
+//! `_Client`, `_Producer` and `_Consumer`: the engine handles behind `magnetar.Client` and
+//! `magnetar.AsyncClient`. Each blocking method has an `aio_` twin that takes an asyncio
+//! future and resolves it.
+
+use std::time::{Duration, Instant};
+
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+
+use super::convert;
+use super::errors::{invalid, to_pyerr};
+use super::runtime::{spawn_for_asyncio, wait, ForkGuard};
+use super::types::{PyMessage, PyMessageId, SendFuture};
+use crate::client::consumer::{SeekTarget, TopicSelection};
+use crate::client::producer::WouldBlock;
+use crate::client::{self, ClientOptions, Error, ErrorKind};
+
+fn none(py: Python<'_>, _: ()) -> PyResult<Py<PyAny>> {
+    Ok(py.None())
+}
+
+/// Engine handle of `magnetar.Client`.
+#[pyclass(name = "_Client", module = "magnetar._core", frozen)]
+pub struct PyClient {
+    inner: client::Client,
+    guard: ForkGuard,
+}
+
+fn client_options(d: &Bound<'_, PyDict>) -> PyResult<ClientOptions> {
+    let mut o = ClientOptions::default();
+    let secs = |key: &str| -> PyResult<Option<Duration>> {
+        match d.get_item(key)? {
+            None => Ok(None),
+            Some(v) if v.is_none() => Ok(None),
+            Some(v) => {
+                let s: f64 = v.extract().map_err(|_| invalid(format!("{key} must be a number of seconds")))?;
+                if !s.is_finite() || s <= 0.0 {
+                    return Err(invalid(format!("{key} must be a positive number of seconds, got {s}")));
+                }
+                Ok(Some(Duration::from_secs_f64(s)))
+            }
+        }
+    };
+    for k in d.keys() {
+        let k: String = k.extract()?;
+        if !["operation_timeout", "connect_timeout", "keepalive_interval", "memory_limit", "auth_method", "auth_data", "initial_backoff", "max_backoff"].contains(&k.as_str()) {
+            return Err(invalid(format!("unknown client option {k:?}")));
+        }
+    }
+    if let Some(v) = secs("operation_timeout")? {
+        o.connection.operation_timeout = v;
+    }
+    if let Some(v) = secs("connect_timeout")? {
+        o.connection.connect_timeout = v;
+    }
+    if let Some(v) = secs("keepalive_interval")? {
+        o.connection.keepalive_interval = v;
+    }
+    if let Some(v) = secs("initial_backoff")? {
+        o.initial_backoff = v;
+    }
+    if let Some(v) = secs("max_backoff")? {
+        o.max_backoff = v;
+    }
+    if let Some(v) = d.get_item("memory_limit")? {
+        if !v.is_none() {
+            let n: i64 = v.extract().map_err(|_| invalid("memory_limit must be an int (bytes)"))?;
+            if n < 0 {
+                return Err(invalid("memory_limit must be >= 0 (0 disables it)"));
+            }
+            o.memory_limit = n as usize;
+        }
+    }
+    if let Some(m) = d.get_item("auth_method")? {
+        if !m.is_none() {
+            let method: String = m.extract()?;
+            let data: Vec<u8> = match d.get_item("auth_data")? {
+                Some(v) if !v.is_none() => convert::payload(&v)?.to_vec(),
+                _ => Vec::new(),
+            };
+            o.connection.auth = Some((method, data));
+        }
+    }
+    Ok(o)
+}
+
+fn selection(topic: &Bound<'_, PyAny>, pattern: bool) -> PyResult<TopicSelection> {
+    if let Ok(s) = topic.extract::<String>() {
+        return Ok(if pattern { TopicSelection::Pattern(s) } else { TopicSelection::One(s) });
+    }
+    if pattern {
+        return Err(invalid("a pattern must be a str"));
+    }
+    let list: Vec<String> = topic.extract().map_err(|_| invalid("topic must be a str or a list of str"))?;
+    Ok(TopicSelection::Many(list))
+}
+
+#[pymethods]
+impl PyClient {
+    #[new]
+    fn new(service_url: &str, options: &Bound<'_, PyDict>) -> PyResult<Self> {
+        let opts = client_options(options)?;
+        let inner = client::Client::new(service_url, opts).map_err(to_pyerr)?;
+        Ok(PyClient { inner, guard: ForkGuard::new() })
+    }
+
+    fn create_producer(&self, py: Python<'_>, topic: String, options: &Bound<'_, PyDict>) -> PyResult<PyProducer> {
+        self.guard.check()?;
+        let opts = convert::producer_options(options)?;
+        let c = self.inner.clone();
+        let p = wait(py, async move { c.create_producer(&topic, opts).await })?;
+        Ok(PyProducer { inner: p, guard: self.guard })
+    }
+
+    fn aio_create_producer(&self, py: Python<'_>, fut: Py<PyAny>, topic: String, options: &Bound<'_, PyDict>) -> PyResult<()> {
+        self.guard.check()?;
+        let opts = convert::producer_options(options)?;
+        let c = self.inner.clone();
+        let guard = self.guard;
+        spawn_for_asyncio(py, fut, async move { c.create_producer(&topic, opts).await }, move |py, p| {
+            Ok(Py::new(py, PyProducer { inner: p, guard })?.into_any())
+        })
+    }
+
+    #[pyo3(signature = (topic, subscription, options, pattern=false))]
+    fn subscribe(&self, py: Python<'_>, topic: &Bound<'_, PyAny>, subscription: String, options: &Bound<'_, PyDict>, pattern: bool) -> PyResult<PyConsumer> {
+        self.guard.check()?;
+        let sel = selection(topic, pattern)?;
+        let opts = convert::consumer_options(options)?;
+        let c = self.inner.clone();
+        let consumer = wait(py, async move { c.subscribe(sel, &subscription, opts).await })?;
+        Ok(PyConsumer { inner: consumer, guard: self.guard })
+    }
+
+    #[pyo3(signature = (fut, topic, subscription, options, pattern=false))]
+    fn aio_subscribe(&self, py: Python<'_>, fut: Py<PyAny>, topic: &Bound<'_, PyAny>, subscription: String, options: &Bound<'_, PyDict>, pattern: bool) -> PyResult<()> {
+        self.guard.check()?;
+        let sel = selection(topic, pattern)?;
+        let opts = convert::consumer_options(options)?;
+        let c = self.inner.clone();
+        let guard = self.guard;
+        spawn_for_asyncio(py, fut, async move { c.subscribe(sel, &subscription, opts).await }, move |py, consumer| {
+            Ok(Py::new(py, PyConsumer { inner: consumer, guard })?.into_any())
+        })
+    }
+
+    fn partition_count(&self, py: Python<'_>, topic: String) -> PyResult<u32> {
+        self.guard.check()?;
+        let c = self.inner.clone();
+        wait(py, async move { c.partition_count(&topic).await })
+    }
+
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        if self.guard.check().is_err() {
+            return Ok(());
+        }
+        let c = self.inner.clone();
+        wait(py, async move {
+            c.close().await;
+            Ok(())
+        })
+    }
+
+    fn aio_close(&self, py: Python<'_>, fut: Py<PyAny>) -> PyResult<()> {
+        self.guard.check()?;
+        let c = self.inner.clone();
+        spawn_for_asyncio(py, fut, async move {
+            c.close().await;
+            Ok(())
+        }, none)
+    }
+
+    #[getter]
+    fn closed(&self) -> bool {
+        self.inner.is_closed()
+    }
+}
+
+/// Engine handle of a producer.
+#[pyclass(name = "_Producer", module = "magnetar._core", frozen)]
+pub struct PyProducer {
+    inner: client::Producer,
+    guard: ForkGuard,
+}
+
+fn id_obj(py: Python<'_>, id: client::MessageId) -> PyResult<Py<PyAny>> {
+    Ok(Py::new(py, PyMessageId { inner: id })?.into_any())
+}
+
+#[pymethods]
+impl PyProducer {
+    #[getter]
+    fn topic(&self) -> &str {
+        self.inner.topic()
+    }
+    #[getter]
+    fn name(&self) -> String {
+        self.inner.name()
+    }
+    #[getter]
+    fn last_sequence_id(&self) -> i64 {
+        self.inner.last_sequence_id()
+    }
+    #[getter]
+    fn is_connected(&self) -> bool {
+        self.inner.is_connected()
+    }
+    #[getter]
+    fn partitions(&self) -> usize {
+        self.inner.partitions()
+    }
+
+    #[pyo3(signature = (data, key=None, properties=None, event_time=None, deliver_at=None, ordering_key=None, sequence_id=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn send(
+        &self,
+        py: Python<'_>,
+        data: &Bound<'_, PyAny>,
+        key: Option<String>,
+        properties: Option<&Bound<'_, PyDict>>,
+        event_time: Option<u64>,
+        deliver_at: Option<i64>,
+        ordering_key: Option<&Bound<'_, PyAny>>,
+        sequence_id: Option<i64>,
+    ) -> PyResult<PyMessageId> {
+        self.guard.check()?;
+        let msg = convert::message(data, key, properties, event_time, deliver_at, ordering_key, sequence_id)?;
+        let p = self.inner.clone();
+        let id = wait(py, async move { p.send(msg).await })?;
+        Ok(PyMessageId { inner: id })
+    }
+
+    #[pyo3(signature = (data, key=None, properties=None, event_time=None, deliver_at=None, ordering_key=None, sequence_id=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn send_async(
+        &self,
+        py: Python<'_>,
+        data: &Bound<'_, PyAny>,
+        key: Option<String>,
+        properties: Option<&Bound<'_, PyDict>>,
+        event_time: Option<u64>,
+        deliver_at: Option<i64>,
+        ordering_key: Option<&Bound<'_, PyAny>>,
+        sequence_id: Option<i64>,
+    ) -> PyResult<Py<SendFuture>> {
+        self.guard.check()?;
+        let msg = convert::message(data, key, properties, event_time, deliver_at, ordering_key, sequence_id)?;
+        let (fut, done) = SendFuture::pending(py)?;
+        if let Err(WouldBlock(msg, done)) = self.inner.try_enqueue(msg, false, done) {
+            let p = self.inner.clone();
+            wait(py, async move {
+                p.enqueue(msg, false, done).await;
+                Ok(())
+            })?;
+        }
+        Ok(fut)
+    }
+
+    /// Sends every payload (bytes-like) and waits for all receipts; returns their ids.
+    #[pyo3(signature = (payloads, keys=None))]
+    fn send_many<'py>(&self, py: Python<'py>, payloads: &Bound<'py, PyAny>, keys: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyList>> {
+        self.guard.check()?;
+        let msgs = many(payloads, keys)?;
+        let p = self.inner.clone();
+        let ids = wait(py, send_all(p, msgs))?;
+        let out = PyList::empty(py);
+        for id in ids {
+            out.append(Py::new(py, PyMessageId { inner: id })?)?;
+        }
+        Ok(out)
+    }
+
+    #[pyo3(signature = (fut, payloads, keys=None))]
+    fn aio_send_many(&self, py: Python<'_>, fut: Py<PyAny>, payloads: &Bound<'_, PyAny>, keys: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+        self.guard.check()?;
+        let msgs = many(payloads, keys)?;
+        let p = self.inner.clone();
+        spawn_for_asyncio(py, fut, send_all(p, msgs), |py, ids| {
+            let out = PyList::empty(py);
+            for id in ids {
+                out.append(Py::new(py, PyMessageId { inner: id })?)?;
+            }
+            Ok(out.into_any().unbind())
+        })
+    }
+
+    #[pyo3(signature = (fut, data, key=None, properties=None, event_time=None, deliver_at=None, ordering_key=None, sequence_id=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn aio_send(
+        &self,
+        py: Python<'_>,
+        fut: Py<PyAny>,
+        data: &Bound<'_, PyAny>,
+        key: Option<String>,
+        properties: Option<&Bound<'_, PyDict>>,
+        event_time: Option<u64>,
+        deliver_at: Option<i64>,
+        ordering_key: Option<&Bound<'_, PyAny>>,
+        sequence_id: Option<i64>,
+    ) -> PyResult<()> {
+        self.guard.check()?;
+        let msg = convert::message(data, key, properties, event_time, deliver_at, ordering_key, sequence_id)?;
+        let p = self.inner.clone();
+        spawn_for_asyncio(py, fut, async move { p.send(msg).await }, id_obj)
+    }
+
+    fn flush(&self, py: Python<'_>) -> PyResult<()> {
+        self.guard.check()?;
+        let p = self.inner.clone();
+        wait(py, async move { p.flush().await })
+    }
+
+    fn aio_flush(&self, py: Python<'_>, fut: Py<PyAny>) -> PyResult<()> {
+        self.guard.check()?;
+        let p = self.inner.clone();
+        spawn_for_asyncio(py, fut, async move { p.flush().await }, none)
+    }
+
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        if self.guard.check().is_err() {
+            return Ok(());
+        }
+        let p = self.inner.clone();
+        wait(py, async move { p.close().await })
+    }
+
+    fn aio_close(&self, py: Python<'_>, fut: Py<PyAny>) -> PyResult<()> {
+        self.guard.check()?;
+        let p = self.inner.clone();
+        spawn_for_asyncio(py, fut, async move { p.close().await }, none)
+    }
+
+    #[getter]
+    fn closed(&self) -> bool {
+        self.inner.is_closed()
+    }
+}
+
+fn many(payloads: &Bound<'_, PyAny>, keys: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<client::OutgoingMessage>> {
+    let mut msgs = Vec::with_capacity(payloads.len().unwrap_or(0));
+    for item in payloads.try_iter()? {
+        msgs.push(client::OutgoingMessage::new(convert::payload(&item?)?));
+    }
+    if let Some(keys) = keys {
+        let keys: Vec<Option<String>> = keys.extract().map_err(|_| invalid("keys must be a list of str or None"))?;
+        if keys.len() != msgs.len() {
+            return Err(invalid(format!("{} keys for {} payloads", keys.len(), msgs.len())));
+        }
+        for (m, k) in msgs.iter_mut().zip(keys) {
+            m.key = k;
+        }
+    }
+    Ok(msgs)
+}
+
+async fn send_all(p: client::Producer, msgs: Vec<client::OutgoingMessage>) -> Result<Vec<client::MessageId>, Error> {
+    let n = msgs.len();
+    let mut receivers = Vec::with_capacity(n);
+    for (i, msg) in msgs.into_iter().enumerate() {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        p.enqueue(msg, i + 1 == n, Box::new(move |r| {
+            let _ = tx.send(r);
+        }))
+        .await;
+        receivers.push(rx);
+    }
+    let mut ids = Vec::with_capacity(n);
+    let mut first_error = None;
+    for rx in receivers {
+        match rx.await.unwrap_or_else(|_| Err(Error::closed("producer"))) {
+            Ok(id) => ids.push(id),
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    match first_error {
+        None => Ok(ids),
+        Some(e) => Err(Error::new(e.kind(), format!("{} of {n} messages failed; first error: {}", n - ids.len(), e.message()))),
+    }
+}
+
+/// Engine handle of a consumer (and of a reader, which is a non-durable consumer).
+#[pyclass(name = "_Consumer", module = "magnetar._core", frozen)]
+pub struct PyConsumer {
+    inner: client::Consumer,
+    guard: ForkGuard,
+}
+
+fn message_id_of(obj: &Bound<'_, PyAny>) -> PyResult<client::MessageId> {
+    if let Ok(m) = obj.cast::<PyMessage>() {
+        return Ok(m.get().inner.id.clone());
+    }
+    if let Ok(id) = obj.cast::<PyMessageId>() {
+        return Ok(id.get().inner.clone());
+    }
+    Err(pyo3::exceptions::PyTypeError::new_err("expected a Message or a MessageId"))
+}
+
+fn seek_target(target: &Bound<'_, PyAny>) -> PyResult<SeekTarget> {
+    if let Ok(id) = target.cast::<PyMessageId>() {
+        return Ok(SeekTarget::Id(id.get().inner.clone()));
+    }
+    match target.extract::<i64>() {
+        Ok(ms) if ms >= 0 => Ok(SeekTarget::PublishTime(ms as u64)),
+        _ => Err(invalid("seek takes a MessageId or a publish time in milliseconds since the epoch")),
+    }
+}
+
+#[pymethods]
+impl PyConsumer {
+    #[getter]
+    fn topics(&self) -> Vec<String> {
+        self.inner.topics()
+    }
+    #[getter]
+    fn subscription(&self) -> &str {
+        self.inner.subscription()
+    }
+    #[getter]
+    fn is_connected(&self) -> bool {
+        self.inner.is_connected()
+    }
+    #[getter]
+    fn corrupt_messages(&self) -> u64 {
+        self.inner.corrupt_messages()
+    }
+    #[getter]
+    fn queued(&self) -> usize {
+        self.inner.queued()
+    }
+    #[getter]
+    fn closed(&self) -> bool {
+        self.inner.is_closed()
+    }
+
+    /// The next message, waiting up to `timeout` seconds (None: forever).
+    #[pyo3(signature = (timeout=None))]
+    fn receive(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<PyMessage> {
+        self.guard.check()?;
+        if let Some(m) = self.inner.try_receive().map_err(to_pyerr)? {
+            return Ok(PyMessage { inner: m });
+        }
+        let deadline = deadline_of(timeout)?;
+        let mut interrupt: Option<PyErr> = None;
+        let c = &self.inner;
+        let got = py.detach(|| {
+            c.receive_blocking(deadline, || {
+                Python::attach(|py| py.check_signals()).map_err(|e| {
+                    interrupt = Some(e);
+                    Error::new(ErrorKind::Other, "interrupted")
+                })
+            })
+        });
+        if let Some(e) = interrupt {
+            return Err(e);
+        }
+        match got.map_err(to_pyerr)? {
+            Some(m) => Ok(PyMessage { inner: m }),
+            None => Err(to_pyerr(Error::new(ErrorKind::Timeout, "no message received within the timeout"))),
+        }
+    }
+
+    /// A queued message or None, without waiting.
+    fn try_receive(&self) -> PyResult<Option<PyMessage>> {
+        self.guard.check()?;
+        Ok(self.inner.try_receive().map_err(to_pyerr)?.map(|m| PyMessage { inner: m }))
+    }
+
+    /// Up to `max_messages`: what is queued, or whatever arrives within `timeout` seconds.
+    #[pyo3(signature = (max_messages=100, timeout=None))]
+    fn receive_many<'py>(&self, py: Python<'py>, max_messages: usize, timeout: Option<f64>) -> PyResult<Bound<'py, PyList>> {
+        self.guard.check()?;
+        if max_messages == 0 {
+            return Err(invalid("max_messages must be at least 1"));
+        }
+        let mut msgs = self.inner.try_receive_many(max_messages).map_err(to_pyerr)?;
+        if msgs.is_empty() && timeout != Some(0.0) {
+            match self.receive(py, timeout) {
+                Ok(first) => {
+                    msgs.push(first.inner);
+                    msgs.extend(self.inner.try_receive_many(max_messages - 1).unwrap_or_default());
+                }
+                Err(e) if e.is_instance_of::<pyo3::exceptions::PyTimeoutError>(py) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let out = PyList::empty(py);
+        for m in msgs {
+            out.append(Py::new(py, PyMessage { inner: m })?)?;
+        }
+        Ok(out)
+    }
+
+    /// Resolves `fut` (with None) once a message may be available or the consumer ended.
+    fn aio_wait(&self, py: Python<'_>, fut: Py<PyAny>) -> PyResult<()> {
+        self.guard.check()?;
+        let c = self.inner.clone();
+        spawn_for_asyncio(py, fut, async move {
+            c.wait_for_message().await;
+            Ok(())
+        }, none)
+    }
+
+    fn ack(&self, message: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.guard.check()?;
+        self.inner.ack(&message_id_of(message)?).map_err(to_pyerr)
+    }
+
+    fn ack_cumulative(&self, message: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.guard.check()?;
+        self.inner.ack_cumulative(&message_id_of(message)?).map_err(to_pyerr)
+    }
+
+    fn nack(&self, message: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.guard.check()?;
+        self.inner.nack(&message_id_of(message)?).map_err(to_pyerr)
+    }
+
+    fn redeliver_unacknowledged(&self) -> PyResult<()> {
+        self.guard.check()?;
+        self.inner.redeliver_unacknowledged().map_err(to_pyerr)
+    }
+
+    fn pause(&self) -> PyResult<()> {
+        self.guard.check()?;
+        self.inner.set_paused(true);
+        Ok(())
+    }
+
+    fn resume(&self) -> PyResult<()> {
+        self.guard.check()?;
+        self.inner.set_paused(false);
+        Ok(())
+    }
+
+    fn seek(&self, py: Python<'_>, target: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.guard.check()?;
+        let t = seek_target(target)?;
+        let c = self.inner.clone();
+        wait(py, async move { c.seek(t).await })
+    }
+
+    fn aio_seek(&self, py: Python<'_>, fut: Py<PyAny>, target: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.guard.check()?;
+        let t = seek_target(target)?;
+        let c = self.inner.clone();
+        spawn_for_asyncio(py, fut, async move { c.seek(t).await }, none)
+    }
+
+    fn last_message_ids<'py>(&self, py: Python<'py>) -> PyResult<Vec<PyMessageId>> {
+        self.guard.check()?;
+        let c = self.inner.clone();
+        let ids = wait(py, async move { c.last_message_ids().await })?;
+        Ok(ids.into_iter().map(|inner| PyMessageId { inner }).collect())
+    }
+
+    fn aio_last_message_ids(&self, py: Python<'_>, fut: Py<PyAny>) -> PyResult<()> {
+        self.guard.check()?;
+        let c = self.inner.clone();
+        spawn_for_asyncio(py, fut, async move { c.last_message_ids().await }, |py, ids| {
+            let out = PyList::empty(py);
+            for inner in ids {
+                out.append(Py::new(py, PyMessageId { inner })?)?;
+            }
+            Ok(out.into_any().unbind())
+        })
+    }
+
+    fn has_message_available(&self, py: Python<'_>) -> PyResult<bool> {
+        self.guard.check()?;
+        let c = self.inner.clone();
+        wait(py, async move { c.has_message_available().await })
+    }
+
+    fn aio_has_message_available(&self, py: Python<'_>, fut: Py<PyAny>) -> PyResult<()> {
+        self.guard.check()?;
+        let c = self.inner.clone();
+        spawn_for_asyncio(py, fut, async move { c.has_message_available().await }, |py, b| {
+            Ok(pyo3::types::PyBool::new(py, b).to_owned().into_any().unbind())
+        })
+    }
+
+    fn unsubscribe(&self, py: Python<'_>) -> PyResult<()> {
+        self.guard.check()?;
+        let c = self.inner.clone();
+        wait(py, async move { c.unsubscribe().await })
+    }
+
+    fn aio_unsubscribe(&self, py: Python<'_>, fut: Py<PyAny>) -> PyResult<()> {
+        self.guard.check()?;
+        let c = self.inner.clone();
+        spawn_for_asyncio(py, fut, async move { c.unsubscribe().await }, none)
+    }
+
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        if self.guard.check().is_err() {
+            return Ok(());
+        }
+        let c = self.inner.clone();
+        wait(py, async move { c.close().await })
+    }
+
+    fn aio_close(&self, py: Python<'_>, fut: Py<PyAny>) -> PyResult<()> {
+        self.guard.check()?;
+        let c = self.inner.clone();
+        spawn_for_asyncio(py, fut, async move { c.close().await }, none)
+    }
+}
+
+fn deadline_of(timeout: Option<f64>) -> PyResult<Option<Instant>> {
+    match timeout {
+        None => Ok(None),
+        Some(t) if !t.is_finite() || t < 0.0 => Err(invalid("timeout must be a non-negative number of seconds")),
+        Some(t) => Ok(Some(Instant::now() + Duration::from_secs_f64(t))),
+    }
+}

@@ -1,0 +1,288 @@
+//! Python values to engine values: payloads, options, message fields.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use pyo3::buffer::PyBuffer;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyString};
+
+use super::errors::invalid;
+use crate::client::{ConsumerOptions, HashingScheme, InitialPosition, OutgoingMessage, ProducerOptions, RoutingMode};
+use crate::protocol::compression::parse_codec;
+use crate::protocol::pb::{command_subscribe::SubType, ProducerAccessMode};
+
+/// A payload from `bytes`, `str` (UTF-8) or any object with the buffer protocol.
+pub fn payload(obj: &Bound<'_, PyAny>) -> PyResult<Bytes> {
+    if let Ok(b) = obj.cast::<PyBytes>() {
+        return Ok(Bytes::copy_from_slice(b.as_bytes()));
+    }
+    if let Ok(s) = obj.cast::<PyString>() {
+        return Ok(Bytes::copy_from_slice(s.to_str()?.as_bytes()));
+    }
+    match PyBuffer::<u8>::get(obj) {
+        Ok(buf) => Ok(Bytes::from(buf.to_vec(obj.py())?)),
+        Err(_) => Err(pyo3::exceptions::PyTypeError::new_err(format!(
+            "payload must be bytes, str or a bytes-like object, not {}",
+            obj.get_type().name()?
+        ))),
+    }
+}
+
+/// Builds a message from `send` arguments.
+#[allow(clippy::too_many_arguments)]
+pub fn message(
+    data: &Bound<'_, PyAny>,
+    key: Option<String>,
+    properties: Option<&Bound<'_, PyDict>>,
+    event_time: Option<u64>,
+    deliver_at: Option<i64>,
+    ordering_key: Option<&Bound<'_, PyAny>>,
+    sequence_id: Option<i64>,
+) -> PyResult<OutgoingMessage> {
+    let mut msg = OutgoingMessage::new(payload(data)?);
+    msg.key = key;
+    if let Some(props) = properties {
+        msg.properties.reserve(props.len());
+        for (k, v) in props.iter() {
+            let (Ok(k), Ok(v)) = (k.extract::<String>(), v.extract::<String>()) else {
+                return Err(invalid("properties must map str to str"));
+            };
+            msg.properties.push((k, v));
+        }
+    }
+    msg.event_time = event_time;
+    msg.deliver_at = deliver_at;
+    if let Some(ok) = ordering_key {
+        msg.ordering_key = Some(payload(ok)?.to_vec());
+    }
+    if let Some(seq) = sequence_id {
+        if seq < 0 {
+            return Err(invalid("sequence_id must be non-negative"));
+        }
+        msg.sequence_id = Some(seq as u64);
+    }
+    Ok(msg)
+}
+
+fn get<'py, T: for<'a> FromPyObjectOwned<'py>>(d: &Bound<'py, PyDict>, key: &str) -> PyResult<Option<T>> {
+    match d.get_item(key)? {
+        None => Ok(None),
+        Some(v) if v.is_none() => Ok(None),
+        Some(v) => v.extract::<T>().map(Some).map_err(|_| invalid(format!("invalid value for {key}: {v}"))),
+    }
+}
+
+use pyo3::conversion::FromPyObjectOwned;
+
+fn seconds(d: &Bound<'_, PyDict>, key: &str, allow_zero: bool) -> PyResult<Option<Duration>> {
+    match get::<f64>(d, key)? {
+        None => Ok(None),
+        Some(s) if !s.is_finite() || s < 0.0 || (!allow_zero && s == 0.0) => {
+            Err(invalid(format!("{key} must be a {} number of seconds, got {s}", if allow_zero { "non-negative" } else { "positive" })))
+        }
+        Some(s) => Ok(Some(Duration::from_secs_f64(s))),
+    }
+}
+
+fn pairs(d: &Bound<'_, PyDict>, key: &str) -> PyResult<Option<Vec<(String, String)>>> {
+    match d.get_item(key)? {
+        None => Ok(None),
+        Some(v) if v.is_none() => Ok(None),
+        Some(v) => {
+            let m = v.cast::<PyDict>().map_err(|_| invalid(format!("{key} must be a dict of str to str")))?;
+            let mut out = Vec::new();
+            for (k, v) in m.iter() {
+                out.push((k.extract::<String>()?, v.extract::<String>().map_err(|_| invalid(format!("{key} values must be str")))?));
+            }
+            Ok(Some(out))
+        }
+    }
+}
+
+fn check_keys(d: &Bound<'_, PyDict>, known: &[&str]) -> PyResult<()> {
+    for k in d.keys() {
+        let k: String = k.extract()?;
+        if !known.contains(&k.as_str()) {
+            return Err(invalid(format!("unknown option {k:?}")));
+        }
+    }
+    Ok(())
+}
+
+fn positive(v: Option<i64>, key: &str) -> PyResult<Option<usize>> {
+    match v {
+        Some(n) if n < 1 => Err(invalid(format!("{key} must be at least 1, got {n}"))),
+        Some(n) => Ok(Some(n as usize)),
+        None => Ok(None),
+    }
+}
+
+/// Producer options from the keyword arguments of `create_producer`.
+pub fn producer_options(d: &Bound<'_, PyDict>) -> PyResult<ProducerOptions> {
+    check_keys(
+        d,
+        &[
+            "name", "batching", "batch_max_messages", "batch_max_bytes", "batch_max_delay", "compression", "max_pending",
+            "block_if_full", "send_timeout", "initial_sequence_id", "access_mode", "chunking", "properties",
+            "routing_mode", "hashing_scheme",
+        ],
+    )?;
+    let mut o = ProducerOptions::default();
+    if let Some(v) = get::<String>(d, "name")? {
+        o.name = Some(v);
+    }
+    if let Some(v) = get::<bool>(d, "batching")? {
+        o.batching = v;
+    }
+    if let Some(v) = positive(get::<i64>(d, "batch_max_messages")?, "batch_max_messages")? {
+        o.batch_max_messages = v;
+    }
+    if let Some(v) = positive(get::<i64>(d, "batch_max_bytes")?, "batch_max_bytes")? {
+        o.batch_max_bytes = v;
+    }
+    if let Some(v) = seconds(d, "batch_max_delay", true)? {
+        o.batch_max_delay = v;
+    }
+    if let Some(v) = get::<String>(d, "compression")? {
+        o.compression = parse_codec(&v).ok_or_else(|| invalid(format!("unknown compression {v:?}; use None, \"lz4\", \"zlib\", \"zstd\" or \"snappy\"")))?;
+    }
+    if let Some(v) = positive(get::<i64>(d, "max_pending")?, "max_pending")? {
+        o.max_pending = v;
+    }
+    if let Some(v) = get::<bool>(d, "block_if_full")? {
+        o.block_if_full = v;
+    }
+    if let Some(v) = seconds(d, "send_timeout", true)? {
+        o.send_timeout = v;
+    }
+    if let Some(v) = get::<i64>(d, "initial_sequence_id")? {
+        if v < 0 {
+            return Err(invalid("initial_sequence_id must be non-negative"));
+        }
+        o.initial_sequence_id = Some(v as u64);
+    }
+    if let Some(v) = get::<String>(d, "access_mode")? {
+        o.access_mode = match v.to_ascii_lowercase().replace('_', "").as_str() {
+            "shared" => ProducerAccessMode::Shared,
+            "exclusive" => ProducerAccessMode::Exclusive,
+            "waitforexclusive" => ProducerAccessMode::WaitForExclusive,
+            "exclusivewithfencing" => ProducerAccessMode::ExclusiveWithFencing,
+            _ => return Err(invalid(format!("unknown access_mode {v:?}"))),
+        };
+    }
+    if let Some(v) = get::<bool>(d, "chunking")? {
+        o.chunking = v;
+    }
+    if let Some(v) = pairs(d, "properties")? {
+        o.properties = v;
+    }
+    if let Some(v) = get::<String>(d, "routing_mode")? {
+        o.routing_mode = match v.to_ascii_lowercase().as_str() {
+            "round_robin" => RoutingMode::RoundRobin,
+            "single_partition" => RoutingMode::SinglePartition,
+            _ => return Err(invalid(format!("unknown routing_mode {v:?}; use \"round_robin\" or \"single_partition\""))),
+        };
+    }
+    if let Some(v) = get::<String>(d, "hashing_scheme")? {
+        o.hashing_scheme = match v.to_ascii_lowercase().as_str() {
+            "java_string" => HashingScheme::JavaString,
+            "murmur3" | "murmur3_32" => HashingScheme::Murmur3,
+            _ => return Err(invalid(format!("unknown hashing_scheme {v:?}; use \"java_string\" or \"murmur3\""))),
+        };
+    }
+    o.validate().map_err(super::errors::to_pyerr)?;
+    Ok(o)
+}
+
+/// Consumer options from the keyword arguments of `subscribe`.
+pub fn consumer_options(d: &Bound<'_, PyDict>) -> PyResult<ConsumerOptions> {
+    check_keys(
+        d,
+        &[
+            "subscription_type", "initial_position", "consumer_name", "receiver_queue_size", "nack_redelivery_delay",
+            "ack_timeout", "ack_group_time", "ack_group_max", "durable", "start_message_id", "start_inclusive",
+            "read_compacted", "subscription_properties", "properties", "batch_index_ack", "replicate_subscription_state",
+            "priority_level", "discovery_period", "max_redeliver_count", "dead_letter_topic",
+        ],
+    )?;
+    let mut o = ConsumerOptions::default();
+    if let Some(v) = get::<String>(d, "subscription_type")? {
+        o.sub_type = match v.to_ascii_lowercase().replace('_', "").as_str() {
+            "exclusive" => SubType::Exclusive,
+            "shared" => SubType::Shared,
+            "failover" => SubType::Failover,
+            "keyshared" => SubType::KeyShared,
+            _ => return Err(invalid(format!("unknown subscription_type {v:?}"))),
+        };
+    }
+    if let Some(v) = get::<String>(d, "initial_position")? {
+        o.initial_position = match v.to_ascii_lowercase().as_str() {
+            "latest" => InitialPosition::Latest,
+            "earliest" => InitialPosition::Earliest,
+            _ => return Err(invalid(format!("initial_position must be \"earliest\" or \"latest\", not {v:?}"))),
+        };
+    }
+    if let Some(v) = get::<String>(d, "consumer_name")? {
+        o.name = Some(v);
+    }
+    if let Some(v) = positive(get::<i64>(d, "receiver_queue_size")?, "receiver_queue_size")? {
+        o.receiver_queue_size = v;
+    }
+    if let Some(v) = seconds(d, "nack_redelivery_delay", true)? {
+        o.nack_redelivery_delay = v;
+    }
+    if let Some(v) = seconds(d, "ack_timeout", true)? {
+        o.ack_timeout = v;
+    }
+    if let Some(v) = seconds(d, "ack_group_time", true)? {
+        o.ack_group_time = v;
+    }
+    if let Some(v) = positive(get::<i64>(d, "ack_group_max")?, "ack_group_max")? {
+        o.ack_group_max = v;
+    }
+    if let Some(v) = get::<bool>(d, "durable")? {
+        o.durable = v;
+    }
+    if let Some(v) = d.get_item("start_message_id")? {
+        if !v.is_none() {
+            let id = v.cast::<super::types::PyMessageId>().map_err(|_| invalid("start_message_id must be a MessageId"))?;
+            o.start_message_id = Some(id.get().inner.clone());
+        }
+    }
+    if let Some(v) = get::<bool>(d, "start_inclusive")? {
+        o.start_inclusive = v;
+    }
+    if let Some(v) = get::<bool>(d, "read_compacted")? {
+        o.read_compacted = v;
+    }
+    if let Some(v) = pairs(d, "subscription_properties")? {
+        o.subscription_properties = v;
+    }
+    if let Some(v) = pairs(d, "properties")? {
+        o.properties = v;
+    }
+    if let Some(v) = get::<bool>(d, "batch_index_ack")? {
+        o.batch_index_ack = v;
+    }
+    if let Some(v) = get::<bool>(d, "replicate_subscription_state")? {
+        o.replicate_subscription_state = v;
+    }
+    if let Some(v) = get::<i32>(d, "priority_level")? {
+        o.priority_level = v;
+    }
+    if let Some(v) = seconds(d, "discovery_period", false)? {
+        o.discovery_period = v;
+    }
+    if let Some(v) = get::<i64>(d, "max_redeliver_count")? {
+        if v < 1 {
+            return Err(invalid("max_redeliver_count must be at least 1"));
+        }
+        o.max_redeliver_count = Some(v as u32);
+    }
+    if let Some(v) = get::<String>(d, "dead_letter_topic")? {
+        o.dead_letter_topic = Some(v);
+    }
+    o.validate().map_err(super::errors::to_pyerr)?;
+    Ok(o)
+}

@@ -1,0 +1,52 @@
+//! The PyO3 surface: `magnetar._core`. Only this folder knows Python; it converts values,
+//! waits on the engine (blocking or asyncio), and maps errors in one place (`errors.rs`).
+
+mod client;
+mod convert;
+mod errors;
+mod runtime;
+mod types;
+
+use pyo3::prelude::*;
+
+/// Names of the exception classes each engine error kind maps to (for the mapping test).
+#[pyfunction]
+fn _error_class_names() -> Vec<&'static str> {
+    errors::ALL_KINDS.iter().map(|k| errors::class_name(*k)).collect()
+}
+
+/// Protocol version this build speaks.
+#[pyfunction]
+fn _protocol_version() -> i32 {
+    crate::protocol::PROTOCOL_VERSION
+}
+
+/// Hashes a key the way the default router does (for interoperability tests).
+#[pyfunction]
+#[pyo3(signature = (key, scheme="java_string"))]
+fn _key_hash(key: &str, scheme: &str) -> PyResult<u32> {
+    match scheme {
+        "java_string" => Ok(crate::protocol::hash::java_string_hash(key)),
+        "murmur3" => Ok(crate::protocol::hash::murmur3_32_hash(key.as_bytes())),
+        _ => Err(errors::invalid(format!("unknown hashing scheme {scheme:?}"))),
+    }
+}
+
+#[pymodule]
+#[pyo3(name = "_core")]
+fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // Rust `log` records go to Python's `logging` under the "magnetar" logger.
+    let _ = pyo3_log::Logger::new(m.py(), pyo3_log::Caching::LoggersAndLevels)
+        .map(|l| l.filter_target("magnetar".to_string(), log::LevelFilter::Trace).install());
+    m.add_class::<client::PyClient>()?;
+    m.add_class::<client::PyProducer>()?;
+    m.add_class::<client::PyConsumer>()?;
+    m.add_class::<types::PyMessageId>()?;
+    m.add_class::<types::PyMessage>()?;
+    m.add_class::<types::SendFuture>()?;
+    m.add_function(wrap_pyfunction!(_error_class_names, m)?)?;
+    m.add_function(wrap_pyfunction!(_protocol_version, m)?)?;
+    m.add_function(wrap_pyfunction!(_key_hash, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

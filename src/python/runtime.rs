@@ -1,0 +1,186 @@
+//! The process's tokio runtime, the dispatch thread, and the two ways Python waits on the
+//! engine: blocking (GIL released, Ctrl-C honoured) and asyncio (futures resolved with
+//! `call_soon_threadsafe`).
+//!
+//! tokio does not survive `fork()`: a child process gets a fresh runtime and dispatch thread,
+//! and objects created by the parent refuse to work there (see [`ForkGuard`]).
+
+use std::future::Future;
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
+
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use tokio::runtime::Runtime;
+
+use super::errors::{already_forked, to_pyerr};
+use crate::client::Error;
+
+struct ProcessRuntime {
+    pid: u32,
+    runtime: Arc<Runtime>,
+    dispatch: mpsc::Sender<Job>,
+}
+
+/// A unit of work that needs the GIL, run in order on the dispatch thread.
+pub type Job = Box<dyn FnOnce(Python<'_>) + Send>;
+
+static CURRENT: Mutex<Option<ProcessRuntime>> = Mutex::new(None);
+
+fn with_current<R>(f: impl FnOnce(&ProcessRuntime) -> R) -> R {
+    let mut guard = CURRENT.lock().unwrap_or_else(|e| e.into_inner());
+    let pid = std::process::id();
+    if guard.as_ref().is_none_or(|c| c.pid != pid) {
+        if let Some(old) = guard.take() {
+            // The parent's threads do not exist in this child; dropping the runtime would
+            // try to join them and hang.
+            std::mem::forget(old);
+        }
+        *guard = Some(start(pid));
+    }
+    f(guard.as_ref().expect("set above"))
+}
+
+fn start(pid: u32) -> ProcessRuntime {
+    let threads = std::env::var("MAGNETAR_IO_THREADS").ok().and_then(|v| v.parse().ok()).unwrap_or(1usize).max(1);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .thread_name("magnetar-io")
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let (tx, rx) = mpsc::channel::<Job>();
+    std::thread::Builder::new()
+        .name("magnetar-dispatch".into())
+        .spawn(move || dispatch_loop(rx))
+        .expect("dispatch thread");
+    ProcessRuntime { pid, runtime: Arc::new(runtime), dispatch: tx }
+}
+
+fn dispatch_loop(rx: mpsc::Receiver<Job>) {
+    while let Ok(first) = rx.recv() {
+        // Attach once per burst: many completions share one GIL acquisition.
+        Python::attach(|py| {
+            run_job(py, first);
+            for _ in 0..1024 {
+                match rx.try_recv() {
+                    Ok(job) => run_job(py, job),
+                    Err(_) => break,
+                }
+            }
+        });
+    }
+}
+
+fn run_job(py: Python<'_>, job: Job) {
+    // A panicking or raising callback must not take the dispatch thread down.
+    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(py))).is_err() {
+        log::error!("a completion callback panicked; continuing");
+    }
+    if let Some(err) = PyErr::take(py) {
+        err.write_unraisable(py, None);
+    }
+}
+
+/// The runtime of this process.
+pub fn runtime() -> Arc<Runtime> {
+    with_current(|c| c.runtime.clone())
+}
+
+/// Queues `job` for the dispatch thread.
+pub fn dispatch(job: Job) {
+    let tx = with_current(|c| c.dispatch.clone());
+    let _ = tx.send(job);
+}
+
+/// Remembers the process that created an object; the object refuses to work in a fork child.
+#[derive(Debug, Clone, Copy)]
+pub struct ForkGuard(u32);
+
+impl ForkGuard {
+    /// Records the current process.
+    pub fn new() -> Self {
+        ForkGuard(std::process::id())
+    }
+
+    /// Errors when called in a process other than the creator.
+    pub fn check(&self) -> PyResult<()> {
+        if self.0 != std::process::id() {
+            return Err(already_forked());
+        }
+        Ok(())
+    }
+}
+
+const SIGNAL_CHECK: Duration = Duration::from_millis(100);
+
+/// Runs `fut` on the runtime and blocks until it finishes, with the GIL released. Every
+/// 100 ms the wait checks for signals, so Ctrl-C raises `KeyboardInterrupt` (and abandons the
+/// operation).
+pub fn wait<T, F>(py: Python<'_>, fut: F) -> PyResult<T>
+where
+    F: Future<Output = Result<T, Error>> + Send + 'static,
+    T: Send + 'static,
+{
+    let rt = runtime();
+    let mut handle = rt.spawn(fut);
+    loop {
+        let joined = py.detach(|| rt.block_on(async { tokio::time::timeout(SIGNAL_CHECK, &mut handle).await }));
+        match joined {
+            Ok(Ok(result)) => return result.map_err(to_pyerr),
+            Ok(Err(join)) => return Err(to_pyerr(panicked(join))),
+            Err(_) => {
+                if let Err(e) = py.check_signals() {
+                    handle.abort();
+                    return Err(e);
+                }
+            }
+        }
+    }
+}
+
+/// Turns a task's panic into an engine error.
+pub fn panicked(join: tokio::task::JoinError) -> Error {
+    let what = if join.is_panic() {
+        let p = join.into_panic();
+        p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned()).unwrap_or_default()
+    } else {
+        "cancelled".to_string()
+    };
+    Error::new(crate::client::ErrorKind::Other, format!("internal error in the engine: {what}"))
+}
+
+static RESOLVE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+/// Spawns `fut` and resolves the asyncio future `aio_future` with its outcome, converted by
+/// `convert` on the dispatch thread. A future cancelled meanwhile is left alone.
+pub fn spawn_for_asyncio<T, F, C>(py: Python<'_>, aio_future: Py<PyAny>, fut: F, convert: C) -> PyResult<()>
+where
+    F: Future<Output = Result<T, Error>> + Send + 'static,
+    T: Send + 'static,
+    C: FnOnce(Python<'_>, T) -> PyResult<Py<PyAny>> + Send + 'static,
+{
+    let loop_ = aio_future.bind(py).call_method0("get_loop")?.unbind();
+    let resolve = RESOLVE
+        .get_or_try_init(py, || -> PyResult<_> { Ok(py.import("magnetar._aio")?.getattr("resolve")?.unbind()) })?
+        .clone_ref(py);
+    let rt = runtime();
+    rt.spawn(async move {
+        let outcome = tokio::spawn(fut).await;
+        dispatch(Box::new(move |py| {
+            let (value, error) = match outcome {
+                Ok(Ok(v)) => match convert(py, v) {
+                    Ok(obj) => (obj, py.None()),
+                    Err(e) => (py.None(), e.into_value(py).into_any()),
+                },
+                Ok(Err(e)) => (py.None(), to_pyerr(e).into_value(py).into_any()),
+                Err(join) => (py.None(), to_pyerr(panicked(join)).into_value(py).into_any()),
+            };
+            if let Err(e) = loop_.bind(py).call_method1("call_soon_threadsafe", (resolve, aio_future, value, error)) {
+                // The loop is closed: nobody is waiting any more.
+                log::debug!("cannot resolve an asyncio future: {e}");
+            }
+        }));
+    });
+    Ok(())
+}

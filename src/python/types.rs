@@ -1,0 +1,365 @@
+//! `MessageId`, `Message` and the send future as Python objects.
+
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use pyo3::basic::CompareOp;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyType};
+
+use super::errors::{invalid, to_pyerr};
+use super::runtime::dispatch;
+use crate::client::{self, Error, ErrorKind};
+
+/// Where a message sits in a topic. Ordered, hashable, picklable; `serialize()` gives the same
+/// bytes as the Java and C++ clients.
+#[pyclass(name = "MessageId", module = "magnetar", frozen, from_py_object)]
+#[derive(Clone)]
+pub struct PyMessageId {
+    pub inner: client::MessageId,
+}
+
+#[pymethods]
+impl PyMessageId {
+    #[new]
+    #[pyo3(signature = (ledger_id, entry_id, partition=-1, batch_index=-1, batch_size=0, topic=None))]
+    fn new(ledger_id: i64, entry_id: i64, partition: i32, batch_index: i32, batch_size: i32, topic: Option<String>) -> Self {
+        let mut inner = client::MessageId::new(ledger_id, entry_id, partition, batch_index);
+        inner.batch_size = batch_size;
+        inner.topic = topic.map(|t| Arc::from(t.as_str()));
+        PyMessageId { inner }
+    }
+
+    /// Before the first message of a topic.
+    #[classattr]
+    fn earliest() -> Self {
+        PyMessageId { inner: client::MessageId::EARLIEST }
+    }
+
+    /// After the last message of a topic.
+    #[classattr]
+    fn latest() -> Self {
+        PyMessageId { inner: client::MessageId::LATEST }
+    }
+
+    #[getter]
+    fn ledger_id(&self) -> i64 {
+        self.inner.ledger_id
+    }
+    #[getter]
+    fn entry_id(&self) -> i64 {
+        self.inner.entry_id
+    }
+    #[getter]
+    fn partition(&self) -> i32 {
+        self.inner.partition
+    }
+    #[getter]
+    fn batch_index(&self) -> i32 {
+        self.inner.batch_index
+    }
+    #[getter]
+    fn batch_size(&self) -> i32 {
+        self.inner.batch_size
+    }
+    #[getter]
+    fn topic(&self) -> Option<String> {
+        self.inner.topic.as_deref().map(str::to_string)
+    }
+
+    /// The id as bytes (a `MessageIdData` protobuf).
+    fn serialize<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.inner.serialize())
+    }
+
+    /// Parses bytes from `serialize()` (of any Pulsar client).
+    #[classmethod]
+    #[pyo3(signature = (data, topic=None))]
+    fn deserialize(_cls: &Bound<'_, PyType>, data: &[u8], topic: Option<String>) -> PyResult<Self> {
+        let mut inner = client::MessageId::deserialize(data).map_err(to_pyerr)?;
+        inner.topic = topic.map(|t| Arc::from(t.as_str()));
+        Ok(PyMessageId { inner })
+    }
+
+    fn __richcmp__(&self, other: &Bound<'_, PyAny>, op: CompareOp) -> PyResult<Py<PyAny>> {
+        let py = other.py();
+        let Ok(other) = other.cast::<PyMessageId>() else {
+            return Ok(py.NotImplemented());
+        };
+        let o = &other.get().inner;
+        let r = op.matches(self.inner.cmp(o));
+        Ok(pyo3::types::PyBool::new(py, r).to_owned().into_any().unbind())
+    }
+
+    fn __hash__(&self) -> u64 {
+        let mut h = DefaultHasher::new();
+        self.inner.hash(&mut h);
+        h.finish()
+    }
+
+    fn __str__(&self) -> String {
+        self.inner.to_string()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "MessageId(ledger_id={}, entry_id={}, partition={}, batch_index={})",
+            self.inner.ledger_id, self.inner.entry_id, self.inner.partition, self.inner.batch_index
+        )
+    }
+
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, (i64, i64, i32, i32, i32, Option<String>))> {
+        let me = slf.get();
+        Ok((
+            slf.get_type().into_any(),
+            (
+                me.inner.ledger_id,
+                me.inner.entry_id,
+                me.inner.partition,
+                me.inner.batch_index,
+                me.inner.batch_size,
+                me.topic(),
+            ),
+        ))
+    }
+}
+
+/// A received message.
+#[pyclass(name = "Message", module = "magnetar", frozen)]
+pub struct PyMessage {
+    pub inner: client::Message,
+}
+
+#[pymethods]
+impl PyMessage {
+    /// The payload bytes.
+    #[getter]
+    fn data<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.inner.payload)
+    }
+
+    /// The payload, decoded as UTF-8.
+    fn text(&self) -> PyResult<String> {
+        std::str::from_utf8(&self.inner.payload)
+            .map(str::to_string)
+            .map_err(|e| pyo3::exceptions::PyUnicodeDecodeError::new_err(e.to_string()))
+    }
+
+    #[getter]
+    fn key(&self) -> Option<&str> {
+        self.inner.key()
+    }
+    #[getter]
+    fn ordering_key<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
+        self.inner.ordering_key().map(|k| PyBytes::new(py, k))
+    }
+    #[getter]
+    fn properties<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        for (k, v) in self.inner.properties() {
+            d.set_item(k, v)?;
+        }
+        Ok(d)
+    }
+    #[getter]
+    fn message_id(&self) -> PyMessageId {
+        PyMessageId { inner: self.inner.id.clone() }
+    }
+    #[getter]
+    fn topic(&self) -> &str {
+        &self.inner.topic
+    }
+    /// Publish time, milliseconds since the epoch.
+    #[getter]
+    fn publish_time(&self) -> u64 {
+        self.inner.publish_time()
+    }
+    /// Event time in milliseconds since the epoch, or None.
+    #[getter]
+    fn event_time(&self) -> Option<u64> {
+        self.inner.event_time()
+    }
+    #[getter]
+    fn redelivery_count(&self) -> u32 {
+        self.inner.redelivery_count
+    }
+    #[getter]
+    fn producer_name(&self) -> &str {
+        self.inner.producer_name()
+    }
+    #[getter]
+    fn sequence_id(&self) -> u64 {
+        self.inner.sequence_id()
+    }
+
+    fn __len__(&self) -> usize {
+        self.inner.payload.len()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Message(topic={:?}, id={}, {} bytes)", &*self.inner.topic, self.inner.id, self.inner.payload.len())
+    }
+
+    fn __reduce__(&self) -> PyResult<()> {
+        Err(pyo3::exceptions::PyTypeError::new_err(
+            "magnetar.Message cannot be pickled; send msg.data, msg.properties and msg.message_id.serialize() instead",
+        ))
+    }
+}
+
+enum FutureState {
+    /// Callbacks with the future object to pass them (held only while callbacks wait).
+    Pending(Vec<(Py<PyAny>, Py<SendFuture>)>),
+    Done(Result<client::MessageId, Error>),
+}
+
+pub(crate) struct FutureCell {
+    state: Mutex<FutureState>,
+    cond: Condvar,
+}
+
+/// The outcome of `Producer.send_async`: the `concurrent.futures.Future` interface
+/// (`result`, `exception`, `done`, `add_done_callback`), without its per-message cost.
+/// Callbacks run in order on magnetar's dispatch thread.
+#[pyclass(name = "SendFuture", module = "magnetar", frozen)]
+pub struct SendFuture {
+    pub(crate) cell: Arc<FutureCell>,
+}
+
+impl SendFuture {
+    /// A pending future and the callback that completes it.
+    pub fn pending(py: Python<'_>) -> PyResult<(Py<SendFuture>, client::SendCallback)> {
+        let cell = Arc::new(FutureCell { state: Mutex::new(FutureState::Pending(Vec::new())), cond: Condvar::new() });
+        let fut = Py::new(py, SendFuture { cell: cell.clone() })?;
+        let done: client::SendCallback = Box::new(move |result| {
+            let callbacks = {
+                let mut st = cell.state.lock().unwrap_or_else(|e| e.into_inner());
+                let prev = std::mem::replace(&mut *st, FutureState::Done(result));
+                match prev {
+                    FutureState::Pending(cbs) => cbs,
+                    FutureState::Done(_) => Vec::new(),
+                }
+            };
+            cell.cond.notify_all();
+            // Without callbacks nothing needs the GIL: the common send_async costs no hop.
+            if !callbacks.is_empty() {
+                dispatch(Box::new(move |py| {
+                    for (cb, fut) in callbacks {
+                        if let Err(e) = cb.bind(py).call1((fut,)) {
+                            e.write_unraisable(py, Some(cb.bind(py)));
+                        }
+                    }
+                }));
+            }
+        });
+        Ok((fut, done))
+    }
+
+    fn wait(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Result<client::MessageId, Error>> {
+        let deadline = match timeout {
+            Some(t) if t < 0.0 || !t.is_finite() => return Err(invalid("timeout must be a non-negative number")),
+            Some(t) => Some(Instant::now() + Duration::from_secs_f64(t)),
+            None => None,
+        };
+        loop {
+            let outcome = py.detach(|| {
+                let mut st = self.cell.state.lock().unwrap_or_else(|e| e.into_inner());
+                loop {
+                    if let FutureState::Done(r) = &*st {
+                        return Some(r.clone());
+                    }
+                    let now = Instant::now();
+                    let slice = now + Duration::from_millis(100);
+                    let until = deadline.map_or(slice, |d| d.min(slice));
+                    if until <= now {
+                        return None;
+                    }
+                    st = self.cell.cond.wait_timeout(st, until - now).unwrap_or_else(|e| e.into_inner()).0;
+                    if Instant::now() >= slice {
+                        return None;
+                    }
+                }
+            });
+            if let Some(r) = outcome {
+                return Ok(r);
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(to_pyerr(Error::new(ErrorKind::Timeout, "send result not ready within the timeout")));
+            }
+            py.check_signals()?;
+        }
+    }
+}
+
+#[pymethods]
+impl SendFuture {
+    /// The message id, waiting up to `timeout` seconds; raises the send's error.
+    #[pyo3(signature = (timeout=None))]
+    fn result(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<PyMessageId> {
+        match self.wait(py, timeout)? {
+            Ok(id) => Ok(PyMessageId { inner: id }),
+            Err(e) => Err(to_pyerr(e)),
+        }
+    }
+
+    /// The send's exception (or None), waiting up to `timeout` seconds.
+    #[pyo3(signature = (timeout=None))]
+    fn exception(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<Py<PyAny>>> {
+        match self.wait(py, timeout)? {
+            Ok(_) => Ok(None),
+            Err(e) => Ok(Some(to_pyerr(e).into_value(py).into_any())),
+        }
+    }
+
+    /// Whether the send has completed.
+    fn done(&self) -> bool {
+        matches!(*self.cell.state.lock().unwrap_or_else(|e| e.into_inner()), FutureState::Done(_))
+    }
+
+    /// Sends cannot be cancelled once queued; always False.
+    fn cancel(&self) -> bool {
+        false
+    }
+
+    /// Always False.
+    fn cancelled(&self) -> bool {
+        false
+    }
+
+    /// True while the send is pending.
+    fn running(&self) -> bool {
+        !self.done()
+    }
+
+    /// Calls `fn(future)` when the send completes (on the dispatch thread; at once, in this
+    /// thread, if it already has).
+    fn add_done_callback(slf: &Bound<'_, Self>, func: Py<PyAny>) -> PyResult<()> {
+        let py = slf.py();
+        let run_now = {
+            let mut st = slf.get().cell.state.lock().unwrap_or_else(|e| e.into_inner());
+            match &mut *st {
+                FutureState::Pending(cbs) => {
+                    cbs.push((func.clone_ref(py), slf.clone().unbind()));
+                    false
+                }
+                FutureState::Done(_) => true,
+            }
+        };
+        if run_now {
+            if let Err(e) = func.bind(py).call1((slf.clone(),)) {
+                e.write_unraisable(py, Some(func.bind(py)));
+            }
+        }
+        Ok(())
+    }
+
+    fn __repr__(&self) -> String {
+        match &*self.cell.state.lock().unwrap_or_else(|e| e.into_inner()) {
+            FutureState::Pending(_) => "<SendFuture pending>".into(),
+            FutureState::Done(Ok(id)) => format!("<SendFuture done: {id}>"),
+            FutureState::Done(Err(e)) => format!("<SendFuture failed: {e}>"),
+        }
+    }
+}
