@@ -78,7 +78,7 @@ fn run_job(py: Python<'_>, job: Job) {
         log::error!("a completion callback panicked; continuing");
     }
     if let Some(err) = PyErr::take(py) {
-        err.write_unraisable(py, None);
+        super::types::log_callback_error(py, &err);
     }
 }
 

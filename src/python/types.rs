@@ -209,6 +209,12 @@ impl PyMessage {
     }
 }
 
+/// A user callback raised: log it (logger "magnetar") and carry on.
+pub(crate) fn log_callback_error(py: Python<'_>, e: &PyErr) {
+    let trace = e.traceback(py).and_then(|t| t.format().ok()).unwrap_or_default();
+    log::error!("exception in a send callback (ignored): {e}\n{trace}");
+}
+
 enum FutureState {
     /// Callbacks with the future object to pass them (held only while callbacks wait).
     Pending(Vec<(Py<PyAny>, Py<SendFuture>)>),
@@ -248,7 +254,7 @@ impl SendFuture {
                 dispatch(Box::new(move |py| {
                     for (cb, fut) in callbacks {
                         if let Err(e) = cb.bind(py).call1((fut,)) {
-                            e.write_unraisable(py, Some(cb.bind(py)));
+                            log_callback_error(py, &e);
                         }
                     }
                 }));
@@ -349,7 +355,7 @@ impl SendFuture {
         };
         if run_now {
             if let Err(e) = func.bind(py).call1((slf.clone(),)) {
-                e.write_unraisable(py, Some(func.bind(py)));
+                log_callback_error(py, &e);
             }
         }
         Ok(())

@@ -20,7 +20,6 @@ Shell (the broker outlives the command; state lives in ``<cache_dir>/cli-data``)
 
 from __future__ import annotations
 
-import argparse
 import atexit
 import contextlib
 import fcntl
@@ -38,7 +37,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +49,6 @@ __all__ = [
     "StandaloneError",
     "default_cache_dir",
     "ensure_distribution",
-    "main",
 ]
 
 DEFAULT_VERSION = "4.0.8"
@@ -68,60 +66,14 @@ _OK_MARKER = ".magnetar-complete"
 
 log = logging.getLogger("magnetar.testing")
 
-_BASE_CONF: dict[str, str] = {
-    "clusterName": "standalone",
-    "bindAddress": "127.0.0.1",
-    "advertisedAddress": "127.0.0.1",
-    "metadataStoreUrl": "",
-    "functionsWorkerEnabled": "false",
-    "webSocketServiceEnabled": "false",
-    "managedLedgerDefaultEnsembleSize": "1",
-    "managedLedgerDefaultWriteQuorum": "1",
-    "managedLedgerDefaultAckQuorum": "1",
-    "loadManagerClassName": "org.apache.pulsar.broker.loadbalance.NoopLoadManager",
-    "loadBalancerEnabled": "false",
-    "ledgerStorageClass": "org.apache.bookkeeper.bookie.storage.ldb.DbLedgerStorage",
-    "journalSyncData": "false",
-    "journalMaxGroupWaitMSec": "1",
-    "allowLoopback": "true",
-    "httpServerEnabled": "false",
-    "diskUsageThreshold": "0.99",
-    "diskUsageWarnThreshold": "0.99",
-    "managedLedgerCacheSizeMB": "128",
-    "dbStorage_writeCacheMaxSizeMb": "64",
-    "dbStorage_readAheadCacheMaxSizeMb": "64",
-    "dbStorage_rocksDB_blockCacheSize": "16777216",
-    "brokerShutdownTimeoutMs": "3000",
-    "allowAutoTopicCreation": "true",
-    "allowAutoTopicCreationType": "non-partitioned",
-    "brokerDeleteInactiveTopicsEnabled": "false",
-    "systemTopicEnabled": "true",
-    "topicLevelPoliciesEnabled": "true",
-    "transactionCoordinatorEnabled": "true",
-    "acknowledgmentAtBatchIndexLevelEnabled": "true",
-    "delayedDeliveryEnabled": "true",
-    "delayedDeliveryTickTimeMillis": "100",
-    "forceDeleteNamespaceAllowed": "true",
-    "forceDeleteTenantAllowed": "true",
-}
+_CONF_DIR = Path(__file__).with_name("conf")  # standalone.conf and log4j2.xml templates
 
-_LOG4J2_XML = """<?xml version="1.0" encoding="UTF-8"?>
-<!-- Written by magnetar.testing.standalone: INFO to stdout (= broker.log), quiet BookKeeper. -->
-<Configuration status="WARN" shutdownHook="disable">
-  <Appenders>
-    <Console name="console" target="SYSTEM_OUT">
-      <PatternLayout pattern="%d{HH:mm:ss.SSS} [%t] %-5level %logger{36} - %msg%n"/>
-    </Console>
-  </Appenders>
-  <Loggers>
-    <Logger name="org.apache.bookkeeper" level="warn"/>
-    <Logger name="org.apache.distributedlog" level="warn"/>
-    <Logger name="org.apache.zookeeper" level="warn"/>
-    <Logger name="org.eclipse.jetty" level="warn"/>
-    <Root level="info"><AppenderRef ref="console"/></Root>
-  </Loggers>
-</Configuration>
-"""
+
+def _base_conf() -> dict[str, str]:
+    """The ``key=value`` pairs of the packaged ``conf/standalone.conf``."""
+    lines = (line.strip() for line in (_CONF_DIR / "standalone.conf").read_text().splitlines())
+    return dict(line.split("=", 1) for line in lines if line and not line.startswith("#"))
+
 
 _FALLBACK_POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
   <modelVersion>4.0.0</modelVersion>
@@ -130,8 +82,15 @@ _FALLBACK_POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
   <dependencies><dependency>
     <groupId>{group}</groupId><artifactId>{artifact}</artifactId>
     <version>{version}</version><type>pom</type>
+    <!-- not on Central for 4.0.x; only the etcd metadata store needs it -->
+    <exclusions><exclusion><groupId>{group}</groupId><artifactId>jetcd-core-shaded</artifactId></exclusion></exclusions>
   </dependency></dependencies>
 </project>
+"""
+
+# Pulsar's poms declare extra repositories (confluent, restlet); send everything to Central.
+_CENTRAL_ONLY_SETTINGS = """<settings><mirrors><mirror><id>magnetar-central-only</id><mirrorOf>*</mirrorOf>
+<url>https://repo.maven.apache.org/maven2</url></mirror></mirrors></settings>
 """
 
 
@@ -158,7 +117,7 @@ def default_cache_dir() -> Path:
 
 
 def _run(cmd: Sequence[str], what: str, cwd: Path | None = None) -> None:
-    proc = subprocess.run(list(cmd), cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    proc = subprocess.run(list(cmd), cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-30:])
         raise StandaloneError(f"{what} failed (exit {proc.returncode}): {' '.join(cmd)}\n{tail}")
@@ -195,9 +154,10 @@ def _fetch_from_pom(version: str, tmp: Path, home: Path) -> None:
     """Build ``home/lib`` from the distribution pom's runtime dependencies."""
     (tmp / "pom").mkdir()
     (tmp / "pom/pom.xml").write_text(_FALLBACK_POM.format(group=_GROUP, artifact=_ARTIFACT, version=version))
+    (tmp / "pom/settings.xml").write_text(_CENTRAL_ONLY_SETTINGS)
     log.info("resolving the %s:%s pom classpath with mvn ...", _ARTIFACT, version)
-    _run([_mvn(), "-q", "-B", "dependency:copy-dependencies", "-DincludeScope=runtime",
-          "-Dmdep.prependGroupId=true", f"-DoutputDirectory={home / 'lib'}"],
+    _run([_mvn(), "-q", "-B", "-gs", str(tmp / "pom/settings.xml"), "dependency:copy-dependencies",
+          "-DincludeScope=runtime", "-Dmdep.prependGroupId=true", f"-DoutputDirectory={home / 'lib'}"],
          "mvn dependency:copy-dependencies", cwd=tmp / "pom")
 
 
@@ -403,16 +363,14 @@ def _pick_ports(wanted: Sequence[tuple[int | None, int]]) -> list[int]:
 
 
 def _pid_alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    try:  # a zombie ("Z") has exited already
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
     except (OSError, IndexError):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
+        with contextlib.suppress(PermissionError):
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return False
         return True
 
 
@@ -454,7 +412,7 @@ class Standalone(Admin):
         data_dir: broker state, config and ``broker.log``. Default: a fresh temp dir that is
             removed on :meth:`stop` unless ``keep_data``. A given directory is never removed.
         port, http_port: binary protocol and HTTP ports. None: 6650/8080 if free, else free
-            ports; 0: free ports.
+            ports; 0: a free port. ``port=0`` alone also makes ``http_port`` free.
         bookkeeper_port: in-process bookie port. None or 0: Pulsar 4.0's standalone picks a
             free port itself (it ignores ``--bookkeeper-port`` unless ``allowEphemeralPorts``).
         extra_conf: broker/bookie config keys added to or overriding the defaults.
@@ -477,6 +435,8 @@ class Standalone(Admin):
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         self._own_data_dir = data_dir is None
         self.data_dir: Path | None = Path(data_dir).absolute() if data_dir is not None else None
+        if port == 0 and http_port is None:
+            http_port = 0  # port=0 means "free ports", not "free binary port but 8080"
         self._want_ports = (port, http_port, bookkeeper_port)
         self.port = self.http_port = self.bookkeeper_port = 0
         self.extra_conf = {str(k): str(v) for k, v in (extra_conf or {}).items()}
@@ -548,7 +508,7 @@ class Standalone(Admin):
                     self._cleanup_data()
                     raise
                 log.warning("port collision at start-up; retrying with other ports")
-                self.wipe_data = True
+                self.wipe_data = self.wipe_data or self._own_data_dir
         return self  # pragma: no cover
 
     def _launch(self, home: Path) -> None:
@@ -559,22 +519,24 @@ class Standalone(Admin):
                 shutil.rmtree(data / sub, ignore_errors=True)
         (data / "tmp").mkdir(parents=True, exist_ok=True)
         (data / "conf").mkdir(exist_ok=True)
-        port, http = _pick_ports(list(zip(self._want_ports[:2], (DEFAULT_PORT, DEFAULT_HTTP_PORT))))
+        port, http = _pick_ports(list(zip(self._want_ports[:2], (DEFAULT_PORT, DEFAULT_HTTP_PORT), strict=True)))
         self.port, self.http_port = port, http
         bk = self._want_ports[2]
-        conf = {**_BASE_CONF, "brokerServicePort": str(port), "webServicePort": str(http)}
+        conf = {**_base_conf(), "brokerServicePort": str(port), "webServicePort": str(http)}
         if bk:  # otherwise BKCluster picks a free bookie port itself (allowEphemeralPorts=false)
             conf["allowEphemeralPorts"] = "true"
         conf.update(self.extra_conf)
         conf_file = data / "conf" / "standalone.conf"
         conf_file.write_text("# Written by magnetar.testing.standalone\n"
                              + "".join(f"{k}={v}\n" for k, v in conf.items()))
-        (data / "conf" / "log4j2.xml").write_text(_LOG4J2_XML)
+        shutil.copyfile(_CONF_DIR / "log4j2.xml", data / "conf" / "log4j2.xml")
         cmd = self._command(home, conf_file, bk)
         java_home = os.environ.get("JAVA_HOME")
         env = dict(os.environ)
         env.pop("PULSAR_STANDALONE_USE_ZOOKEEPER", None)
-        pdeath = self.die_with_parent and sys.platform == "linux" and threading.current_thread() is threading.main_thread()
+        # PDEATHSIG fires when the *thread* that forked exits, so only use it from the main thread
+        main_thread = threading.main_thread() is threading.current_thread()
+        pdeath = self.die_with_parent and sys.platform == "linux" and main_thread
         t0 = time.monotonic()
         with open(data / LOG_FILE, "ab") as out:
             out.write(f"\n==== magnetar: starting Pulsar {self.version} at {time.ctime()}\n".encode())
@@ -720,110 +682,7 @@ class Standalone(Admin):
         return broker
 
 
-# --------------------------------------------------------------------------- CLI
+if __name__ == "__main__":  # the command line lives in magnetar/testing/__main__.py
+    from magnetar.testing.__main__ import main
 
-
-def _rss_mb(pid: int) -> float | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return None
-
-
-def _describe(broker: Standalone) -> str:
-    rss = _rss_mb(broker.pid) if broker.pid else None
-    lines = [f"service_url={broker.service_url}", f"admin_url={broker.admin_url}",
-             f"pid={broker.pid}", f"data_dir={broker.data_dir}", f"log={broker.log_path}"]
-    if broker.startup_seconds is not None:
-        lines.append(f"startup_seconds={broker.startup_seconds}")
-    if rss is not None:
-        lines.append(f"rss_mb={rss:.0f}")
-    return "\n".join(lines)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Command line: ``start``, ``stop``, ``status``, ``run`` (foreground) and ``fetch``."""
-    parser = argparse.ArgumentParser(prog="python -m magnetar.testing.standalone",
-                                     description="Run a real Pulsar standalone broker for tests.")
-    parser.add_argument("--cache-dir", type=Path, default=None, help="distribution cache (default %(default)s)")
-    parser.add_argument("--data-dir", type=Path, default=None, help="broker state (default <cache-dir>/cli-data)")
-    parser.add_argument("-v", "--verbose", action="store_true")
-    sub = parser.add_subparsers(dest="cmd", required=True)
-    for name, help_ in (("start", "start in the background; return when ready"),
-                        ("run", "run in the foreground until Ctrl-C")):
-        p = sub.add_parser(name, help=help_)
-        p.add_argument("--version", default=DEFAULT_VERSION, dest="pulsar_version")
-        p.add_argument("--port", type=int, default=None, help="0 = any free port (default 6650 if free)")
-        p.add_argument("--http-port", type=int, default=None, help="0 = any free port (default 8080 if free)")
-        p.add_argument("--bookkeeper-port", type=int, default=None)
-        p.add_argument("--timeout", type=float, default=DEFAULT_STARTUP_TIMEOUT)
-        p.add_argument("--heap", default="1g")
-        p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra broker config")
-        p.add_argument("--keep-data", action="store_true", help="reuse earlier topics/metadata in the data dir")
-    p = sub.add_parser("stop", help="stop the broker started by `start`")
-    p.add_argument("--timeout", type=float, default=DEFAULT_STOP_TIMEOUT)
-    sub.add_parser("status", help="exit 0 and print URLs if running, else exit 1")
-    p = sub.add_parser("fetch", help="only download/unpack the distribution")
-    p.add_argument("--version", default=DEFAULT_VERSION, dest="pulsar_version")
-    p.add_argument("--method", choices=("auto", "tarball", "pom"), default="auto")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(name)s: %(message)s")
-    cache = args.cache_dir or default_cache_dir()
-    data_dir = (args.data_dir or cache / "cli-data").absolute()
-
-    if args.cmd == "fetch":
-        print(ensure_distribution(args.pulsar_version, cache, method=args.method))
-        return 0
-    existing = Standalone.attach(data_dir)
-    if args.cmd == "status":
-        if existing is not None and existing.is_running():
-            print(f"running\n{_describe(existing)}")
-            return 0
-        print(f"not running (data_dir={data_dir})")
-        return 1
-    if args.cmd == "stop":
-        if existing is None or not existing.is_running():
-            if existing is not None:
-                existing.stop()  # drops a stale state file
-            print("not running")
-            return 0
-        t0, pid = time.monotonic(), existing.pid
-        existing.stop(timeout=args.timeout)
-        print(f"stopped pid {pid} in {time.monotonic() - t0:.1f} s")
-        return 0
-
-    if existing is not None and existing.is_running():
-        print(f"already running\n{_describe(existing)}")
-        return 0
-    extra = dict(kv.split("=", 1) for kv in args.conf)
-    broker = Standalone(version=args.pulsar_version, cache_dir=cache, data_dir=data_dir, port=args.port,
-                        http_port=args.http_port, bookkeeper_port=args.bookkeeper_port, extra_conf=extra,
-                        startup_timeout=args.timeout, heap=args.heap, wipe_data=not args.keep_data,
-                        die_with_parent=args.cmd == "run")
-    try:
-        broker.start()
-    except StandaloneError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    print(_describe(broker), flush=True)
-    if args.cmd == "start":
-        broker.detach()
-        return 0
-    try:  # run: foreground until the JVM exits or we are interrupted
-        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-        while broker.is_running():
-            time.sleep(0.5)
-        print(f"broker exited; see {broker.log_path}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 0
-    finally:
-        broker.stop()
-
-
-if __name__ == "__main__":
     sys.exit(main())

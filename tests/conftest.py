@@ -1,0 +1,82 @@
+"""Shared fixtures: one real Pulsar standalone broker per test session, started by
+magnetar's own launcher on free loopback ports."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from typing import Any, Iterator
+
+import pytest
+
+import magnetar
+from magnetar.testing import Standalone
+
+
+@pytest.fixture(scope="session")
+def broker() -> Iterator[Standalone]:
+    with Standalone(port=0) as b:
+        yield b
+
+
+@pytest.fixture(scope="session")
+def service_url(broker: Standalone) -> str:
+    return broker.service_url
+
+
+@pytest.fixture
+def topic() -> str:
+    """A fresh topic name."""
+    return f"persistent://public/default/t-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def client(service_url: str) -> Iterator[magnetar.Client]:
+    c = magnetar.Client(service_url, operation_timeout=20.0)
+    yield c
+    c.close()
+
+
+@pytest.fixture(params=["sync", "async"])
+def api(request: Any, service_url: str) -> Iterator["Api"]:
+    """The same operations through `Client` and through `AsyncClient`."""
+    a = Api(request.param, service_url)
+    yield a
+    a.close()
+
+
+class Api:
+    """A tiny facade over both twins: each method runs the sync call, or the async one on a
+    private event loop, so a test states a behaviour once and checks it in both styles."""
+
+    def __init__(self, kind: str, url: str) -> None:
+        self.kind = kind
+        self.loop = asyncio.new_event_loop() if kind == "async" else None
+        if kind == "sync":
+            self.client: Any = magnetar.Client(url, operation_timeout=20.0)
+        else:
+            self.client = self.run(_make_async_client(url))
+
+    def run(self, coro: Any) -> Any:
+        assert self.loop is not None
+        return self.loop.run_until_complete(coro)
+
+    def call(self, obj: Any, method: str, *args: Any, **kwargs: Any) -> Any:
+        result = getattr(obj, method)(*args, **kwargs)
+        if self.kind == "async" and asyncio.iscoroutine(result):
+            return self.run(result)
+        return result
+
+    def close(self) -> None:
+        self.call(self.client, "close")
+        if self.loop is not None:
+            self.loop.close()
+
+
+async def _make_async_client(url: str) -> magnetar.AsyncClient:
+    return magnetar.AsyncClient(url, operation_timeout=20.0)
+
+
+def pytest_report_header(config: Any) -> str:
+    return f"magnetar {magnetar.__version__}, pid {os.getpid()}"

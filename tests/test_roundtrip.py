@@ -1,0 +1,187 @@
+"""The round trip through every layer, in both API styles, against the real broker."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import magnetar
+
+
+def test_send_receive_ack_round_trip(api, topic):
+    producer = api.call(api.client, "create_producer", topic)
+    consumer = api.call(api.client, "subscribe", topic, "sub", initial_position="earliest")
+    before = int(time.time() * 1000)
+    sent_id = api.call(
+        producer, "send", b"hello", key="k1", properties={"a": "b", "c": "d"},
+        event_time=1_700_000_000_123, ordering_key=b"ok",
+    )
+    msg = api.call(consumer, "receive", timeout=10)
+    assert msg.data == b"hello"
+    assert msg.key == "k1"
+    assert msg.properties == {"a": "b", "c": "d"}
+    assert msg.event_time == 1_700_000_000_123
+    assert msg.ordering_key == b"ok"
+    assert msg.message_id == sent_id
+    assert msg.topic == topic
+    assert msg.producer_name == producer.name
+    assert msg.redelivery_count == 0
+    assert msg.sequence_id == 0
+    assert before - 5000 <= msg.publish_time <= int(time.time() * 1000) + 5000
+    api.call(consumer, "ack", msg)
+    api.call(consumer, "close")
+    api.call(producer, "close")
+
+
+def test_acked_messages_are_not_redelivered_and_unacked_are(api, topic):
+    producer = api.call(api.client, "create_producer", topic, batching=False)
+    consumer = api.call(api.client, "subscribe", topic, "sub", initial_position="earliest")
+    for i in range(4):
+        api.call(producer, "send", f"m{i}".encode())
+    got = [api.call(consumer, "receive", timeout=10) for _ in range(4)]
+    assert [m.data for m in got] == [b"m0", b"m1", b"m2", b"m3"]
+    api.call(consumer, "ack", got[0])
+    api.call(consumer, "ack", got[2])
+    api.call(consumer, "close")  # flushes grouped acks
+    again = api.call(api.client, "subscribe", topic, "sub")
+    redelivered = [api.call(again, "receive", timeout=10) for _ in range(2)]
+    assert sorted(m.data for m in redelivered) == [b"m1", b"m3"]
+    assert all(m.redelivery_count >= 0 for m in redelivered)
+    with pytest.raises(magnetar.Timeout):
+        api.call(again, "receive", timeout=0.5)
+    api.call(again, "close")
+
+
+def test_send_many_and_receive_many(api, topic):
+    producer = api.call(api.client, "create_producer", topic)
+    consumer = api.call(api.client, "subscribe", topic, "sub", initial_position="earliest")
+    payloads = [b"p%05d" % i for i in range(5000)]
+    ids = api.call(producer, "send_many", payloads)
+    assert len(ids) == 5000
+    assert ids == sorted(ids)
+    got = []
+    while len(got) < 5000:
+        batch = api.call(consumer, "receive_many", 1000, timeout=10)
+        assert batch, f"stalled after {len(got)}"
+        got.extend(batch)
+    assert [m.data for m in got] == payloads
+    assert [m.message_id for m in got] == ids
+    api.call(consumer, "ack_cumulative", got[-1])
+
+
+def test_receive_times_out_with_timeout_error(api, topic):
+    consumer = api.call(api.client, "subscribe", topic, "sub")
+    t0 = time.monotonic()
+    with pytest.raises(magnetar.Timeout) as info:
+        api.call(consumer, "receive", timeout=0.3)
+    assert isinstance(info.value, TimeoutError)
+    assert time.monotonic() - t0 >= 0.25
+    assert api.call(consumer, "receive_many", 10, timeout=0.2) == []
+
+
+def test_blocking_iteration_stops_when_consumer_closes(client, topic):
+    producer = client.create_producer(topic)
+    consumer = client.subscribe(topic, "sub", initial_position="earliest")
+    producer.send_many([b"a", b"b"])
+    seen = []
+    for msg in consumer:
+        seen.append(msg.data)
+        consumer.ack(msg)
+        if len(seen) == 2:
+            consumer.close()
+    assert seen == [b"a", b"b"]
+
+
+def test_async_iteration(topic, service_url):
+    import asyncio
+
+    async def main() -> list[bytes]:
+        async with magnetar.AsyncClient(service_url) as client:
+            producer = await client.create_producer(topic)
+            consumer = await client.subscribe(topic, "sub", initial_position="earliest")
+            await producer.send_many([b"x", b"y", b"z"])
+            out = []
+            async for msg in consumer:
+                out.append(msg.data)
+                consumer.ack(msg)
+                if len(out) == 3:
+                    await consumer.close()
+            return out
+
+    assert asyncio.run(main()) == [b"x", b"y", b"z"]
+
+
+@pytest.mark.parametrize("batching", [True, False])
+@pytest.mark.parametrize("compression", [None, "lz4", "zlib", "zstd", "snappy"])
+def test_batching_and_compression(client, topic, batching, compression):
+    producer = client.create_producer(topic, batching=batching, compression=compression)
+    consumer = client.subscribe(topic, "sub", initial_position="earliest")
+    payloads = [(b"payload-%d-" % i) * 50 for i in range(200)]
+    futures = [producer.send_async(p, key=f"k{i}", properties={"i": str(i)}) for i, p in enumerate(payloads)]
+    producer.flush()
+    ids = [f.result(timeout=10) for f in futures]
+    got = [consumer.receive(timeout=10) for _ in payloads]
+    assert [m.data for m in got] == payloads
+    assert [m.key for m in got] == [f"k{i}" for i in range(200)]
+    assert [m.properties["i"] for m in got] == [str(i) for i in range(200)]
+    assert [m.message_id for m in got] == ids
+    if batching:
+        assert any(i.batch_index > 0 for i in ids)
+    else:
+        assert all(i.batch_index == -1 for i in ids)
+
+
+def test_send_async_future_interface(client, topic):
+    producer = client.create_producer(topic)
+    seen = []
+    fut = producer.send_async(b"a", callback=lambda f: seen.append(f.result()))
+    mid = fut.result(timeout=10)
+    assert fut.done() and not fut.cancelled() and fut.exception() is None
+    assert isinstance(mid, magnetar.MessageId)
+    producer.flush()
+    # A callback added after completion runs at once; callbacks run in order on one thread.
+    late = []
+    fut.add_done_callback(lambda f: late.append(f.result()))
+    assert late == [mid]
+    deadline = time.monotonic() + 5
+    while not seen and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert seen == [mid]
+
+
+def test_callback_exceptions_do_not_break_the_producer(client, topic):
+    producer = client.create_producer(topic)
+
+    def boom(_f):
+        raise RuntimeError("user callback failed")
+
+    futs = [producer.send_async(b"x", callback=boom) for _ in range(10)]
+    producer.flush()
+    assert all(f.result(timeout=10) for f in futs)
+    assert producer.send(b"still works")
+
+
+def test_blocking_receive_releases_the_gil(client, topic):
+    import threading
+
+    consumer = client.subscribe(topic, "sub")
+    producer = client.create_producer(topic)
+    counter = {"n": 0}
+    stop = threading.Event()
+
+    def spin():
+        while not stop.is_set():
+            counter["n"] += 1
+
+    t = threading.Thread(target=spin)
+    t.start()
+    try:
+        with pytest.raises(magnetar.Timeout):
+            consumer.receive(timeout=0.5)
+    finally:
+        stop.set()
+        t.join()
+    # The other thread ran while we were blocked in receive().
+    assert counter["n"] > 1000
+    producer.close()
