@@ -329,7 +329,9 @@ class AsyncClient:
     ) -> AsyncReader:
         start_id, at_time = reader_start(start)
         opts = consumer_options(
-            "exclusive", "earliest", consumer_name=reader_name, receiver_queue_size=receiver_queue_size,
+            # As the Java reader does: the broker honours the start id with "latest", and
+            # "earliest" only for the earliest sentinel.
+            "exclusive", "earliest" if start_id == MessageId.earliest else "latest", consumer_name=reader_name, receiver_queue_size=receiver_queue_size,
             durable=False, start_message_id=start_id, start_inclusive=start_inclusive,
             read_compacted=read_compacted,
         )

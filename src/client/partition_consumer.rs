@@ -141,6 +141,7 @@ pub(crate) async fn create(
         held_permits: 0,
         dlq: None,
         closing: None,
+        not_before_ms: None,
     };
     actor.attach().await?;
     tokio::spawn(actor.run());
@@ -178,6 +179,8 @@ struct Actor {
     held_permits: u32,
     dlq: Option<super::producer::Producer>,
     closing: Option<(oneshot::Sender<Result<()>>, bool)>,
+    /// Readers positioned by time skip what was published before this (ms since the epoch).
+    not_before_ms: Option<u64>,
 }
 
 impl Actor {
@@ -378,14 +381,23 @@ impl Actor {
         self.batches.clear();
         self.unacked.clear();
         self.nacks.clear();
-        if let SeekTarget::Id(id) = target {
-            *self.shared.last_dequeued.lock().expect("last_dequeued lock") = None;
-            if !self.opts.durable {
-                self.opts.start_message_id = Some(id);
-                self.opts.start_inclusive = true;
+        *self.shared.last_dequeued.lock().expect("last_dequeued lock") = None;
+        // A non-durable cursor does not outlive the reconnect the broker forces after a seek,
+        // so the reader must ask for the new position itself.
+        match target {
+            SeekTarget::Id(id) => {
+                self.not_before_ms = None;
+                if !self.opts.durable {
+                    self.opts.start_message_id = Some(id);
+                    self.opts.start_inclusive = true;
+                }
             }
-        } else {
-            *self.shared.last_dequeued.lock().expect("last_dequeued lock") = None;
+            SeekTarget::PublishTime(t) => {
+                if !self.opts.durable {
+                    self.opts.start_message_id = Some(MessageId::EARLIEST);
+                    self.not_before_ms = Some(t);
+                }
+            }
         }
         Ok(())
     }
@@ -480,6 +492,10 @@ impl Actor {
             epoch,
         };
         let mut out = Vec::with_capacity(count as usize);
+        if self.not_before_ms.is_some_and(|t| meta.publish_time < t) {
+            self.shared.return_permits(count);
+            return;
+        }
         if meta.num_messages_in_batch.is_some() {
             let entries = match batch::decode_entries(data, count as usize) {
                 Ok(e) => e,
@@ -605,6 +621,7 @@ impl Actor {
             if let Some(id) = resume_from {
                 self.opts.start_message_id = Some(id);
                 self.opts.start_inclusive = false;
+                self.not_before_ms = None;
             }
         }
         let start = self.opts.start_message_id.clone().filter(|_| !self.opts.durable).map(|s| {
@@ -631,6 +648,11 @@ impl Actor {
                     InitialPosition::Earliest => command_subscribe::InitialPosition::Earliest,
                 } as i32);
                 s.replicate_subscription_state = Some(self.opts.replicate_subscription_state);
+                if let (Some(t), false) = (self.not_before_ms, self.opts.durable) {
+                    // Start a little before the time; what precedes it is skipped on arrival.
+                    let back_ms = super::util::now_ms().saturating_sub(t);
+                    s.start_message_rollback_duration_sec = Some(back_ms / 1000 + 2);
+                }
                 s.subscription_properties = kvs(&self.opts.subscription_properties);
                 if self.opts.sub_type == SubType::KeyShared {
                     s.key_shared_meta = Some(KeySharedMeta { key_shared_mode: KeySharedMode::AutoSplit as i32, ..Default::default() });

@@ -1,0 +1,229 @@
+"""Arrow on both sides: messages into ``pyarrow.RecordBatch`` (reads), Arrow batches and pandas
+frames into messages (writes, :func:`send_arrow`)."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+from .._client import Producer
+from .._core import Message, MessageId
+from ..exceptions import InvalidConfiguration
+
+if TYPE_CHECKING:
+    import pandas
+    import pyarrow as pa
+
+__all__ = ["send_arrow", "MessageBatchBuilder", "columns_of"]
+
+
+# -- writes ---------------------------------------------------------------------------------
+
+
+def _to_table(data: Any) -> "pa.RecordBatch | pa.Table":
+    import pyarrow as pa
+
+    if isinstance(data, (pa.RecordBatch, pa.Table)):
+        return data
+    try:
+        import pandas as pd
+    except ImportError:  # pragma: no cover
+        pd = None
+    if pd is not None and isinstance(data, pd.DataFrame):
+        arrays, names = [], []
+        for name in data.columns:
+            series = data[name]
+            if pd.api.types.is_datetime64_any_dtype(series.dtype) or pd.api.types.is_numeric_dtype(series.dtype):
+                arrays.append(pa.Array.from_pandas(series))
+            else:
+                values = [None if _is_missing(v) else v for v in series.tolist()]
+                if values and any(isinstance(v, dict) for v in values):
+                    arrays.append(pa.array(values, type=pa.map_(pa.string(), pa.string())))
+                else:
+                    arrays.append(pa.array(values))
+            names.append(str(name))
+        return pa.Table.from_arrays(arrays, names=names)
+    raise TypeError(f"expected a pyarrow.RecordBatch, pyarrow.Table or pandas.DataFrame, not {type(data).__name__}")
+
+
+def _is_missing(v: Any) -> bool:
+    if v is None:
+        return True
+    try:
+        return v != v  # NaN / NaT
+    except Exception:  # noqa: BLE001 - e.g. arrays
+        return False
+
+
+def columns_of(data: "pa.RecordBatch | pa.Table", *, value: str = "value", key: str | None = "key",
+               properties: str | None = "properties", event_time: str | None = "event_time",
+               ) -> tuple[list[Any], list[str | None] | None, list[dict[str, str] | None] | None, list[int | None] | None]:
+    """Python lists of payloads, keys, properties and event times (ms) from Arrow columns.
+
+    ``value`` must be binary or string and non-null; ``key`` string or UTF-8 binary;
+    ``properties`` a map of string to string; ``event_time`` a timestamp (time-zone-less
+    timestamps are taken as UTC) or an integer of milliseconds since the epoch. Missing
+    optional columns give None.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    names = data.schema.names
+    if value not in names:
+        raise InvalidConfiguration(f"the data has no {value!r} column (columns: {names})")
+    vcol = data.column(value)
+    vtype = vcol.type
+    if not (pa.types.is_binary(vtype) or pa.types.is_large_binary(vtype) or pa.types.is_string(vtype)
+            or pa.types.is_large_string(vtype) or pa.types.is_fixed_size_binary(vtype)):
+        raise InvalidConfiguration(f"column {value!r} must be binary or string, not {vtype}")
+    if vcol.null_count:
+        raise InvalidConfiguration(f"column {value!r} has {vcol.null_count} null value(s); Pulsar messages need a payload")
+    payloads = vcol.to_pylist()
+
+    keys = None
+    if key is not None and key in names:
+        kcol = data.column(key)
+        if kcol.null_count < len(kcol):
+            if pa.types.is_binary(kcol.type) or pa.types.is_large_binary(kcol.type):
+                keys = [None if k is None else k.decode("utf-8") for k in kcol.to_pylist()]
+            elif pa.types.is_string(kcol.type) or pa.types.is_large_string(kcol.type):
+                keys = kcol.to_pylist()
+            else:
+                raise InvalidConfiguration(f"column {key!r} must be string or binary, not {kcol.type}")
+
+    props = None
+    if properties is not None and properties in names:
+        pcol = data.column(properties)
+        if pcol.null_count < len(pcol):
+            if not pa.types.is_map(pcol.type):
+                raise InvalidConfiguration(f"column {properties!r} must be map<string,string>, not {pcol.type}")
+            props = [None if p is None else {str(k): ("" if v is None else str(v)) for k, v in p}
+                     for p in pcol.to_pylist()]
+            if not any(props):
+                props = None
+
+    times = None
+    if event_time is not None and event_time in names:
+        ecol = data.column(event_time)
+        if ecol.null_count < len(ecol):
+            if pa.types.is_timestamp(ecol.type):
+                ms = pc.cast(pc.cast(ecol, pa.timestamp("ms", tz=ecol.type.tz)), pa.int64())
+                times = ms.to_pylist()
+            elif pa.types.is_integer(ecol.type):
+                times = ecol.to_pylist()
+            else:
+                raise InvalidConfiguration(f"column {event_time!r} must be a timestamp or milliseconds (long), not {ecol.type}")
+    return payloads, keys, props, times
+
+
+def send_arrow(
+    producer: Producer,
+    data: "pa.RecordBatch | pa.Table | pandas.DataFrame",
+    *,
+    value: str = "value",
+    key: str | None = "key",
+    properties: str | None = "properties",
+    event_time: str | None = "event_time",
+    timeout: float | None = None,
+) -> list[MessageId]:
+    """Sends every row of an Arrow batch/table or a pandas frame and waits for every receipt.
+
+    Columns: ``value`` (binary or string, required), and optionally ``key`` (string),
+    ``properties`` (map<string,string>, or dicts in pandas) and ``event_time`` (timestamp
+    or ms). Other columns are ignored. Returns the message ids in row order.
+
+    Rows without properties and event times go through ``Producer.send_many`` in one call;
+    otherwise each row is queued with ``send_async`` and the producer is flushed. Either way
+    every message is acknowledged by the broker when this returns (or an exception is raised:
+    some rows may then have been sent; delivery is at-least-once).
+    """
+    table = _to_table(data)
+    if table.num_rows == 0:
+        return []
+    payloads, keys, props, times = columns_of(table, value=value, key=key, properties=properties,
+                                              event_time=event_time)
+    return send_lists(producer, payloads, keys, props, times, timeout=timeout)
+
+
+def send_lists(producer: Producer, payloads: Sequence[Any], keys: Sequence[str | None] | None,
+               props: Sequence[dict[str, str] | None] | None, times: Sequence[int | None] | None,
+               *, timeout: float | None = None) -> list[MessageId]:
+    """Sends the rows and waits for every receipt (see :func:`send_arrow`)."""
+    if not payloads:
+        return []
+    if props is None and times is None:
+        return producer.send_many(payloads, keys=keys)
+    n = len(payloads)
+    keys = keys if keys is not None else [None] * n
+    props = props if props is not None else [None] * n
+    times = times if times is not None else [None] * n
+    send = producer.send_async
+    futures = [send(payloads[i], key=keys[i], properties=props[i], event_time=times[i]) for i in range(n)]
+    producer.flush()
+    return [f.result(timeout) for f in futures]
+
+
+# -- reads ----------------------------------------------------------------------------------
+
+
+def _id_bytes(m: Message) -> bytes:
+    return m.message_id.serialize()
+
+
+# column name -> (function of a message, or None for per-partition constants)
+_MESSAGE_FIELDS: dict[str, Callable[[Message], Any] | None] = {
+    "key": lambda m: m.key,
+    "value": lambda m: m.data,
+    "topic": None,
+    "partition": None,
+    "message_id": _id_bytes,
+    "publish_time": lambda m: m.publish_time * 1000,
+    "event_time": lambda m: None if not m.event_time else m.event_time * 1000,
+    "properties": lambda m: m.properties,
+    "producer_name": lambda m: m.producer_name,
+    "sequence_id": lambda m: m.sequence_id,
+    "redelivery_count": lambda m: m.redelivery_count,
+}
+
+
+class MessageBatchBuilder:
+    """Builds ``pyarrow.RecordBatch`` es of a given Arrow schema from messages of one topic
+    partition: one Python list per column, converted in one ``pa.array`` call per column."""
+
+    def __init__(self, arrow_schema: "pa.Schema", topic: str, partition: int) -> None:
+        self.schema = arrow_schema
+        self.topic = topic
+        self.partition = partition
+        self.columns = list(arrow_schema.names)
+        for name in self.columns:
+            if name not in _MESSAGE_FIELDS:
+                raise InvalidConfiguration(f"unknown column {name!r} in the read schema")
+        self.getters = [_MESSAGE_FIELDS[name] for name in self.columns]
+        self.rows = 0
+        self._lists: list[list[Any]] = [[] for _ in self.columns]
+
+    def add(self, msgs: Sequence[Message]) -> None:
+        for getter, values in zip(self.getters, self._lists):
+            if getter is not None:
+                values.extend(map(getter, msgs))
+        self.rows += len(msgs)
+
+    def flush(self) -> "pa.RecordBatch":
+        import pyarrow as pa
+
+        n = self.rows
+        arrays = []
+        for name, field, values in zip(self.columns, self.schema, self._lists):
+            if name == "topic":
+                arrays.append(pa.array([self.topic] * n, type=field.type))
+            elif name == "partition":
+                arrays.append(pa.array([self.partition] * n, type=field.type))
+            else:
+                arrays.append(pa.array(values, type=field.type))
+        self.rows = 0
+        self._lists = [[] for _ in self.columns]
+        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+
+def ms_from_datetime(value: _dt.datetime) -> int:
+    return int(value.timestamp() * 1000)

@@ -1,0 +1,388 @@
+"""The data source's options: parsed once on the driver into a picklable value, with errors that
+name the option."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime as _dt
+import inspect
+import json
+import re
+import string
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from .._client import Client
+from .._config import ClientConfig
+from .._core import MessageId
+from ..exceptions import InvalidConfiguration
+
+__all__ = [
+    "EARLIEST",
+    "INT32_MAX",
+    "OffsetSpec",
+    "PartitionRef",
+    "SourceOptions",
+    "decode_id",
+    "encode_id",
+    "id_key",
+    "normalize_topic",
+]
+
+INT32_MAX = 2**31 - 1
+EARLIEST = MessageId.earliest
+LATEST = MessageId.latest
+
+
+def _err(option: str, why: str) -> InvalidConfiguration:
+    return InvalidConfiguration(f"pulsar data source: option '{option}': {why}")
+
+
+# -- topics and message ids -----------------------------------------------------------------
+
+
+def normalize_topic(name: str) -> str:
+    """``x`` -> ``persistent://public/default/x``; ``t/ns/x`` -> ``persistent://t/ns/x``."""
+    name = name.strip()
+    if "://" in name:
+        return name
+    parts = name.split("/")
+    if len(parts) == 1:
+        return f"persistent://public/default/{name}"
+    if len(parts) == 3:
+        return f"persistent://{name}"
+    raise InvalidConfiguration(f"not a topic name: {name!r}")
+
+
+@dataclass(frozen=True, order=True)
+class PartitionRef:
+    """One topic partition: ``index`` -1 for a non-partitioned topic."""
+
+    topic: str
+    index: int
+
+    @property
+    def name(self) -> str:
+        """The name the broker serves it under."""
+        return self.topic if self.index < 0 else f"{self.topic}-partition-{self.index}"
+
+
+def id_key(mid: MessageId) -> tuple[int, int, int]:
+    """The position of an id within its partition, as magnetar orders ids: (ledger, entry,
+    batch index), a non-batched id (batch index -1) before the batch messages of its entry."""
+    return (mid.ledger_id, mid.entry_id, mid.batch_index)
+
+
+def encode_id(mid: MessageId, partition: int) -> str:
+    """The canonical offset string of a position: hex of the serialized MessageId."""
+    return MessageId(mid.ledger_id, mid.entry_id, partition, mid.batch_index).serialize().hex()
+
+
+_HEX = set(string.hexdigits)
+
+
+def decode_id(value: Any, option: str = "offsets") -> MessageId | str:
+    """A MessageId from an offset value: hex or base64 of a serialized id, a list of its bytes
+    (pulsar-spark), or ``"earliest"``/``"latest"`` (also -2/-1 as in Spark's Kafka source);
+    those two are returned as the strings."""
+    if isinstance(value, bool):
+        raise _err(option, f"not a message id: {value!r}")
+    if value in (-2, "earliest"):
+        return "earliest"
+    if value in (-1, "latest"):
+        return "latest"
+    if isinstance(value, list) and all(isinstance(b, int) and 0 <= b < 256 for b in value):
+        raw = bytes(value)
+    elif isinstance(value, str) and value:
+        if len(value) % 2 == 0 and set(value) <= _HEX:
+            raw = bytes.fromhex(value)
+        else:
+            try:
+                raw = base64.b64decode(value, validate=True)
+            except (binascii.Error, ValueError):
+                raise _err(option, f"not a message id (hex or base64 of MessageId.serialize()): {value!r}") from None
+    else:
+        raise _err(option, f"not a message id: {value!r}")
+    try:
+        return MessageId.deserialize(raw)
+    except Exception as e:  # noqa: BLE001 - whatever the parser raises
+        raise _err(option, f"not a serialized message id: {value!r} ({e})") from None
+
+
+OffsetSpec = Any  # "earliest" | "latest" | {topic: {partition: MessageId | "earliest" | "latest"}}
+
+
+def parse_offsets(option: str, text: str | None, allowed: tuple[str, ...]) -> OffsetSpec:
+    if text is None:
+        return None
+    t = text.strip()
+    if t.lower() in allowed:
+        return t.lower()
+    if not t.startswith("{"):
+        raise _err(option, f"expected {' or '.join(repr(a) for a in allowed)} or a JSON object, not {text!r}")
+    try:
+        data = json.loads(t)
+    except json.JSONDecodeError as e:
+        raise _err(option, f"malformed JSON ({e.msg} at char {e.pos}): {text!r}") from None
+    if not isinstance(data, dict) or not data:
+        raise _err(option, 'expected a JSON object {"topic": {"partition": "message id", ...}, ...}')
+    out: dict[str, dict[int, Any]] = {}
+    for topic, parts in data.items():
+        try:
+            name = normalize_topic(str(topic))
+        except InvalidConfiguration as e:
+            raise _err(option, str(e)) from None
+        if not isinstance(parts, dict):  # a non-partitioned topic may map to its id directly
+            parts = {"-1": parts}
+        entries: dict[int, Any] = {}
+        for p, v in parts.items():
+            try:
+                idx = int(p)
+            except (TypeError, ValueError):
+                raise _err(option, f"partition {p!r} of {topic!r} is not an integer") from None
+            if idx < -1:
+                raise _err(option, f"partition {p!r} of {topic!r} is negative")
+            entries[idx] = decode_id(v, option)
+        out[name] = entries
+    return out
+
+
+def parse_time(option: str, text: str | None) -> int | None:
+    """Milliseconds since the epoch from digits or an ISO-8601 datetime with a time zone."""
+    if text is None:
+        return None
+    t = text.strip()
+    if re.fullmatch(r"\d+", t):
+        return int(t)
+    try:
+        d = _dt.datetime.fromisoformat(t.replace("Z", "+00:00"))
+    except ValueError:
+        raise _err(option, f"expected milliseconds since the epoch or an ISO-8601 time, not {text!r}") from None
+    if d.tzinfo is None:
+        raise _err(option, f"an ISO-8601 time needs a time zone (e.g. 'Z'): {text!r}")
+    return int(d.timestamp() * 1000)
+
+
+def _parse_bool(option: str, text: str) -> bool:
+    t = text.strip().lower()
+    if t in ("true", "1", "yes"):
+        return True
+    if t in ("false", "0", "no"):
+        return False
+    raise _err(option, f"expected true or false, not {text!r}")
+
+
+def _parse_int(option: str, text: str | None, minimum: int = 1) -> int | None:
+    if text is None:
+        return None
+    try:
+        v = int(text.strip())
+    except ValueError:
+        raise _err(option, f"expected an integer, not {text!r}") from None
+    if v < minimum:
+        raise _err(option, f"must be at least {minimum}, not {v}")
+    return v
+
+
+def _parse_number(option: str, text: str) -> float:
+    try:
+        return float(text.strip())
+    except ValueError:
+        raise _err(option, f"expected a number, not {text!r}") from None
+
+
+def _typed_kwargs(prefix: str, func: Any, given: Mapping[str, str], skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    """``prefix.name`` options (snake_case, or the same without underscores since Spark
+    lower-cases option names) converted to the types of ``func``'s keyword arguments."""
+    params = {p.name.replace("_", ""): p for p in inspect.signature(func).parameters.values()
+              if p.kind == inspect.Parameter.KEYWORD_ONLY and p.name not in skip}
+    out: dict[str, Any] = {}
+    for k, v in given.items():
+        p = params.get(re.sub(r"[._-]", "", k[len(prefix):].lower()))
+        if p is None:
+            known = ", ".join(sorted(prefix + q.name for q in params.values()))
+            raise _err(k, f"unknown option; known {prefix}* options: {known}")
+        ann = str(p.annotation)
+        if "bool" in ann:
+            out[p.name] = _parse_bool(k, v)
+        elif "int" in ann and "float" not in ann:
+            n = _parse_int(k, v, minimum=-(2**63))
+            out[p.name] = n
+        elif "float" in ann:
+            out[p.name] = _parse_number(k, v)
+        else:
+            out[p.name] = v
+    return out
+
+
+# -- the options ----------------------------------------------------------------------------
+
+_READ_ONLY = ("startingoffsets", "endingoffsets", "startingtime", "endingtime", "maxmessagespertrigger",
+              "failondataloss", "polltimeoutms", "subscriptionname", "subscriptionprefix", "maxentriespersplit",
+              "topics", "topicspattern")
+
+_KNOWN = {
+    "service_url", "serviceurl", "service.url", "admin_url", "adminurl", "admin.url", "topic", "topics",
+    "topicspattern", "startingoffsets", "endingoffsets", "startingtime", "endingtime", "maxmessagespertrigger",
+    "failondataloss", "polltimeoutms", "subscriptionname", "subscriptionprefix", "maxentriespersplit",
+    "authtoken", "auth_token", "authmethod", "auth_method", "authdata", "auth_data", "recordsperbatch",
+    "path",
+}
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    """Every option of the ``pulsar`` data source, parsed and validated."""
+
+    client: ClientConfig
+    admin_url: str | None = None
+    topic: str | None = None
+    topics: tuple[str, ...] = ()
+    topics_pattern: str | None = None
+    starting_offsets: OffsetSpec = None
+    ending_offsets: OffsetSpec = None
+    starting_time: int | None = None
+    ending_time: int | None = None
+    max_messages_per_trigger: int | None = None
+    fail_on_data_loss: bool = True
+    poll_timeout_ms: int = 120_000
+    subscription_name: str | None = None
+    subscription_prefix: str = "magnetar-spark"
+    max_entries_per_split: int | None = None
+    records_per_batch: int = 10_000
+    producer_options: tuple[tuple[str, Any], ...] = ()
+    reader_options: tuple[tuple[str, Any], ...] = ()
+    raw: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> "SourceOptions":
+        opts = {str(k).lower(): ("" if v is None else str(v)) for k, v in options.items()}
+        original = {str(k).lower(): str(k) for k in options}
+
+        def get(*names: str) -> str | None:
+            for n in names:
+                if n in opts and opts[n].strip() != "":
+                    return opts[n]
+            return None
+
+        for k in opts:
+            if k not in _KNOWN and not k.startswith(("client.", "producer.", "reader.")):
+                raise _err(original[k], "unknown option (see docs/spark.md for the list)")
+
+        url = get("service_url", "serviceurl", "service.url")
+        if url is None:
+            raise _err("service_url", "required, e.g. .option('service_url', 'pulsar://localhost:6650')")
+
+        client_kw: dict[str, Any] = _typed_kwargs(
+            "client.", Client.__init__, {original[k]: v for k, v in opts.items() if k.startswith("client.")},
+            skip=("authentication",))
+        token = get("authtoken", "auth_token")
+        method = get("authmethod", "auth_method")
+        if token is not None and method is not None:
+            raise _err("authToken", "give authToken or authMethod/authData, not both")
+        try:
+            if token is not None:
+                client_kw["auth_method"], client_kw["auth_data"] = "token", token.encode()
+            elif method is not None:
+                client_kw["auth_method"] = method
+                client_kw["auth_data"] = (get("authdata", "auth_data") or "").encode()
+            conf = ClientConfig(url.strip(), **client_kw)
+        except InvalidConfiguration as e:
+            raise InvalidConfiguration(f"pulsar data source: client options: {e}") from None
+
+        topic = get("topic")
+        topics = tuple(t for t in (get("topics") or "").split(",") if t.strip())
+        pattern = get("topicspattern")
+        try:
+            topic = normalize_topic(topic) if topic else None
+            topics = tuple(normalize_topic(t) for t in topics)
+        except InvalidConfiguration as e:
+            raise _err("topic" if topic else "topics", str(e)) from None
+        if pattern is not None:
+            try:
+                re.compile(pattern)
+            except re.error as e:
+                raise _err("topicsPattern", f"not a regular expression: {e}") from None
+
+        max_per_trigger = _parse_int("maxMessagesPerTrigger", get("maxmessagespertrigger"))
+        poll = _parse_int("pollTimeoutMs", get("polltimeoutms")) or 120_000
+        split = _parse_int("maxEntriesPerSplit", get("maxentriespersplit"))
+        per_batch = _parse_int("recordsPerBatch", get("recordsperbatch")) or 10_000
+        fail = _parse_bool("failOnDataLoss", get("failondataloss") or "true")
+
+        starting = parse_offsets("startingOffsets", get("startingoffsets"), ("earliest", "latest"))
+        ending = parse_offsets("endingOffsets", get("endingoffsets"), ("latest",))
+        start_time = parse_time("startingTime", get("startingtime"))
+        end_time = parse_time("endingTime", get("endingtime"))
+        if starting is not None and start_time is not None:
+            raise _err("startingTime", "give startingOffsets or startingTime, not both")
+        if start_time is not None and end_time is not None and end_time <= start_time:
+            raise _err("endingTime", f"must be after startingTime ({end_time} <= {start_time})")
+
+        from .._client import Client as _C
+
+        producer_kw = _typed_kwargs("producer.", _C.create_producer,
+                                    {original[k]: v for k, v in opts.items() if k.startswith("producer.")},
+                                    skip=("properties",))
+        reader_kw = _typed_kwargs("reader.", _C.create_reader,
+                                  {original[k]: v for k, v in opts.items() if k.startswith("reader.")},
+                                  skip=("start_inclusive",))
+        sub = get("subscriptionname")
+        prefix = get("subscriptionprefix") or "magnetar-spark"
+        admin = get("admin_url", "adminurl", "admin.url")
+        return cls(
+            client=conf, admin_url=admin.strip().rstrip("/") if admin else None, topic=topic, topics=topics,
+            topics_pattern=pattern, starting_offsets=starting, ending_offsets=ending, starting_time=start_time,
+            ending_time=end_time, max_messages_per_trigger=max_per_trigger, fail_on_data_loss=fail,
+            poll_timeout_ms=poll, subscription_name=sub, subscription_prefix=prefix, max_entries_per_split=split,
+            records_per_batch=per_batch, producer_options=tuple(sorted(producer_kw.items())),
+            reader_options=tuple(sorted(reader_kw.items())), raw=tuple(sorted(opts.items())),
+        )
+
+    # -- checks per use ---------------------------------------------------------------------
+
+    def check_read(self, streaming: bool) -> None:
+        """Raises unless the options describe a read (called when Spark plans one)."""
+        given = [n for n, v in (("topic", self.topic), ("topics", self.topics), ("topicsPattern", self.topics_pattern)) if v]
+        if not given:
+            raise _err("topic", "a read needs one of 'topic', 'topics' or 'topicsPattern'")
+        if len(given) > 1:
+            raise _err(given[1], f"give only one of 'topic', 'topics', 'topicsPattern' (got {', '.join(given)})")
+        if self.topics_pattern and not self.admin_url:
+            raise _err("topicsPattern", "needs 'admin_url' (topics are listed with the admin REST API)")
+        if streaming:
+            if self.ending_offsets is not None:
+                raise _err("endingOffsets", "only for batch reads")
+            if self.ending_time is not None:
+                raise _err("endingTime", "only for batch reads")
+            if self.starting_offsets is not None and self.starting_offsets not in ("earliest", "latest"):
+                self._check_offset_topics("startingOffsets", self.starting_offsets)
+        else:
+            if self.max_messages_per_trigger is not None:
+                raise _err("maxMessagesPerTrigger", "only for streaming reads")
+            for name, spec in (("startingOffsets", self.starting_offsets), ("endingOffsets", self.ending_offsets)):
+                if isinstance(spec, dict):
+                    self._check_offset_topics(name, spec)
+            if self.starting_offsets == "latest":
+                raise _err("startingOffsets", "'latest' is not allowed for batch reads (the result would be empty)")
+
+    def _check_offset_topics(self, name: str, spec: dict[str, Any]) -> None:
+        listed = set(self.topics) | ({self.topic} if self.topic else set())
+        if listed:
+            extra = sorted(set(spec) - listed)
+            if extra:
+                raise _err(name, f"names topics that are not read: {extra}")
+
+    def read_topics(self) -> list[str]:
+        if self.topic:
+            return [self.topic]
+        return list(self.topics)
+
+    @property
+    def producer_kwargs(self) -> dict[str, Any]:
+        return dict(self.producer_options)
+
+    @property
+    def reader_kwargs(self) -> dict[str, Any]:
+        return dict(self.reader_options)

@@ -1,0 +1,282 @@
+"""Reading between message ids: planning on the driver, reading on the executors."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterator
+
+from pyspark.sql.datasource import InputPartition
+
+from .._client import Client, Reader
+from .._core import Message, MessageId
+from ..exceptions import InvalidConfiguration, PulsarError, Timeout
+from . import _workers
+from ._arrow import MessageBatchBuilder
+from ._options import EARLIEST, INT32_MAX, PartitionRef, SourceOptions, decode_id, encode_id, id_key
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = ["DataLossError", "PulsarSplit", "last_message_id", "read_split", "resolve_partitions", "split_range"]
+
+log = logging.getLogger("magnetar.spark")
+
+
+class DataLossError(PulsarError):
+    """Messages that a read was supposed to cover are gone (deleted by retention, or the
+    topic was deleted and re-created). Set ``failOnDataLoss`` to ``false`` to log and go on."""
+
+
+# -- driver side ----------------------------------------------------------------------------
+
+
+def _admin_get(admin_url: str, path: str, opts: SourceOptions) -> Any:
+    req = urllib.request.Request(admin_url + path, headers={"Accept": "application/json"})
+    conf = opts.client
+    if conf.auth_method == "token" and conf.auth_data:
+        req.add_header("Authorization", "Bearer " + conf.auth_data.decode())
+    try:
+        with urllib.request.urlopen(req, timeout=conf.operation_timeout) as resp:
+            return json.loads(resp.read() or b"null")
+    except urllib.error.HTTPError as e:
+        if e.code == 404:
+            return None
+        raise InvalidConfiguration(f"pulsar data source: admin request {path} failed: HTTP {e.code} {e.reason}") from None
+    except urllib.error.URLError as e:
+        raise InvalidConfiguration(f"pulsar data source: option 'admin_url': cannot reach {admin_url}: {e.reason}") from None
+
+
+def _topic_path(topic: str) -> str:
+    domain, rest = topic.split("://", 1)
+    return f"/admin/v2/{domain}/" + "/".join(urllib.parse.quote(p, safe="") for p in rest.split("/"))
+
+
+def _topic_exists(opts: SourceOptions, topic: str) -> bool:
+    assert opts.admin_url
+    domain, rest = topic.split("://", 1)
+    tenant, ns, _ = rest.split("/", 2)
+    listed = set(_admin_get(opts.admin_url, f"/admin/v2/{domain}/{tenant}/{ns}", opts) or [])
+    listed |= set(_admin_get(opts.admin_url, f"/admin/v2/{domain}/{tenant}/{ns}/partitioned", opts) or [])
+    return topic in listed
+
+
+def _pattern_topics(opts: SourceOptions) -> list[str]:
+    assert opts.admin_url and opts.topics_pattern
+    pattern = opts.topics_pattern
+    m = re.match(r"^(persistent|non-persistent)://([^/]+)/([^/]+)/", pattern)
+    domain, tenant, ns = (m.group(1), m.group(2), m.group(3)) if m else ("persistent", "public", "default")
+    if not m:
+        pattern = f"{domain}://{tenant}/{ns}/" + pattern
+    regex = re.compile(pattern)
+    names = set(_admin_get(opts.admin_url, f"/admin/v2/{domain}/{tenant}/{ns}/partitioned", opts) or [])
+    for t in _admin_get(opts.admin_url, f"/admin/v2/{domain}/{tenant}/{ns}", opts) or []:
+        base = re.sub(r"-partition-\d+$", "", t)
+        names.add(base if base in names else t)
+    return sorted(t for t in names if regex.fullmatch(t))
+
+
+def resolve_partitions(client: Client, opts: SourceOptions, *, check_exists: bool = True) -> list[PartitionRef]:
+    """Every topic partition to read, in a stable order."""
+    if opts.topics_pattern:
+        topics = _pattern_topics(opts)
+    else:
+        topics = opts.read_topics()
+        if check_exists and opts.admin_url:
+            option = "topic" if opts.topic else "topics"
+            for t in topics:
+                if not _topic_exists(opts, t):
+                    raise InvalidConfiguration(f"pulsar data source: option '{option}': topic {t!r} does not exist")
+    refs = []
+    for t in topics:
+        try:
+            n = client.get_partition_count(t)
+        except PulsarError as e:
+            option = "topicsPattern" if opts.topics_pattern else ("topic" if opts.topic else "topics")
+            raise type(e)(f"pulsar data source: option '{option}': topic {t!r}: {e}") from None
+        refs.extend([PartitionRef(t, i) for i in range(n)] if n > 0 else [PartitionRef(t, -1)])
+    return sorted(refs)
+
+
+def last_message_id(client: Client, ref: PartitionRef) -> MessageId:
+    """The id of the last message of one topic partition ((-1, -1) when it is empty)."""
+    reader = client.create_reader(ref.name, start=MessageId.latest, receiver_queue_size=1)
+    try:
+        getter = getattr(reader, "get_last_message_id", None)
+        if getter is not None:
+            return getter()
+        return max(reader._core.last_message_ids())  # Reader has no public get_last_message_id yet
+    finally:
+        reader.close()
+
+
+def predecessor(mid: MessageId) -> MessageId:
+    """An exclusive start id that makes ``mid`` the first message read."""
+    if mid.batch_index >= 0:
+        return MessageId(mid.ledger_id, mid.entry_id, -1, mid.batch_index - 1)
+    return MessageId(mid.ledger_id, mid.entry_id - 1, -1, INT32_MAX)
+
+
+def first_id_at(client: Client, ref: PartitionRef, at_ms: int, timeout: float) -> MessageId | None:
+    """The id of the first message published at or after ``at_ms`` (None: there is none yet)."""
+    reader = client.create_reader(ref.name, start=at_ms, receiver_queue_size=1)
+    try:
+        if not reader.has_message_available():
+            return None
+        return reader.read_next(timeout=timeout).message_id
+    finally:
+        reader.close()
+
+
+class PulsarSplit(InputPartition):
+    """A range of one topic partition: messages after ``start`` (exclusive; or from
+    ``start_time``) up to ``end`` (inclusive), published before ``end_time`` if set."""
+
+    def __init__(self, topic: str, partition: int, start: str | None, end: str,
+                 start_time: int | None = None, end_time: int | None = None, check_gaps: bool = True) -> None:
+        super().__init__((topic, partition, start, end))
+        self.topic = topic
+        self.partition = partition
+        self.start = start
+        self.end = end
+        self.start_time = start_time
+        self.end_time = end_time
+        self.check_gaps = check_gaps
+
+    @property
+    def ref(self) -> PartitionRef:
+        return PartitionRef(self.topic, self.partition)
+
+    def __repr__(self) -> str:
+        s = self.start if self.start_time is None else f"time {self.start_time}"
+        return f"PulsarSplit({self.ref.name}, ({_fmt(s)}, {_fmt(self.end)}])"
+
+
+def _fmt(hex_id: Any) -> str:
+    if not isinstance(hex_id, str):
+        return str(hex_id)
+    try:
+        return str(MessageId.deserialize(bytes.fromhex(hex_id)))
+    except Exception:  # noqa: BLE001
+        return hex_id
+
+
+def split_range(ref: PartitionRef, start: MessageId, end: MessageId, max_entries: int | None,
+                **kw: Any) -> list[PulsarSplit]:
+    """One split, or several of at most ``max_entries`` entries when both ends are in the
+    same ledger (entry ids are only comparable within a ledger)."""
+    p = ref.index
+    if (max_entries is None or start.ledger_id != end.ledger_id or start.ledger_id < 0
+            or end.entry_id - max(start.entry_id, 0) <= max_entries):
+        return [PulsarSplit(ref.topic, p, encode_id(start, p), encode_id(end, p), **kw)]
+    splits = []
+    lo = start
+    first_entry = start.entry_id if start.batch_index >= 0 else start.entry_id + 1
+    boundary = first_entry + max_entries - 1
+    while boundary < end.entry_id:
+        hi = MessageId(start.ledger_id, boundary, -1, INT32_MAX)  # after every message of entry `boundary`
+        splits.append(PulsarSplit(ref.topic, p, encode_id(lo, p), encode_id(hi, p), **kw))
+        lo = hi
+        boundary += max_entries
+    splits.append(PulsarSplit(ref.topic, p, encode_id(lo, p), encode_id(end, p), **kw))
+    return splits
+
+
+# -- executor side --------------------------------------------------------------------------
+
+
+def _receive_many(reader: Reader, n: int, timeout: float) -> list[Message]:
+    many = getattr(reader, "read_many", None)
+    if many is not None:
+        return many(n, timeout=timeout)
+    return reader._core.receive_many(n, timeout)  # Reader has no public batch read yet
+
+
+def _data_loss(opts: SourceOptions, what: str) -> None:
+    msg = f"pulsar data source: possible data loss: {what}"
+    if opts.fail_on_data_loss:
+        raise DataLossError(msg + " (set failOnDataLoss=false to log and continue)")
+    log.warning("%s", msg)
+
+
+def read_split(opts: SourceOptions, arrow_schema: "pa.Schema", split: PulsarSplit) -> Iterator["pa.RecordBatch"]:
+    """The messages of ``split`` as Arrow record batches of ``arrow_schema``."""
+    end = decode_id(split.end)
+    assert isinstance(end, MessageId)
+    end_key = id_key(end)
+    start: MessageId | None = None
+    if split.start is not None:
+        s = decode_id(split.start)
+        assert isinstance(s, MessageId)
+        start = s
+        if id_key(start) >= end_key:
+            return
+    client = _workers.client(opts.client)
+    name = split.ref.name
+    reader_kw = opts.reader_kwargs
+    reader_kw.setdefault("receiver_queue_size", 1000)
+    if start is not None:
+        reader = client.create_reader(name, start=start, start_inclusive=False, **reader_kw)
+        start_key = id_key(start)
+        prev = None if start.ledger_id < 0 else (start.ledger_id, start.entry_id)
+    else:
+        reader = client.create_reader(name, start=split.start_time or 0, **reader_kw)
+        start_key = (-2, -2, -2)
+        prev = None
+    builder = MessageBatchBuilder(arrow_schema, split.topic, split.partition)
+    per_batch = opts.records_per_batch
+    poll = opts.poll_timeout_ms / 1000.0
+    end_time = split.end_time
+    check = split.check_gaps
+    last_key = start_key
+    try:
+        deadline = time.monotonic() + poll
+        done = False
+        while not done:
+            msgs = _receive_many(reader, min(per_batch, 1000), 0.2)
+            if not msgs:
+                if not reader.has_message_available():
+                    _data_loss(opts, f"{name}: the read ended at {last_key} before the end of its range {end}")
+                    break
+                if time.monotonic() > deadline:
+                    raise Timeout(f"pulsar data source: no message from {name} within pollTimeoutMs="
+                                  f"{opts.poll_timeout_ms} (read up to {last_key}, range ends at {end})")
+                continue
+            deadline = time.monotonic() + poll
+            i0, n = 0, len(msgs)
+            while i0 < n and id_key(msgs[i0].message_id) <= start_key:  # only before the range
+                i0 += 1
+            stop = n
+            for i in range(i0, n):
+                m = msgs[i]
+                mid = m.message_id
+                k = (mid.ledger_id, mid.entry_id, mid.batch_index)
+                if check and prev is not None and (k[0], k[1]) != prev:
+                    if (k[0] == prev[0] and k[1] != prev[1] + 1) or (k[0] != prev[0] and k[1] != 0):
+                        _data_loss(opts, f"{name}: messages between entry {prev} and {k[:2]} are missing")
+                prev = (k[0], k[1])
+                if end_time is not None and m.publish_time >= end_time:
+                    stop, done = i, True
+                    break
+                if k >= end_key:
+                    stop, done = (i + 1 if k == end_key else i), True
+                    break
+            keep = msgs[i0:stop]
+            if keep:
+                builder.add(keep)
+                last_key = id_key(keep[-1].message_id)
+            if builder.rows >= per_batch:
+                yield builder.flush()
+        if builder.rows:
+            yield builder.flush()
+    finally:
+        try:
+            reader.close()
+        except PulsarError:
+            pass

@@ -1,0 +1,214 @@
+"""Consumer semantics against the real broker: subscription types, nack, ack timeout, dead
+letters, seek, multi-topic and pattern subscriptions, partitioned topics, end of topic."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import magnetar
+
+
+def drain(api, consumer, n, timeout=10.0):
+    out = []
+    while len(out) < n:
+        out.append(api.call(consumer, "receive", timeout=timeout))
+    return out
+
+
+def test_nack_redelivers_after_the_delay(api, topic):
+    producer = api.call(api.client, "create_producer", topic, batching=False)
+    consumer = api.call(api.client, "subscribe", topic, "sub", subscription_type="shared",
+                        initial_position="earliest", nack_redelivery_delay=0.2)
+    api.call(producer, "send", b"retry-me")
+    first = api.call(consumer, "receive", timeout=10)
+    api.call(consumer, "nack", first)
+    again = api.call(consumer, "receive", timeout=10)
+    assert again.data == b"retry-me"
+    assert again.message_id == first.message_id
+    assert again.redelivery_count == first.redelivery_count + 1
+    api.call(consumer, "ack", again)
+
+
+def test_ack_timeout_redelivers_unacked(api, topic):
+    producer = api.call(api.client, "create_producer", topic, batching=False)
+    consumer = api.call(api.client, "subscribe", topic, "sub", subscription_type="shared",
+                        initial_position="earliest", ack_timeout=1.0)
+    api.call(producer, "send", b"forgotten")
+    first = api.call(consumer, "receive", timeout=10)
+    again = api.call(consumer, "receive", timeout=15)
+    assert again.message_id == first.message_id
+    assert again.redelivery_count >= 1
+    api.call(consumer, "ack", again)
+
+
+def test_dead_letter_after_max_redeliveries(api, topic):
+    dlq = topic + "-dlq"
+    dlq_consumer = api.call(api.client, "subscribe", dlq, "dlq-sub", initial_position="earliest")
+    producer = api.call(api.client, "create_producer", topic, batching=False)
+    consumer = api.call(api.client, "subscribe", topic, "sub", subscription_type="shared",
+                        initial_position="earliest", nack_redelivery_delay=0.1,
+                        max_redeliver_count=2, dead_letter_topic=dlq)
+    api.call(producer, "send", b"poison", key="pk", properties={"x": "1"})
+    deliveries = 0
+    while True:
+        try:
+            msg = api.call(consumer, "receive", timeout=3)
+        except magnetar.Timeout:
+            break
+        deliveries += 1
+        api.call(consumer, "nack", msg)
+    assert deliveries == 3  # the first delivery plus two redeliveries
+    dead = api.call(dlq_consumer, "receive", timeout=10)
+    assert dead.data == b"poison"
+    assert dead.key == "pk"
+    assert dead.properties["x"] == "1"
+    assert dead.properties["REAL_TOPIC"] == topic
+
+
+def test_shared_subscription_spreads_and_cumulative_ack_is_refused(client, topic):
+    producer = client.create_producer(topic, batching=False)
+    c1 = client.subscribe(topic, "sub", subscription_type=magnetar.SubscriptionType.SHARED, receiver_queue_size=10)
+    c2 = client.subscribe(topic, "sub", subscription_type=magnetar.SubscriptionType.SHARED, receiver_queue_size=10)
+    for i in range(40):
+        producer.send(b"%d" % i)
+    got1 = c1.receive_many(40, timeout=2)
+    got2 = c2.receive_many(40, timeout=2)
+    while len(got1) + len(got2) < 40:
+        got1 += c1.receive_many(40, timeout=0.5)
+        got2 += c2.receive_many(40, timeout=0.5)
+    assert sorted(int(m.data) for m in got1 + got2) == list(range(40))
+    assert got1 and got2
+    with pytest.raises(magnetar.InvalidConfiguration):
+        c1.ack_cumulative(got1[-1])
+
+
+def test_exclusive_subscription_refuses_a_second_consumer(client, topic):
+    client.subscribe(topic, "excl")
+    with pytest.raises(magnetar.ConsumerBusy) as info:
+        client.subscribe(topic, "excl")
+    assert info.value.code is not None
+
+
+def test_seek_by_id_and_by_time(api, topic):
+    producer = api.call(api.client, "create_producer", topic, batching=False)
+    consumer = api.call(api.client, "subscribe", topic, "sub", initial_position="earliest")
+    ids = [api.call(producer, "send", b"%d" % i) for i in range(10)]
+    drain(api, consumer, 10)
+    api.call(consumer, "seek", ids[5])
+    assert api.call(consumer, "receive", timeout=10).data in (b"5", b"6")
+    api.call(consumer, "seek", magnetar.MessageId.earliest)
+    assert api.call(consumer, "receive", timeout=10).data == b"0"
+    api.call(consumer, "seek", int(time.time() * 1000) + 60_000)
+    with pytest.raises(magnetar.Timeout):
+        api.call(consumer, "receive", timeout=0.5)
+
+
+def test_get_last_message_id(api, topic):
+    producer = api.call(api.client, "create_producer", topic, batching=False)
+    consumer = api.call(api.client, "subscribe", topic, "sub", initial_position="earliest")
+    last = None
+    for i in range(3):
+        last = api.call(producer, "send", b"%d" % i)
+    got = api.call(consumer, "get_last_message_id")
+    assert (got.ledger_id, got.entry_id) == (last.ledger_id, last.entry_id)
+
+
+def test_multi_topic_subscription(api, topic):
+    topics = [topic + "-a", topic + "-b", topic + "-c"]
+    consumer = api.call(api.client, "subscribe", topics, "sub", initial_position="earliest")
+    for t in topics:
+        p = api.call(api.client, "create_producer", t)
+        api.call(p, "send", t.encode())
+        api.call(p, "close")
+    got = drain(api, consumer, 3)
+    assert sorted(m.data.decode() for m in got) == sorted(topics)
+    assert sorted(m.topic for m in got) == sorted(topics)
+    for m in got:
+        api.call(consumer, "ack", m)
+        api.call(consumer, "ack", m.message_id)
+
+
+def test_pattern_subscription_picks_up_new_topics(client, topic):
+    base = topic.rsplit("/", 1)[1]
+    first = client.create_producer(f"{base}-p1")
+    consumer = client.subscribe(f"persistent://public/default/{base}-p.*", "sub", pattern=True,
+                                initial_position="earliest", discovery_period=0.5)
+    first.send(b"one")
+    assert consumer.receive(timeout=10).data == b"one"
+    second = client.create_producer(f"{base}-p2")
+    second.send(b"two")
+    assert consumer.receive(timeout=15).data == b"two"
+
+
+def test_partitioned_topic_produce_and_consume(api, broker, topic):
+    broker.create_partitioned_topic(topic, 4)
+    producer = api.call(api.client, "create_producer", topic, batching=False)
+    consumer = api.call(api.client, "subscribe", topic, "sub", initial_position="earliest")
+    assert len(consumer.topics) == 4
+    ids = [api.call(producer, "send", b"%d" % i) for i in range(40)]
+    assert {i.partition for i in ids} == {0, 1, 2, 3}
+    got = drain(api, consumer, 40)
+    assert sorted(int(m.data) for m in got) == list(range(40))
+    for m in got:
+        api.call(consumer, "ack", m)
+
+
+def test_keyed_messages_stay_on_their_partition(client, broker, topic):
+    broker.create_partitioned_topic(topic, 5)
+    producer = client.create_producer(topic)
+    keys = [f"key-{i}" for i in range(50)]
+    futs = [producer.send_async(b"x", key=k) for k in keys]
+    producer.flush()
+    for k, f in zip(keys, futs):
+        assert f.result(timeout=10).partition == magnetar._core._key_hash(k) % 5
+
+
+def test_partitions_added_later_are_consumed(client, broker, topic):
+    broker.create_partitioned_topic(topic, 2)
+    consumer = client.subscribe(topic, "sub", initial_position="earliest", discovery_period=0.5)
+    broker.update_partitioned_topic(topic, 3)
+    p2 = client.create_producer(topic + "-partition-2")
+    p2.send(b"new-partition")
+    assert consumer.receive(timeout=15).data == b"new-partition"
+
+
+def test_terminated_topic_ends_iteration(client, broker, topic):
+    producer = client.create_producer(topic)
+    consumer = client.subscribe(topic, "sub", initial_position="earliest")
+    producer.send_many([b"1", b"2"])
+    broker.terminate_topic(topic)
+    seen = []
+    # The broker announces the end once every message is acknowledged.
+    for m in consumer:
+        seen.append(m.data)
+        consumer.ack(m)
+    assert seen == [b"1", b"2"]
+    with pytest.raises(magnetar.TopicTerminated):
+        consumer.receive(timeout=1)
+    with pytest.raises(magnetar.TopicTerminated):
+        producer.send(b"3")
+
+
+def test_pause_and_resume(client, topic):
+    producer = client.create_producer(topic, batching=False)
+    consumer = client.subscribe(topic, "sub", initial_position="earliest", receiver_queue_size=5)
+    consumer.pause()
+    for i in range(20):
+        producer.send(b"%d" % i)
+    got = consumer.receive_many(100, timeout=1)
+    assert len(got) <= 5
+    consumer.resume()
+    while len(got) < 20:
+        got += consumer.receive_many(100, timeout=5)
+    assert sorted(int(m.data) for m in got) == list(range(20))
+
+
+def test_unsubscribe_deletes_the_subscription(client, broker, topic):
+    consumer = client.subscribe(topic, "gone")
+    assert "gone" in broker.topic_stats(topic)["subscriptions"]
+    consumer.unsubscribe()
+    assert "gone" not in broker.topic_stats(topic)["subscriptions"]
+    with pytest.raises(magnetar.AlreadyClosed):
+        consumer.receive(timeout=0.1)
