@@ -98,6 +98,7 @@ impl PartitionProducer {
 
 struct InFlight {
     sequence_id: u64,
+    highest_sequence_id: u64,
     frame: Bytes,
     callbacks: Vec<SendCallback>,
     batched: bool,
@@ -252,6 +253,7 @@ impl Actor {
         frame::encode_payload_command(&cmd, &meta, &payload, &mut buf);
         self.dispatch(InFlight {
             sequence_id: seq,
+            highest_sequence_id: seq,
             frame: buf.freeze(),
             callbacks: vec![done],
             batched: false,
@@ -292,6 +294,7 @@ impl Actor {
         frame::encode_payload_command(&cmd, &meta, &payload, &mut buf);
         self.dispatch(InFlight {
             sequence_id: first_seq,
+            highest_sequence_id: last_seq.max(first_seq),
             frame: buf.freeze(),
             callbacks,
             batched: true,
@@ -381,7 +384,8 @@ impl Actor {
         base.topic = None;
         let n = op.callbacks.len();
         self.release(n, op.bytes);
-        self.state.last_sequence_id.store(seq as i64 + n as i64 - 1, Ordering::Relaxed);
+        let highest = op.highest_sequence_id as i64;
+        self.state.last_sequence_id.fetch_max(highest, Ordering::Relaxed);
         for (i, done) in op.callbacks.into_iter().enumerate() {
             let mut id = base.clone();
             if op.batched {

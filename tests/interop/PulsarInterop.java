@@ -92,12 +92,17 @@ public final class PulsarInterop {
     }
 
     private static void consume(PulsarClient client, String[] args) throws Exception {
-        for (int i = 2; i < args.length; i++) {
-            int eq = args[i].lastIndexOf('=');
-            String topic = args[i].substring(0, eq);
-            int count = Integer.parseInt(args[i].substring(eq + 1));
-            try (Consumer<byte[]> consumer = client.newConsumer().topic(topic).subscriptionName("java-interop")
-                    .subscriptionInitialPosition(SubscriptionInitialPosition.Earliest).subscribe()) {
+        List<Consumer<byte[]>> consumers = new ArrayList<>();
+        List<String> topics = new ArrayList<>();
+        try {
+            for (int i = 2; i < args.length; i++) {
+                int eq = args[i].lastIndexOf('=');
+                String topic = args[i].substring(0, eq);
+                int count = Integer.parseInt(args[i].substring(eq + 1));
+                Consumer<byte[]> consumer = client.newConsumer().topic(topic).subscriptionName("java-interop")
+                        .subscriptionInitialPosition(SubscriptionInitialPosition.Earliest).subscribe();
+                consumers.add(consumer);
+                topics.add(topic);
                 for (int n = 0; n < count; n++) {
                     Message<byte[]> msg = consumer.receive(30, TimeUnit.SECONDS);
                     if (msg == null) {
@@ -106,10 +111,18 @@ public final class PulsarInterop {
                     System.out.println(describe(topic, msg));
                     consumer.acknowledge(msg);
                 }
-                Message<byte[]> extra = consumer.receive(1, TimeUnit.SECONDS);
+            }
+            // One second for anything beyond the expected messages to show up, on every topic.
+            Thread.sleep(1000);
+            for (int i = 0; i < consumers.size(); i++) {
+                Message<byte[]> extra = consumers.get(i).receive(1, TimeUnit.MILLISECONDS);
                 if (extra != null) {
-                    System.out.println("EXTRA " + topic + " " + describe(topic, extra));
+                    System.out.println("EXTRA " + topics.get(i) + " " + describe(topics.get(i), extra));
                 }
+            }
+        } finally {
+            for (Consumer<byte[]> c : consumers) {
+                c.close();
             }
         }
     }

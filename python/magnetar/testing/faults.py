@@ -1,0 +1,564 @@
+"""Fault injection for tests: a loopback TCP proxy that can break the network between a
+client and a broker, and kill -9 / restart of a :class:`~magnetar.testing.Standalone` broker.
+
+Standard library only (asyncio in a background thread). Everything is bounded: the proxy
+listens on 127.0.0.1 only, forwards to a loopback address only, and stops by itself after
+``max_lifetime`` seconds if a test forgets to stop it.
+
+The lookup pitfall: a topic lookup answers with the broker's *advertised* address, so a
+client given the proxy's URL would still be sent straight to the broker for its topics. Start
+the broker with :func:`proxied_broker_conf` (the broker then advertises the proxy) and the
+client's topic connections go through the proxy too::
+
+    proxy_port = free_port()
+    with Standalone(port=0, extra_conf=proxied_broker_conf(proxy_port)) as broker, \\
+            FaultProxy(broker.port, listen_port=proxy_port) as proxy:
+        client = magnetar.Client(proxy.service_url)
+        ...
+        proxy.drop_connections()          # RST every live connection
+        proxy.blackhole(True)             # half-open: sockets stay, nothing moves either way
+        proxy.set_latency(0.2)            # 200 ms each way
+        proxy.set_bandwidth(64 * 1024)    # bytes per second each way
+        proxy.refuse(True)                # new connections are refused (listener closed)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import ipaddress
+import logging
+import os
+import signal
+import socket
+import struct
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+__all__ = [
+    "FaultProxy",
+    "ProxyConnection",
+    "free_port",
+    "free_ports",
+    "kill9",
+    "proxied_broker_conf",
+    "restart",
+    "restartable_broker",
+]
+
+log = logging.getLogger("magnetar.testing.faults")
+
+_CHUNK = 64 * 1024
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct loopback ports that were free a moment ago."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def free_port() -> int:
+    """A loopback port that was free a moment ago."""
+    return free_ports(1)[0]
+
+
+def proxied_broker_conf(proxy_port: int, host: str = "127.0.0.1") -> dict[str, str]:
+    """Broker config that makes lookups answer with the proxy's address.
+
+    The broker still binds ``brokerServicePort`` as usual; only what it *advertises* (in lookup
+    answers and as its own identity) becomes ``host:proxy_port``. The broker's own internal
+    client then also goes through the proxy, so the features that use it heavily (system topics
+    for topic policies, the transaction coordinator) are turned off to keep the broker's own
+    traffic out of the faults. Namespace-level policies (deduplication) need none of them.
+    """
+    return {
+        "advertisedListeners": f"internal:pulsar://{host}:{proxy_port}",
+        "internalListenerName": "internal",
+        "systemTopicEnabled": "false",
+        "topicLevelPoliciesEnabled": "false",
+        "transactionCoordinatorEnabled": "false",
+    }
+
+
+def _check_loopback(host: str) -> None:
+    try:
+        ok = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        ok = host == "localhost"
+    if not ok:
+        raise ValueError(f"FaultProxy works on loopback only, not {host!r}")
+
+
+@dataclasses.dataclass
+class ProxyConnection:
+    """One client connection through the proxy (read-only for tests)."""
+
+    id: int
+    client_port: int
+    opened_at: float
+    upstream_port: int = 0  # the proxy's local port towards the broker (what the broker sees)
+    closed_at: float | None = None
+    closed_by: str | None = None  # "client", "upstream", "proxy", "upstream-refused"
+    bytes_up: int = 0  # client -> broker
+    bytes_down: int = 0  # broker -> client
+    blackholed: bool = False
+    last_up_at: float | None = None  # time of the last client -> broker bytes forwarded
+
+    @property
+    def open(self) -> bool:
+        return self.closed_at is None
+
+
+class _Conn:
+    """The proxy's side of one connection: two sockets and two pumps."""
+
+    def __init__(self, proxy: FaultProxy, info: ProxyConnection,
+                 c_reader: asyncio.StreamReader, c_writer: asyncio.StreamWriter,
+                 u_reader: asyncio.StreamReader, u_writer: asyncio.StreamWriter) -> None:
+        self.proxy = proxy
+        self.info = info
+        self.c_reader, self.c_writer = c_reader, c_writer
+        self.u_reader, self.u_writer = u_reader, u_writer
+        self.flowing = asyncio.Event()  # set while not blackholed
+        self.flowing.set()
+        self.tasks: list[asyncio.Task[Any]] = []
+
+    def set_blackholed(self, on: bool) -> None:
+        self.info.blackholed = on
+        if on:
+            self.flowing.clear()
+        else:
+            self.flowing.set()
+
+    async def run(self) -> None:
+        self.tasks = [
+            asyncio.ensure_future(self._pump(self.c_reader, self.u_writer, up=True)),
+            asyncio.ensure_future(self._pump(self.u_reader, self.c_writer, up=False)),
+        ]
+        done, _ = await asyncio.wait(self.tasks, return_when=asyncio.FIRST_COMPLETED)
+        who = None
+        for t in done:
+            if not t.cancelled() and t.exception() is None:
+                who = t.result()
+        self.close(who or "proxy", rst=False)
+
+    async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, up: bool) -> str:
+        """Forwards one direction; returns who closed ("client" or "upstream")."""
+        queue: asyncio.Queue[tuple[float, bytes] | None] = asyncio.Queue(maxsize=64)
+        writer_task = asyncio.ensure_future(self._drain(queue, writer, up))
+        try:
+            while True:
+                # Blackholed: stop reading, so the sender's socket buffers fill as on a dead
+                # network path; what was read already is held, not dropped (TCP would
+                # retransmit it once the path heals).
+                await self.flowing.wait()
+                try:
+                    data = await reader.read(_CHUNK)
+                except (ConnectionError, OSError):
+                    data = b""
+                if not data:
+                    return "client" if up else "upstream"
+                await queue.put((time.monotonic(), data))
+        finally:
+            with contextlib.suppress(asyncio.QueueFull):
+                queue.put_nowait(None)
+            if not writer_task.done():
+                # let the held bytes go out unless the connection is being torn down
+                with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError, Exception):
+                    await asyncio.wait_for(asyncio.shield(writer_task), 0.5)
+                writer_task.cancel()
+
+    async def _drain(self, queue: asyncio.Queue[tuple[float, bytes] | None], writer: asyncio.StreamWriter, up: bool) -> None:
+        proxy = self.proxy
+        while True:
+            item = await queue.get()
+            if item is None:
+                return
+            stamp, data = item
+            await self.flowing.wait()
+            delay = stamp + proxy._latency - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            await self.flowing.wait()
+            writer.write(data)
+            try:
+                await writer.drain()
+            except (ConnectionError, OSError):
+                return
+            if up:
+                self.info.bytes_up += len(data)
+                self.info.last_up_at = time.monotonic()
+            else:
+                self.info.bytes_down += len(data)
+            if proxy._bandwidth:
+                await asyncio.sleep(len(data) / proxy._bandwidth)
+
+    def close(self, by: str, rst: bool) -> None:
+        if self.info.closed_at is None:
+            self.info.closed_at = time.monotonic()
+            self.info.closed_by = by
+        for t in self.tasks:
+            t.cancel()
+        for w in (self.c_writer, self.u_writer):
+            if rst:
+                _abort_with_rst(w)
+            else:
+                with contextlib.suppress(Exception):
+                    w.close()
+        self.proxy._live.pop(self.info.id, None)
+
+
+def _abort_with_rst(writer: asyncio.StreamWriter) -> None:
+    sock = writer.get_extra_info("socket")
+    with contextlib.suppress(Exception):
+        if sock is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    with contextlib.suppress(Exception):
+        writer.transport.abort()
+
+
+class FaultProxy:
+    """A TCP proxy on ``127.0.0.1:listen_port`` forwarding to ``target_host:target_port``.
+
+    Use as a context manager (or :meth:`start`/:meth:`stop`). Every control method is
+    thread-safe and takes effect before it returns. The proxy stops by itself after
+    ``max_lifetime`` seconds.
+
+    Args:
+        target_port: the broker's port.
+        listen_port: where to listen; 0 picks a free port (see :attr:`port`).
+        target_host: a loopback address.
+        max_lifetime: seconds after which the proxy stops on its own.
+        connect_timeout: seconds to wait for the upstream connection of each client.
+    """
+
+    def __init__(self, target_port: int, *, listen_port: int = 0, target_host: str = "127.0.0.1",
+                 max_lifetime: float = 900.0, connect_timeout: float = 5.0) -> None:
+        _check_loopback(target_host)
+        self.target = (target_host, int(target_port))
+        self._want_port = int(listen_port)
+        self.port = 0
+        self.max_lifetime = max_lifetime
+        self.connect_timeout = connect_timeout
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._server: asyncio.base_events.Server | None = None
+        self._live: dict[int, _Conn] = {}
+        self.connections: list[ProxyConnection] = []  # every connection ever accepted, in order
+        self._next_id = 0
+        self._latency = 0.0
+        self._bandwidth: float | None = None
+        self._blackhole_new = False
+        self._refusing = False
+        self._stop_handle: asyncio.TimerHandle | None = None
+        self._changed = threading.Condition()
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    @property
+    def service_url(self) -> str:
+        """``pulsar://127.0.0.1:<port>``."""
+        return f"pulsar://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> FaultProxy:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def start(self) -> FaultProxy:
+        if self._thread is not None:
+            return self
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        ready = threading.Event()
+        self._thread = threading.Thread(target=self._run_loop, args=(loop, ready), name=f"fault-proxy-{self.target[1]}",
+                                        daemon=True)
+        self._thread.start()
+        ready.wait(10)
+        self._call(self._listen())
+        self._stop_handle = None
+        loop.call_soon_threadsafe(self._arm_lifetime)
+        log.debug("proxy 127.0.0.1:%d -> %s:%d", self.port, *self.target)
+        return self
+
+    def _arm_lifetime(self) -> None:
+        assert self._loop is not None
+        self._stop_handle = self._loop.call_later(self.max_lifetime, self._expire)
+
+    def _expire(self) -> None:
+        log.warning("fault proxy on port %d reached its max lifetime (%.0f s); stopping", self.port, self.max_lifetime)
+        asyncio.ensure_future(self._shutdown())
+
+    @staticmethod
+    def _run_loop(loop: asyncio.AbstractEventLoop, ready: threading.Event) -> None:
+        asyncio.set_event_loop(loop)
+        loop.call_soon(ready.set)
+        try:
+            loop.run_forever()
+        finally:
+            with contextlib.suppress(Exception):
+                loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+
+    def stop(self) -> None:
+        """Closes the listener and every connection (RST), and ends the thread."""
+        loop, thread = self._loop, self._thread
+        if loop is None or thread is None:
+            return
+        if loop.is_running():
+            with contextlib.suppress(Exception):
+                self._call(self._shutdown(), timeout=5)
+            loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+        self._loop = self._thread = None
+
+    async def _shutdown(self) -> None:
+        if self._stop_handle is not None:
+            self._stop_handle.cancel()
+        await self._close_listener()
+        for c in list(self._live.values()):
+            c.close("proxy", rst=True)
+        self._notify()
+
+    def _call(self, coro: Any, timeout: float = 10.0) -> Any:
+        assert self._loop is not None, "proxy not started"
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
+
+    def _notify(self) -> None:
+        with self._changed:
+            self._changed.notify_all()
+
+    # -- listening ---------------------------------------------------------------------
+
+    async def _listen(self) -> None:
+        port = self.port or self._want_port
+        deadline = time.monotonic() + 5
+        while True:
+            try:
+                self._server = await asyncio.start_server(self._accept, "127.0.0.1", port, reuse_address=True,
+                                                          backlog=128)
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.1)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def _close_listener(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 1)
+            self._server = None
+
+    async def _accept(self, c_reader: asyncio.StreamReader, c_writer: asyncio.StreamWriter) -> None:
+        peer = c_writer.get_extra_info("peername") or ("?", 0)
+        self._next_id += 1
+        info = ProxyConnection(id=self._next_id, client_port=int(peer[1]), opened_at=time.monotonic())
+        self.connections.append(info)
+        self._notify()
+        try:
+            u_reader, u_writer = await asyncio.wait_for(asyncio.open_connection(*self.target), self.connect_timeout)
+        except (OSError, asyncio.TimeoutError):
+            info.closed_at, info.closed_by = time.monotonic(), "upstream-refused"
+            _abort_with_rst(c_writer)  # what a client sees when the broker is down
+            self._notify()
+            return
+        for w in (c_writer, u_writer):
+            sock = w.get_extra_info("socket")
+            with contextlib.suppress(Exception):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        with contextlib.suppress(Exception):
+            info.upstream_port = int(u_writer.get_extra_info("sockname")[1])
+        conn = _Conn(self, info, c_reader, c_writer, u_reader, u_writer)
+        self._live[info.id] = conn
+        if self._blackhole_new:
+            conn.set_blackholed(True)
+        try:
+            await conn.run()
+        finally:
+            self._notify()
+
+    # -- faults --------------------------------------------------------------------------
+
+    def drop_connections(self, how: str = "rst") -> int:
+        """Closes every live connection on both sides: ``"rst"`` (abortive, SO_LINGER 0) or
+        ``"fin"`` (orderly). Returns how many were dropped."""
+        if how not in ("rst", "fin"):
+            raise ValueError("how must be 'rst' or 'fin'")
+
+        async def go() -> int:
+            conns = list(self._live.values())
+            for c in conns:
+                c.close("proxy", rst=how == "rst")
+            return len(conns)
+
+        n = int(self._call(go()))
+        self._notify()
+        log.debug("proxy %d: dropped %d connections (%s)", self.port, n, how)
+        return n
+
+    def blackhole(self, on: bool = True, *, new_connections: bool = True) -> list[int]:
+        """Stops (``on=True``) or resumes forwarding in both directions on every live
+        connection: sockets stay open, nothing moves, nothing is closed -- a half-open peer.
+        Bytes already read are held and delivered if forwarding resumes.
+
+        With ``new_connections=False`` connections accepted from now on forward normally while
+        the live ones stay blackholed (lets a client that detected the dead connection move
+        its work to a fresh one). Returns the ids of the connections affected.
+        """
+
+        async def go() -> list[int]:
+            self._blackhole_new = on and new_connections
+            ids = []
+            for c in self._live.values():
+                c.set_blackholed(on)
+                ids.append(c.info.id)
+            return ids
+
+        return list(self._call(go()))
+
+    def set_latency(self, seconds: float) -> None:
+        """Delays every chunk by ``seconds`` in each direction (order is kept)."""
+        if seconds < 0:
+            raise ValueError("latency must be >= 0")
+        self._latency = float(seconds)
+
+    def set_bandwidth(self, bytes_per_second: float | None) -> None:
+        """Caps each direction of each connection at ``bytes_per_second`` (None: no cap)."""
+        if bytes_per_second is not None and bytes_per_second <= 0:
+            raise ValueError("bandwidth must be positive or None")
+        self._bandwidth = bytes_per_second
+
+    def refuse(self, on: bool = True) -> None:
+        """Closes (``on=True``) or reopens the listener: new connections are refused
+        (ECONNREFUSED) while live ones carry on. Reopening binds the same port."""
+        if on == self._refusing:
+            return
+        self._refusing = on
+        self._call(self._close_listener() if on else self._listen())
+
+    def heal(self) -> None:
+        """Back to a plain pass-through: no blackhole, no latency, no cap, accepting."""
+        self.blackhole(False)
+        self.set_latency(0)
+        self.set_bandwidth(None)
+        self.refuse(False)
+
+    # -- observation ---------------------------------------------------------------------
+
+    @property
+    def live(self) -> list[ProxyConnection]:
+        """The connections open right now."""
+        return [c for c in self.connections if c.open and c.closed_by is None]
+
+    @property
+    def accepted(self) -> int:
+        """How many connections were accepted so far."""
+        return len(self.connections)
+
+    @property
+    def bytes_forwarded(self) -> int:
+        return sum(c.bytes_up + c.bytes_down for c in self.connections)
+
+    def wait_for(self, predicate: Callable[[FaultProxy], bool], timeout: float) -> bool:
+        """Waits until ``predicate(self)`` holds (checked on every connection event and every
+        50 ms); returns whether it did within ``timeout``."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while True:
+                if predicate(self):
+                    return True
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._changed.wait(min(left, 0.05))
+
+    def wait_for_connections(self, n: int, timeout: float) -> bool:
+        """Waits until at least ``n`` connections were accepted in total."""
+        return self.wait_for(lambda p: p.accepted >= n, timeout)
+
+    def __repr__(self) -> str:
+        return (f"<FaultProxy 127.0.0.1:{self.port} -> {self.target[0]}:{self.target[1]} "
+                f"live={len(self._live)} accepted={self.accepted}>")
+
+
+# --------------------------------------------------------------------------- broker kill/restart
+
+
+def restartable_broker(**kwargs: Any) -> Any:
+    """A :class:`~magnetar.testing.Standalone` that survives :func:`kill9` + :func:`restart`:
+    fixed binary, HTTP and bookie ports (a bookie is known by its address, so its ledgers are
+    only readable again on the same port) and data kept in its directory. Pass any other
+    Standalone option; it is not started."""
+    from .standalone import Standalone
+
+    port, http_port, bk_port = free_ports(3)
+    kwargs.setdefault("port", port)
+    kwargs.setdefault("http_port", http_port)
+    kwargs.setdefault("bookkeeper_port", bk_port)
+    kwargs.setdefault("keep_data", True)
+    return Standalone(**kwargs)
+
+
+def kill9(broker: Any, timeout: float = 10.0) -> float:
+    """SIGKILLs the broker's process group (no shutdown hooks, no flush) and waits for it to
+    exit; returns the seconds it took."""
+    t0 = time.monotonic()
+    pid = broker.pid
+    if pid is None:
+        return 0.0
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    proc = getattr(broker, "_proc", None)
+    if proc is not None:
+        with contextlib.suppress(Exception):
+            proc.wait(timeout)
+    deadline = t0 + timeout
+    while broker.is_running() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if broker.is_running():
+        raise RuntimeError(f"broker pid {pid} survived SIGKILL for {timeout} s")
+    # Forget the dead process the way Standalone does after a stop, but keep the data.
+    broker._proc = None
+    broker.pid = None
+    with contextlib.suppress(Exception):
+        from .standalone import _LIVE
+
+        _LIVE.discard(broker)
+    _wait_port_free(broker.port, timeout)
+    return time.monotonic() - t0
+
+
+def _wait_port_free(port: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(("127.0.0.1", port))
+                return
+            except OSError:
+                time.sleep(0.1)
+
+
+def restart(broker: Any) -> float:
+    """Starts a killed broker again on the same ports and data; returns the start-up seconds."""
+    if broker.is_running():
+        raise RuntimeError("the broker is still running; kill9() it first")
+    broker.wipe_data = False
+    t0 = time.monotonic()
+    broker.start()
+    return time.monotonic() - t0

@@ -1,0 +1,309 @@
+"""The Python surface: validation, errors, MessageId, pickling, fork safety, Ctrl-C and
+asyncio cancellation."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import pickle
+import signal
+import socket
+import sys
+import threading
+import time
+
+import pytest
+
+import magnetar
+from magnetar import exceptions
+
+
+def test_exported_names_are_sorted_and_complete():
+    assert magnetar.__all__ == sorted(magnetar.__all__)
+    for name in magnetar.__all__:
+        assert hasattr(magnetar, name), name
+
+
+def test_every_engine_error_kind_maps_to_an_exception_class():
+    for name in magnetar._core._error_class_names():
+        cls = getattr(exceptions, name)
+        assert issubclass(cls, magnetar.PulsarError)
+    assert issubclass(magnetar.Timeout, TimeoutError)
+    assert issubclass(magnetar.ConnectError, ConnectionError)
+    assert issubclass(magnetar.InvalidConfiguration, ValueError)
+
+
+@pytest.mark.parametrize("url", ["", "http://x:1", "pulsar://", "pulsar://h:99999", "pulsar://a:1,,b:2"])
+def test_invalid_service_urls(url):
+    with pytest.raises(magnetar.InvalidConfiguration):
+        magnetar.Client(url)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"operation_timeout": 0},
+        {"operation_timeout": -1},
+        {"connect_timeout": "soon"},
+        {"keepalive_interval": float("nan")},
+        {"memory_limit": -1},
+    ],
+)
+def test_invalid_client_options(kwargs):
+    with pytest.raises(magnetar.InvalidConfiguration):
+        magnetar.Client("pulsar://127.0.0.1:6650", **kwargs)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"compression": "gzip"},
+        {"batch_max_messages": 0},
+        {"max_pending": 0},
+        {"send_timeout": -1},
+        {"access_mode": "mine"},
+        {"routing_mode": "random"},
+        {"hashing_scheme": "md5"},
+        {"name": ""},
+        {"properties": {"a": 1}},
+    ],
+)
+def test_invalid_producer_options_fail_before_connecting(client, topic, kwargs):
+    with pytest.raises(magnetar.InvalidConfiguration):
+        client.create_producer(topic, **kwargs)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"subscription_type": "fanout"},
+        {"initial_position": "middle"},
+        {"receiver_queue_size": 0},
+        {"ack_timeout": 0.5},
+        {"max_redeliver_count": 0},
+    ],
+)
+def test_invalid_consumer_options(client, topic, kwargs):
+    with pytest.raises(magnetar.InvalidConfiguration):
+        client.subscribe(topic, "s", **kwargs)
+
+
+@pytest.mark.parametrize("name", ["", "a b", "http://x/y/z", "persistent://t/ns/", "persistent://a/b/c/d", "a/b"])
+def test_invalid_topic_names(client, name):
+    with pytest.raises(magnetar.InvalidConfiguration):
+        client.create_producer(name)
+    with pytest.raises(magnetar.InvalidConfiguration):
+        client.subscribe(name, "s")
+
+
+def test_empty_subscription_name(client, topic):
+    with pytest.raises(magnetar.InvalidConfiguration):
+        client.subscribe(topic, "")
+
+
+def test_missing_namespace_fails_at_creation(client):
+    with pytest.raises(magnetar.PulsarError) as info:
+        client.create_producer("persistent://public/no-such-ns/t")
+    assert info.value.code is not None
+
+
+def test_use_after_close(client, topic):
+    producer = client.create_producer(topic)
+    consumer = client.subscribe(topic, "s")
+    producer.close()
+    with pytest.raises(magnetar.AlreadyClosed):
+        producer.send(b"x")
+    with pytest.raises(magnetar.AlreadyClosed):
+        producer.send_async(b"x").result(timeout=5)
+    consumer.close()
+    with pytest.raises(magnetar.AlreadyClosed):
+        consumer.receive(timeout=1)
+    with pytest.raises(magnetar.AlreadyClosed):
+        consumer.ack(magnetar.MessageId(1, 1))
+    client.close()
+    with pytest.raises(magnetar.AlreadyClosed):
+        client.create_producer(topic)
+    client.close()  # idempotent
+
+
+def test_client_close_closes_producers_and_consumers(service_url, topic):
+    client = magnetar.Client(service_url)
+    producer = client.create_producer(topic)
+    consumer = client.subscribe(topic, "s")
+    client.close()
+    with pytest.raises(magnetar.AlreadyClosed):
+        producer.send(b"x")
+    with pytest.raises(magnetar.AlreadyClosed):
+        consumer.receive(timeout=1)
+
+
+def test_connect_error_when_nothing_listens():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    client = magnetar.Client(f"pulsar://127.0.0.1:{port}", connect_timeout=1.0, operation_timeout=2.0)
+    t0 = time.monotonic()
+    with pytest.raises(magnetar.ConnectError):
+        client.create_producer("t")
+    assert time.monotonic() - t0 < 10
+    client.close()
+
+
+def test_message_too_large_without_chunking(client, topic):
+    producer = client.create_producer(topic, batching=False)
+    with pytest.raises(magnetar.MessageTooLarge):
+        producer.send(b"x" * (6 * 1024 * 1024))
+    assert producer.send(b"small")  # the producer is still usable
+
+
+def test_queue_full_without_blocking(client, topic):
+    producer = client.create_producer(topic, max_pending=1, block_if_full=False, batching=True, batch_max_delay=5.0)
+    first = producer.send_async(b"a")
+    second = producer.send_async(b"b")
+    with pytest.raises(magnetar.ProducerQueueFull):
+        second.result(timeout=5)
+    producer.flush()
+    assert first.result(timeout=5)
+
+
+def test_exclusive_producer_access(client, topic):
+    first = client.create_producer(topic, access_mode="exclusive")
+    with pytest.raises(magnetar.ProducerBusy):
+        client.create_producer(topic, access_mode="exclusive")
+    first.close()
+    client.create_producer(topic, access_mode="exclusive").close()
+
+
+def test_explicit_and_initial_sequence_ids(client, topic):
+    producer = client.create_producer(topic, batching=False, initial_sequence_id=100)
+    consumer = client.subscribe(topic, "s", initial_position="earliest")
+    producer.send(b"a")
+    producer.send(b"b", sequence_id=0)
+    got = [consumer.receive(timeout=10) for _ in range(2)]
+    assert [m.sequence_id for m in got] == [100, 0]
+    assert producer.last_sequence_id >= 100
+
+
+def test_delayed_delivery(client, topic):
+    producer = client.create_producer(topic)
+    consumer = client.subscribe(topic, "s", subscription_type="shared", initial_position="earliest")
+    t0 = time.monotonic()
+    producer.send(b"later", deliver_after=1.5)
+    producer.send(b"now")
+    assert consumer.receive(timeout=10).data == b"now"
+    late = consumer.receive(timeout=10)
+    assert late.data == b"later"
+    assert time.monotonic() - t0 >= 1.2
+
+
+def test_message_id_value_semantics():
+    a = magnetar.MessageId(1, 2)
+    b = magnetar.MessageId(1, 2, batch_index=3, batch_size=5)
+    assert a == magnetar.MessageId(1, 2) and hash(a) == hash(magnetar.MessageId(1, 2))
+    assert magnetar.MessageId.earliest < a < b < magnetar.MessageId.latest
+    assert magnetar.MessageId.deserialize(b.serialize()) == b
+    assert pickle.loads(pickle.dumps(b)) == b
+    assert pickle.loads(pickle.dumps(b)).batch_size == 5
+    assert str(a) == "1:2:-1:-1"
+    with pytest.raises(magnetar.InvalidConfiguration):
+        magnetar.MessageId.deserialize(b"\xff\xff\xff")
+    assert len({a, magnetar.MessageId(1, 2), b}) == 2
+
+
+def test_handles_refuse_to_pickle(client, topic):
+    producer = client.create_producer(topic)
+    for obj in (client, producer):
+        with pytest.raises(TypeError, match="cannot be pickled"):
+            pickle.dumps(obj)
+
+
+def test_payload_types(client, topic):
+    producer = client.create_producer(topic)
+    consumer = client.subscribe(topic, "s", initial_position="earliest")
+    for payload in (b"bytes", "text", bytearray(b"ba"), memoryview(b"mv")):
+        producer.send(payload)
+    assert [consumer.receive(timeout=10).data for _ in range(4)] == [b"bytes", b"text", b"ba", b"mv"]
+    with pytest.raises(TypeError):
+        producer.send(12345)  # type: ignore[arg-type]
+
+
+def test_fork_child_cannot_use_parent_client_but_can_make_its_own(service_url, topic):
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork on this platform")
+    parent = magnetar.Client(service_url)
+    parent.create_producer(topic).send(b"from parent")
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child
+        code = 0
+        try:
+            try:
+                parent.create_producer(topic)
+                code = 10
+            except magnetar.AlreadyClosed:
+                pass
+            child = magnetar.Client(service_url)
+            child.create_producer(topic).send(b"from child")
+            child.close()
+        except BaseException:
+            code = 20
+        os.write(w, bytes([code]))
+        os._exit(0)
+    os.close(w)
+    _, status = os.waitpid(pid, 0)
+    result = os.read(r, 1)
+    os.close(r)
+    assert result == b"\x00", f"child reported {result!r}"
+    consumer = parent.subscribe(topic, "s", initial_position="earliest")
+    assert sorted(consumer.receive(timeout=10).data for _ in range(2)) == [b"from child", b"from parent"]
+    parent.close()
+
+
+def test_blocking_receive_is_interrupted_by_ctrl_c(client, topic):
+    consumer = client.subscribe(topic, "s")
+    timer = threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        consumer.receive()
+    assert time.monotonic() - t0 < 5
+    # Nothing was lost: the consumer still works.
+    client.create_producer(topic).send(b"after")
+    assert consumer.receive(timeout=10).data == b"after"
+
+
+def test_cancelled_async_receive_loses_nothing(service_url, topic):
+    async def main() -> bytes:
+        async with magnetar.AsyncClient(service_url) as client:
+            consumer = await client.subscribe(topic, "s")
+            producer = await client.create_producer(topic)
+            waiter = asyncio.ensure_future(consumer.receive())
+            await asyncio.sleep(0.2)
+            waiter.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await waiter
+            await producer.send(b"after cancel")
+            msg = await consumer.receive(timeout=10)
+            return msg.data
+
+    assert asyncio.run(main()) == b"after cancel"
+
+
+def test_async_receive_timeout(service_url, topic):
+    async def main() -> None:
+        async with magnetar.AsyncClient(service_url) as client:
+            consumer = await client.subscribe(topic, "s")
+            with pytest.raises(magnetar.Timeout):
+                await consumer.receive(timeout=0.2)
+
+    asyncio.run(main())
+
+
+def test_logging_goes_to_the_magnetar_logger(service_url, topic, caplog):
+    import logging
+
+    caplog.set_level(logging.DEBUG, logger="magnetar")
+    client = magnetar.Client(service_url)
+    client.create_producer(topic)
+    client.close()
+    assert any(r.name.startswith("magnetar") for r in caplog.records)
