@@ -10,7 +10,7 @@ pulsar``) and with the Java client on the same topics (DESIGN.md, "Wire compatib
 * acknowledgements made by one client are respected by the other on a shared subscription;
 * serialized message ids are understood both ways;
 * a keyed message lands on the same partition as with the Java client (JavaStringHash by
-  default, Murmur3_32Hash when selected).
+  default, Murmur3_32Hash when selected), also when it carries an ordering key.
 
 The Java side is ``tests/interop/PulsarInterop.java``, compiled at test time with ``javac``
 against the jars of the broker distribution.
@@ -636,45 +636,86 @@ def partition_of_each_key(client: magnetar.Client, topic: str, n: int, keys: lis
     return where
 
 
-@pytest.mark.interop
-def test_key_routing_matches_java_client(broker, client, java, tmp_path):
-    """Keyed messages land on the partition the Java client picks, with its default
-    JavaStringHash and with Murmur3_32Hash: magnetar's hash function and a real magnetar
-    producer both agree with the Java client on every key."""
-    n = 7  # not a power of two, so the hash's high bits and the sign mask matter
-    keys = routing_keys()
-    keys_file = tmp_path / "keys.txt"
-    keys_file.write_text("".join(k.encode().hex() + "\n" for k in keys))
-    schemes = ("java_string", "murmur3")
-    java_topics = {s: fresh_topic() for s in schemes}
-    magnetar_topics = {s: fresh_topic() for s in schemes}
-    for t in (*java_topics.values(), *magnetar_topics.values()):
-        broker.create_partitioned_topic(t, n)
+def ordering_key_for(key: str) -> str:
+    """The ordering key PulsarInterop.java gives a keyed message in "+ordering_key" mode."""
+    return "ok:" + key[::-1]
 
-    out = java("produce", broker.service_url, str(keys_file), *[f"{s}={t}" for s, t in java_topics.items()])
-    java_receipts: dict[str, dict[str, int]] = defaultdict(dict)
+
+ROUTING_PARTITIONS = 7  # not a power of two, so the hash's high bits and the sign mask matter
+# (hashing scheme, whether each message also carries an unrelated ordering key)
+ROUTING_VARIANTS = [("java_string", False), ("murmur3", False), ("java_string", True)]
+
+
+@pytest.fixture(scope="module")
+def java_routing(broker: Any, service_url: str, java: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[Any, dict[str, int]]:
+    """The partition the Java client sends each routing key to, per variant: one JVM run sends
+    the keys to a partitioned topic per variant with default settings, then every partition is
+    read on its own."""
+    n, keys = ROUTING_PARTITIONS, routing_keys()
+    keys_file = tmp_path_factory.mktemp("routing") / "keys.txt"
+    keys_file.write_text("".join(k.encode().hex() + "\n" for k in keys))
+    topics = {v: fresh_topic() for v in ROUTING_VARIANTS}
+    for t in topics.values():
+        broker.create_partitioned_topic(t, n)
+    out = java("produce", service_url, str(keys_file),
+               *[f"{s}{'+ordering_key' if ok else ''}={t}" for (s, ok), t in topics.items()])
+    receipts: dict[str, dict[str, int]] = defaultdict(dict)
     for line in out:
         if line.startswith("SENT "):
             _, t, key_hex, partition = line.split(" ")
-            java_receipts[t][bytes.fromhex(key_hex).decode()] = int(partition)
+            receipts[t][bytes.fromhex(key_hex).decode()] = int(partition)
+    result = {}
+    with magnetar.Client(service_url, operation_timeout=20.0) as c:
+        for v, t in topics.items():
+            result[v] = where = partition_of_each_key(c, t, n, keys)
+            # the test's own sanity: the Java client's receipts agree with where the messages sit
+            assert where == receipts[t], v
+            assert len(set(where.values())) == n, v
+    return result
 
-    for scheme in schemes:
-        with client.create_producer(magnetar_topics[scheme], hashing_scheme=scheme) as p:
-            futures = [p.send_async(k.encode(), key=k) for k in keys]
-            p.flush()
-            for f in futures:
-                f.result(timeout=30)
 
-    for scheme in schemes:
-        java_where = partition_of_each_key(client, java_topics[scheme], n, keys)
-        # the test's own sanity: the Java client's receipts agree with where the messages sit
-        assert java_where == java_receipts[java_topics[scheme]]
-        hashed = {k: _core._key_hash(k, scheme) % n for k in keys}
-        wrong = [(k, java_where[k], hashed[k]) for k in keys if hashed[k] != java_where[k]]
-        assert not wrong, (f"{scheme}: magnetar's hash picks another partition than the Java client for "
-                           f"{len(wrong)} of {len(keys)} keys, (key, java, magnetar): {wrong[:10]}")
-        magnetar_where = partition_of_each_key(client, magnetar_topics[scheme], n, keys)
-        wrong = [(k, java_where[k], magnetar_where[k]) for k in keys if magnetar_where[k] != java_where[k]]
-        assert not wrong, (f"{scheme}: a magnetar producer routes {len(wrong)} of {len(keys)} keys elsewhere than "
-                           f"the Java client, (key, java, magnetar): {wrong[:10]}")
-        assert len(set(java_where.values())) == n
+def magnetar_routing(client: magnetar.Client, broker: Any, scheme: str, with_ordering_key: bool) -> dict[str, int]:
+    """Where a magnetar producer with default settings (and ``hashing_scheme``) sends each key."""
+    n, keys = ROUTING_PARTITIONS, routing_keys()
+    topic = fresh_topic()
+    broker.create_partitioned_topic(topic, n)
+    with client.create_producer(topic, hashing_scheme=scheme) as p:
+        futures = [p.send_async(k.encode(), key=k, ordering_key=ordering_key_for(k) if with_ordering_key else None)
+                   for k in keys]
+        p.flush()
+        for f in futures:
+            f.result(timeout=30)
+    return partition_of_each_key(client, topic, n, keys)
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize("scheme", ["java_string", "murmur3"])
+def test_key_routing_matches_java_client(broker, client, java_routing, scheme):
+    """Keyed messages land on the partition the Java client picks, with its default
+    JavaStringHash and with Murmur3_32Hash: magnetar's hash function and a real magnetar
+    producer both agree with the Java client on every key."""
+    n, keys = ROUTING_PARTITIONS, routing_keys()
+    java_where = java_routing[(scheme, False)]
+    hashed = {k: _core._key_hash(k, scheme) % n for k in keys}
+    wrong = [(k, java_where[k], hashed[k]) for k in keys if hashed[k] != java_where[k]]
+    assert not wrong, (f"magnetar._core._key_hash(key, {scheme!r}) % {n} differs from the Java client's partition "
+                       f"for {len(wrong)} of {len(keys)} keys, (key, java, magnetar): {wrong[:5]}")
+    where = magnetar_routing(client, broker, scheme, False)
+    wrong = [(k, java_where[k], where[k]) for k in keys if where[k] != java_where[k]]
+    assert not wrong, (f"a magnetar producer routes {len(wrong)} of {len(keys)} keys to another partition than "
+                       f"the Java client, (key, java, magnetar): {wrong[:5]}")
+
+
+@pytest.mark.interop
+def test_key_routing_with_ordering_key_matches_java_client(broker, client, java_routing):
+    """The Java client routes by the key alone: a message that also carries an ordering key
+    lands on its key's partition. A magnetar producer must do the same, or the same key sent
+    by the two clients ends up on different partitions."""
+    keys = routing_keys()
+    java_where = java_routing[("java_string", True)]
+    assert java_where == java_routing[("java_string", False)], "the Java client ignores ordering keys when routing"
+    where = magnetar_routing(client, broker, "java_string", True)
+    wrong = [(k, ordering_key_for(k), java_where[k], where[k]) for k in keys if where[k] != java_where[k]]
+    assert not wrong, (f"with an ordering key on every message, a magnetar producer routes {len(wrong)} of "
+                       f"{len(keys)} keys to another partition than the Java client, "
+                       f"(key, ordering key, java, magnetar): {wrong[:5]}")

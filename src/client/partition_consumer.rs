@@ -142,6 +142,8 @@ pub(crate) async fn create(
         dlq: None,
         closing: None,
         not_before_ms: None,
+        chunks: HashMap::new(),
+        chunk_entries: HashMap::new(),
     };
     actor.attach().await?;
     tokio::spawn(actor.run());
@@ -181,7 +183,25 @@ struct Actor {
     closing: Option<(oneshot::Sender<Result<()>>, bool)>,
     /// Readers positioned by time skip what was published before this (ms since the epoch).
     not_before_ms: Option<u64>,
+    /// Chunked messages being reassembled, by uuid.
+    chunks: HashMap<String, Chunked>,
+    /// Entries of delivered chunked messages, keyed by the last chunk: acking it acks all.
+    chunk_entries: HashMap<EntryKey, Vec<MessageIdData>>,
 }
+
+/// A chunked message whose chunks are still arriving.
+struct Chunked {
+    next: i32,
+    data: bytes::BytesMut,
+    entries: Vec<MessageIdData>,
+    started: Instant,
+}
+
+/// Largest chunked message reassembled (uncompressed).
+const MAX_CHUNKED_MESSAGE_SIZE: usize = 1 << 30;
+
+/// Chunked messages reassembled at once; the oldest is dropped beyond this.
+const MAX_PENDING_CHUNKED: usize = 100;
 
 impl Actor {
     async fn run(mut self) {
@@ -273,6 +293,10 @@ impl Actor {
     fn ack(&mut self, id: MessageId, cumulative: bool) {
         let key = (id.ledger_id, id.entry_id);
         self.unacked.remove(&key);
+        if let Some(entries) = self.chunk_entries.remove(&key) {
+            // The earlier chunks are separate entries; the last one is acked below.
+            self.individual_acks.extend(entries.into_iter().filter(|e| (e.ledger_id as i64, e.entry_id as i64) != key));
+        }
         if cumulative {
             let mut target = id.clone();
             let inner_of_batch = id.batch_index >= 0 && id.batch_size > 0 && id.batch_index < id.batch_size - 1;
@@ -412,6 +436,7 @@ impl Actor {
     }
 
     fn epoch_bump(&mut self) {
+        self.chunks.clear();
         self.shared.epoch.fetch_add(1, Ordering::AcqRel);
         self.shared.dequeued.store(0, Ordering::Release);
         self.inbox.drop_origin(self.shared.index);
@@ -468,10 +493,21 @@ impl Actor {
         if payload.corruption.is_some() {
             return self.discard(&id_data, ValidationError::ChecksumMismatch, 1);
         }
+        let mut payload = payload;
+        if payload.metadata.num_chunks_from_msg.unwrap_or(0) > 1 {
+            match self.on_chunk(&id_data, &payload.metadata, std::mem::take(&mut payload.data)) {
+                Some(whole) => payload.data = whole,
+                None => return,
+            }
+        }
         let meta = Arc::new(payload.metadata);
         let count = meta.num_messages_in_batch.unwrap_or(1).max(1) as u32;
         let codec = CompressionType::try_from(meta.compression.unwrap_or(0)).unwrap_or(CompressionType::None);
-        let limit = self.conn.as_ref().map_or(crate::protocol::frame::DEFAULT_MAX_MESSAGE_SIZE, |c| c.max_message_size()) * 2;
+        // The declared size comes from the peer: bound what it can make us allocate. Chunked
+        // messages legitimately exceed the frame limit.
+        let limit = if meta.num_chunks_from_msg.unwrap_or(0) > 1 { MAX_CHUNKED_MESSAGE_SIZE } else {
+            self.conn.as_ref().map_or(crate::protocol::frame::DEFAULT_MAX_MESSAGE_SIZE, |c| c.max_message_size()) * 2
+        };
         let data = match compression::decompress(codec, payload.data, meta.uncompressed_size.unwrap_or(0) as usize, limit) {
             Ok(d) => d,
             Err(_) => return self.discard(&id_data, ValidationError::DecompressionError, count),
@@ -530,6 +566,54 @@ impl Actor {
             self.shared.return_permits(skipped);
         }
         self.inbox.push_many(out);
+    }
+
+    /// Adds one chunk; returns the whole (still compressed) payload once the last arrives.
+    fn on_chunk(&mut self, id: &MessageIdData, meta: &crate::protocol::pb::MessageMetadata, data: bytes::Bytes) -> Option<bytes::Bytes> {
+        let uuid = meta.uuid.clone().unwrap_or_default();
+        let chunk_id = meta.chunk_id.unwrap_or(0);
+        let total_chunks = meta.num_chunks_from_msg.unwrap_or(0);
+        let total_size = meta.total_chunk_msg_size.unwrap_or(0).max(0) as usize;
+        let entry = MessageIdData { ledger_id: id.ledger_id, entry_id: id.entry_id, ..Default::default() };
+        if chunk_id == 0 {
+            if self.chunks.len() >= MAX_PENDING_CHUNKED {
+                if let Some(oldest) = self.chunks.iter().min_by_key(|(_, c)| c.started).map(|(k, _)| k.clone()) {
+                    log::warn!("{}: too many incomplete chunked messages; dropping {oldest}", self.shared.topic);
+                    self.chunks.remove(&oldest);
+                }
+            }
+            let limit = self.conn.as_ref().map_or(crate::protocol::frame::DEFAULT_MAX_MESSAGE_SIZE, |c| c.max_message_size());
+            self.chunks.insert(
+                uuid.clone(),
+                Chunked {
+                    next: 0,
+                    data: bytes::BytesMut::with_capacity(total_size.min(limit.saturating_mul(64))),
+                    entries: Vec::new(),
+                    started: Instant::now(),
+                },
+            );
+        }
+        let Some(ctx) = self.chunks.get_mut(&uuid) else {
+            // A chunk without its beginning (e.g. after a seek): nothing to assemble.
+            self.shared.return_permits(1);
+            return None;
+        };
+        if chunk_id != ctx.next {
+            log::warn!("{}: chunk {chunk_id} of {uuid} out of order (expected {}); dropping it", self.shared.topic, ctx.next);
+            self.chunks.remove(&uuid);
+            self.shared.return_permits(1);
+            return None;
+        }
+        ctx.next += 1;
+        ctx.data.extend_from_slice(&data);
+        ctx.entries.push(entry);
+        if chunk_id + 1 < total_chunks {
+            self.shared.return_permits(1);
+            return None;
+        }
+        let ctx = self.chunks.remove(&uuid).expect("present");
+        self.chunk_entries.insert((id.ledger_id as i64, id.entry_id as i64), ctx.entries);
+        Some(ctx.data.freeze())
     }
 
     /// Readers skip what precedes their start position inside the first entry.

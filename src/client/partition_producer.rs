@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use tokio::sync::{mpsc, oneshot, Semaphore};
+use prost::Message as _;
 use tokio::time::Instant;
 
 use super::batch::{OpenBatch, TakenBatch};
@@ -201,7 +202,7 @@ impl Actor {
         }
         let seq = msg.sequence_id.unwrap_or(self.next_seq);
         self.next_seq = self.next_seq.max(seq + 1);
-        if self.opts.batching && msg.deliver_at.is_none() {
+        if self.opts.batching && msg.deliver_at.is_none() && msg.payload.len() <= self.opts.batch_max_bytes {
             if self.batch.would_overflow(&msg, self.opts.batch_max_messages, self.opts.batch_max_bytes) {
                 self.flush_batch();
             }
@@ -248,6 +249,10 @@ impl Actor {
                 return;
             }
         };
+        let max = self.state.max_message_size.load(Ordering::Relaxed);
+        if self.opts.chunking && payload.len() > max {
+            return self.send_chunks(meta, &payload, seq, done, bytes, max);
+        }
         let cmd = commands::send(self.producer_id, seq, 1);
         let mut buf = BytesMut::new();
         frame::encode_payload_command(&cmd, &meta, &payload, &mut buf);
@@ -260,6 +265,42 @@ impl Actor {
             sent_at: Instant::now(),
             bytes,
         });
+    }
+
+    /// Splits a (compressed) payload larger than the broker's limit into chunks that share the
+    /// sequence id and a uuid; consumers reassemble them. Only the last chunk's receipt
+    /// completes the send.
+    fn send_chunks(&mut self, meta: MessageMetadata, payload: &[u8], seq: u64, done: SendCallback, bytes: usize, max: usize) {
+        // Leave room for the metadata, as the broker's limit covers the whole entry.
+        let chunk_size = max.saturating_sub(meta.encoded_len() + 64).max(1024);
+        let total = payload.len();
+        let count = total.div_ceil(chunk_size);
+        let uuid = format!("{}-{}", meta.producer_name, seq);
+        let mut done = Some(done);
+        for i in 0..count {
+            let mut m = meta.clone();
+            m.uuid = Some(uuid.clone());
+            m.num_chunks_from_msg = Some(count as i32);
+            m.total_chunk_msg_size = Some(total as i32);
+            m.chunk_id = Some(i as i32);
+            let mut cmd = commands::send(self.producer_id, seq, 1);
+            if let Some(s) = cmd.send.as_mut() {
+                s.is_chunk = Some(true);
+            }
+            let mut buf = BytesMut::new();
+            let part = &payload[i * chunk_size..((i + 1) * chunk_size).min(total)];
+            frame::encode_payload_command(&cmd, &m, part, &mut buf);
+            let last = i + 1 == count;
+            self.dispatch(InFlight {
+                sequence_id: seq,
+                highest_sequence_id: seq,
+                frame: buf.freeze(),
+                callbacks: if last { done.take().into_iter().collect() } else { Vec::new() },
+                batched: false,
+                sent_at: Instant::now(),
+                bytes: if last { bytes } else { 0 },
+            });
+        }
     }
 
     fn flush_batch(&mut self) {

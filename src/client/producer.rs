@@ -185,9 +185,10 @@ impl Producer {
         let router = self.inner.router.read().expect("router lock").clone();
         let i = if let Some(route) = router {
             route(msg, n) % n
-        } else if let Some(key) = msg.ordering_key.as_deref().map(String::from_utf8_lossy).or(msg.key.as_deref().map(Into::into)) {
+        } else if let Some(key) = msg.key.as_deref() {
+            // Like the Java routers: only the partition key routes; an ordering key does not.
             let h = match self.inner.opts.hashing_scheme {
-                HashingScheme::JavaString => hash::java_string_hash(&key),
+                HashingScheme::JavaString => hash::java_string_hash(key),
                 HashingScheme::Murmur3 => hash::murmur3_32_hash(key.as_bytes()),
             };
             h as usize % n

@@ -7,7 +7,8 @@
 //       Sends one message per key of <keysFile> (one key per line, hex of its UTF-8 bytes) to
 //       each partitioned <topic> with the Java client's default settings and router, hashing
 //       keys with <scheme> ("java_string" -> HashingScheme.JavaStringHash, the default, or
-//       "murmur3" -> HashingScheme.Murmur3_32Hash). The payload is the key's UTF-8 bytes.
+//       "murmur3" -> HashingScheme.Murmur3_32Hash; a "+ordering_key" suffix also gives each
+//       message the ordering key "ok:" + the key reversed). The payload is the key's UTF-8 bytes.
 //       Prints "SENT <topic> <keyHex> <partitionIndexOfTheReceipt>" per message.
 //
 //   consume <serviceUrl> <topic>=<count> [<topic>=<count> ...]
@@ -68,7 +69,8 @@ public final class PulsarInterop {
         }
         for (int i = 3; i < args.length; i++) {
             String[] st = args[i].split("=", 2);
-            HashingScheme scheme = switch (st[0]) {
+            boolean withOrderingKey = st[0].endsWith("+ordering_key");
+            HashingScheme scheme = switch (st[0].replace("+ordering_key", "")) {
                 case "java_string" -> HashingScheme.JavaStringHash;
                 case "murmur3" -> HashingScheme.Murmur3_32Hash;
                 default -> throw new IllegalArgumentException("unknown hashing scheme " + st[0]);
@@ -79,7 +81,11 @@ public final class PulsarInterop {
             try (Producer<byte[]> producer = client.newProducer().topic(topic).hashingScheme(scheme).create()) {
                 List<CompletableFuture<MessageId>> receipts = new ArrayList<>();
                 for (String key : keys) {
-                    receipts.add(producer.newMessage().key(key).value(key.getBytes(StandardCharsets.UTF_8)).sendAsync());
+                    var builder = producer.newMessage().key(key).value(key.getBytes(StandardCharsets.UTF_8));
+                    if (withOrderingKey) {
+                        builder = builder.orderingKey(orderingKeyFor(key));
+                    }
+                    receipts.add(builder.sendAsync());
                 }
                 producer.flush();
                 for (int k = 0; k < keys.size(); k++) {
@@ -89,6 +95,11 @@ public final class PulsarInterop {
                 }
             }
         }
+    }
+
+    /** The ordering key sent along with a key when asked: "ok:" and the key reversed. */
+    static byte[] orderingKeyFor(String key) {
+        return ("ok:" + new StringBuilder(key).reverse()).getBytes(StandardCharsets.UTF_8);
     }
 
     private static void consume(PulsarClient client, String[] args) throws Exception {

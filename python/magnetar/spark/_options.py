@@ -342,8 +342,9 @@ class SourceOptions:
 
     # -- checks per use ---------------------------------------------------------------------
 
-    def check_read(self, streaming: bool) -> None:
-        """Raises unless the options describe a read (called when Spark plans one)."""
+    def check_read(self, streaming: bool | None) -> None:
+        """Raises unless the options describe a read: a batch read (``streaming`` False), a
+        streaming read (True), or either (None)."""
         given = [n for n, v in (("topic", self.topic), ("topics", self.topics), ("topicsPattern", self.topics_pattern)) if v]
         if not given:
             raise _err("topic", "a read needs one of 'topic', 'topics' or 'topicsPattern'")
@@ -351,7 +352,11 @@ class SourceOptions:
             raise _err(given[1], f"give only one of 'topic', 'topics', 'topicsPattern' (got {', '.join(given)})")
         if self.topics_pattern and not self.admin_url:
             raise _err("topicsPattern", "needs 'admin_url' (topics are listed with the admin REST API)")
-        if streaming:
+        if streaming is None:
+            for name, spec in (("startingOffsets", self.starting_offsets), ("endingOffsets", self.ending_offsets)):
+                if isinstance(spec, dict):
+                    self._check_offset_topics(name, spec)
+        elif streaming:
             if self.ending_offsets is not None:
                 raise _err("endingOffsets", "only for batch reads")
             if self.ending_time is not None:

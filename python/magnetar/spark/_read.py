@@ -82,6 +82,14 @@ def _pattern_topics(opts: SourceOptions) -> list[str]:
     return sorted(t for t in names if regex.fullmatch(t))
 
 
+def check_topics_exist(opts: SourceOptions) -> None:
+    """Raises unless every named topic exists (needs ``admin_url``)."""
+    option = "topic" if opts.topic else "topics"
+    for t in opts.read_topics():
+        if not _topic_exists(opts, t):
+            raise InvalidConfiguration(f"pulsar data source: option '{option}': topic {t!r} does not exist")
+
+
 def resolve_partitions(client: Client, opts: SourceOptions, *, check_exists: bool = True) -> list[PartitionRef]:
     """Every topic partition to read, in a stable order."""
     if opts.topics_pattern:
@@ -89,10 +97,7 @@ def resolve_partitions(client: Client, opts: SourceOptions, *, check_exists: boo
     else:
         topics = opts.read_topics()
         if check_exists and opts.admin_url:
-            option = "topic" if opts.topic else "topics"
-            for t in topics:
-                if not _topic_exists(opts, t):
-                    raise InvalidConfiguration(f"pulsar data source: option '{option}': topic {t!r} does not exist")
+            check_topics_exist(opts)
     refs = []
     for t in topics:
         try:
@@ -125,7 +130,7 @@ def predecessor(mid: MessageId) -> MessageId:
 
 def first_id_at(client: Client, ref: PartitionRef, at_ms: int, timeout: float) -> MessageId | None:
     """The id of the first message published at or after ``at_ms`` (None: there is none yet)."""
-    reader = client.create_reader(ref.name, start=at_ms, receiver_queue_size=1)
+    reader = client.create_reader(ref.name, start=at_ms if at_ms > 0 else MessageId.earliest, receiver_queue_size=1)
     try:
         if not reader.has_message_available():
             return None

@@ -128,6 +128,15 @@ class PulsarDataSource(DataSource):
         return "pulsar"
 
     def schema(self) -> StructType:
+        # Called by spark.read/readStream ... load(): check what can be checked before a
+        # batch or a stream is chosen, so bad options fail at load() (and, with admin_url,
+        # a topic that does not exist).
+        opts = self.pulsar_options
+        opts.check_read(streaming=None)
+        if opts.admin_url and not opts.topics_pattern:
+            from ._read import check_topics_exist
+
+            check_topics_exist(opts)
         return READ_SCHEMA
 
     def reader(self, schema: StructType) -> "PulsarBatchReader":
@@ -198,6 +207,11 @@ class PulsarBatchReader(DataSourceReader):
                     end = predecessor(first)
             if id_key(end) <= id_key(start):
                 continue
+            if opts.max_entries_per_split and start.ledger_id < 0:  # to split, know where it starts
+                first = first_id_at(client, ref, 0, timeout)
+                if first is None:
+                    continue
+                start = predecessor(first)
             splits.extend(split_range(ref, start, end, opts.max_entries_per_split))
         return splits
 
@@ -422,6 +436,10 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 s = EARLIEST
             if id_key(e) <= id_key(s):
                 continue
+            if self.opts.max_entries_per_split and s.ledger_id < 0:
+                first = first_id_at(self.client, ref, 0, self.opts.poll_timeout_ms / 1000.0)
+                if first is not None:
+                    s = predecessor(first)
             splits.extend(split_range(ref, s, e, self.opts.max_entries_per_split))
         return splits
 

@@ -1,0 +1,650 @@
+"""Fault injection against a real broker: dropped connections, topic unloads, broker kill -9 and
+restart, half-open connections, multi-host failover, timeouts.
+
+Every client connection goes through a :class:`~magnetar.testing.faults.FaultProxy`. The
+module's broker advertises the proxy (``proxied_broker_conf``), and a standalone broker also
+tells clients to stay on their service-URL connection (a loopback advertised address sets
+``proxy_through_service_url``), so lookups never lead a client around the proxy;
+``test_topic_traffic_goes_through_the_proxy`` checks it.
+
+Payloads are the message's index, so a reader draining the topic from the earliest position
+can classify every message: lost (acked, not stored), duplicated, out of order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+import magnetar
+from magnetar.testing.faults import (
+    FaultProxy,
+    free_port,
+    kill9,
+    proxied_broker_conf,
+    restart,
+    restartable_broker,
+)
+
+DEDUP_NS = "public/dedup"
+PLAIN_NS = "public/default"
+
+pytestmark = pytest.mark.timeout(180)
+
+
+# --------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(autouse=True)
+def _engine_logs() -> Iterator[None]:
+    """Reconnects and faults are logged at INFO: keep them in the captured log of a failure."""
+    logger = logging.getLogger("magnetar")
+    old = logger.level
+    logger.setLevel(logging.INFO)
+    yield
+    logger.setLevel(old)
+
+
+@pytest.fixture(scope="module")
+def proxy_port() -> int:
+    return free_port()
+
+
+@pytest.fixture(scope="module")
+def rbroker(proxy_port: int) -> Iterator[Any]:
+    """A broker of this module only: fixed ports and kept data (it is killed and restarted),
+    advertising the proxy's port."""
+    broker = restartable_broker(extra_conf=proxied_broker_conf(proxy_port), keep_data=False)
+    with broker:
+        broker.create_namespace(DEDUP_NS)
+        broker.set_deduplication(DEDUP_NS, True)
+        yield broker
+
+
+@pytest.fixture
+def proxy(rbroker: Any, proxy_port: int) -> Iterator[FaultProxy]:
+    with FaultProxy(rbroker.port, listen_port=proxy_port, max_lifetime=300) as p:
+        yield p
+
+
+@pytest.fixture
+def clients() -> Iterator[Callable[..., magnetar.Client]]:
+    """Makes clients and closes them all at the end (each close bounded)."""
+    made: list[magnetar.Client] = []
+
+    def make(url: str, **kw: Any) -> magnetar.Client:
+        kw.setdefault("operation_timeout", 10.0)
+        kw.setdefault("connect_timeout", 5.0)
+        kw.setdefault("max_backoff", 1.0)
+        c = magnetar.Client(url, **kw)
+        made.append(c)
+        return c
+
+    yield make
+    for c in made:
+        bounded(c.close, 30, "client.close()")
+
+
+def index(data: bytes) -> int:
+    """The message index at the front of a payload (``b"17"`` or ``b"17......"``)."""
+    return int(data.split(b".", 1)[0])
+
+
+def new_topic(ns: str = PLAIN_NS, prefix: str = "r") -> str:
+    return f"persistent://{ns}/{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def bounded(fn: Callable[[], Any], timeout: float, what: str) -> Any:
+    """Runs ``fn`` in a thread; fails the test (instead of hanging it) after ``timeout`` s."""
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 - handed back to the caller
+            box["error"] = e
+
+    t = threading.Thread(target=run, daemon=True, name=f"bounded {what}")
+    t.start()
+    t.join(timeout)
+    if t.is_alive():
+        pytest.fail(f"{what} did not return within {timeout} s (hang)")
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
+
+
+@contextlib.contextmanager
+def every(period: float, action: Callable[[], Any], first: float | None = None) -> Iterator[list[Any]]:
+    """Runs ``action`` every ``period`` s in a thread while the block runs; yields the list of
+    its results."""
+    results: list[Any] = []
+    stop = threading.Event()
+
+    def loop() -> None:
+        if stop.wait(period if first is None else first):
+            return
+        while True:
+            results.append(action())
+            if stop.wait(period):
+                return
+
+    t = threading.Thread(target=loop, daemon=True, name="chaos")
+    t.start()
+    try:
+        yield results
+    finally:
+        stop.set()
+        t.join(30)
+
+
+def paced_send(producer: magnetar.Producer, n: int, seconds: float, start: int = 0) -> list[Any]:
+    """``send_async`` of payloads ``start..start+n-1`` spread over about ``seconds``."""
+    futures = []
+    step = 100
+    pause = seconds / max(1, n // step)
+    for i in range(start, start + n):
+        futures.append(producer.send_async(str(i).encode()))
+        if i % step == step - 1:
+            time.sleep(pause)
+    return futures
+
+
+def outcomes(futures: list[Any], timeout: float) -> tuple[list[int], dict[str, int]]:
+    """Indexes of futures that succeeded, and a count of failures by exception class."""
+    ok: list[int] = []
+    failed: dict[str, int] = {}
+    deadline = time.monotonic() + timeout
+    for i, f in enumerate(futures):
+        try:
+            f.result(timeout=max(0.01, deadline - time.monotonic()))
+            ok.append(i)
+        except Exception as e:  # noqa: BLE001 - classified
+            failed[type(e).__name__] = failed.get(type(e).__name__, 0) + 1
+    return ok, failed
+
+
+def drain(client: magnetar.Client, topic: str, idle: float = 3.0, limit: float = 60.0) -> list[int]:
+    """Every payload stored in ``topic``, in order, read by a fresh subscription from the earliest."""
+    consumer = client.subscribe(topic, f"drain-{uuid.uuid4().hex[:6]}", initial_position="earliest",
+                                receiver_queue_size=2000)
+    values: list[int] = []
+    deadline = time.monotonic() + limit
+    last = time.monotonic()
+    while time.monotonic() < deadline and time.monotonic() - last < idle:
+        msgs = consumer.receive_many(2000, timeout=0.5)
+        if msgs:
+            last = time.monotonic()
+            values.extend(index(m.data) for m in msgs)
+    consumer.close()
+    return values
+
+
+def classify(values: list[int], expected: range) -> dict[str, int]:
+    seen = set(values)
+    return {
+        "received": len(values),
+        "lost": len(set(expected) - seen),
+        "duplicated": len(values) - len(seen),
+        "unexpected": len(seen - set(expected)),
+        "reordered": sum(1 for a, b in zip(values, values[1:]) if b < a),
+    }
+
+
+def gaps(values: list[int], first: int = 0) -> list[tuple[int, int]]:
+    """Forward jumps of more than one in a delivery sequence: messages skipped. (Going back is
+    a redelivery and allowed.)"""
+    out = []
+    top = first - 1
+    for v in values:
+        if v > top + 1:
+            out.append((top, v))
+        top = max(top, v)
+    return out
+
+
+class Receiver:
+    """Receives (and acks) on a thread, recording payloads in arrival order."""
+
+    def __init__(self, consumer: magnetar.Consumer, ack: bool = True) -> None:
+        self.consumer = consumer
+        self.ack = ack
+        self.values: list[int] = []
+        self.errors: list[BaseException] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="receiver")
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                msgs = self.consumer.receive_many(500, timeout=0.2)
+            except magnetar.AlreadyClosed:
+                return
+            except Exception as e:  # noqa: BLE001 - recorded and asserted on
+                self.errors.append(e)
+                time.sleep(0.1)
+                continue
+            for m in msgs:
+                self.values.append(index(m.data))
+                if self.ack:
+                    self.consumer.ack(m)
+
+    def wait_for(self, expected: set[int], timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if expected <= set(self.values):
+                return True
+            time.sleep(0.1)
+        return False
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+
+def backlog(broker: Any, topic: str, sub: str) -> int:
+    return int(broker.topic_stats(topic)["subscriptions"][sub]["msgBacklog"])
+
+
+def wait_until(pred: Callable[[], bool], timeout: float, period: float = 0.2) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(period)
+    return pred()
+
+
+# --------------------------------------------------------------------------- the proxy itself
+
+
+def test_topic_traffic_goes_through_the_proxy(rbroker: Any, proxy: FaultProxy, clients: Any) -> None:
+    """The lookup pitfall: producers and consumers must end up on a proxied connection."""
+    lookup = rbroker.request("GET", "/lookup/v2/topic/persistent/public/default/some-topic")
+    assert lookup["brokerUrl"] == proxy.service_url  # the broker advertises the proxy
+    topic = new_topic()
+    client = clients(proxy.service_url)
+    producer = client.create_producer(topic)
+    consumer = client.subscribe(topic, "s", initial_position="earliest")
+    producer.send(b"1")
+    assert consumer.receive(timeout=10).data == b"1"
+    stats = rbroker.topic_stats(topic)
+    via_proxy = {c.upstream_port for c in proxy.connections}
+    ports = [int(p["address"].rsplit(":", 1)[1]) for p in stats["publishers"]]
+    ports += [int(c["address"].rsplit(":", 1)[1]) for c in stats["subscriptions"]["s"]["consumers"]]
+    assert ports and set(ports) <= via_proxy, (ports, proxy.connections)
+    assert proxy.bytes_forwarded > 0
+
+
+def test_latency_and_bandwidth_limits_slow_but_lose_nothing(rbroker: Any, proxy: FaultProxy, clients: Any) -> None:
+    topic = new_topic()
+    client = clients(proxy.service_url)
+    producer = client.create_producer(topic)
+    consumer = client.subscribe(topic, "s", initial_position="earliest")
+    proxy.set_latency(0.2)
+    proxy.set_bandwidth(256 * 1024)
+    t0 = time.monotonic()
+    producer.send(b"0")
+    assert time.monotonic() - t0 >= 0.35  # a round trip through 200 ms each way
+    futures = [producer.send_async(str(i).encode() + b"." * 1000) for i in range(1, 501)]
+    ok, failed = outcomes(futures, 60)
+    assert len(ok) == 500 and not failed
+    got = []
+    while len(got) < 501:
+        got.append(int(consumer.receive(timeout=20).data.split(b".")[0]))
+    assert got == list(range(501))
+
+
+# --------------------------------------------------------------------------- dropped connections
+
+
+@pytest.mark.parametrize(
+    ("dedup", "how"),
+    [(True, "rst"), (True, "fin"), (False, "rst")],
+    ids=["dedup-rst", "dedup-fin", "nodedup-rst"],
+)
+def test_producer_survives_dropped_connections(rbroker: Any, proxy: FaultProxy, clients: Any,
+                                               dedup: bool, how: str) -> None:
+    """20k send_async while the proxy drops every connection every 0.7 s: every future succeeds
+    and nothing is lost; with deduplication the topic holds each message exactly once, in order."""
+    n = 20_000
+    topic = new_topic(DEDUP_NS if dedup else PLAIN_NS, "drop")
+    client = clients(proxy.service_url)
+    producer = client.create_producer(topic, name=f"p-{uuid.uuid4().hex[:8]}")
+    with every(0.7, lambda: proxy.drop_connections(how)) as drops:
+        futures = paced_send(producer, n, seconds=5.0)
+        ok, failed = outcomes(futures, 60)
+    assert sum(1 for d in drops if d) >= 4, f"too few faults injected: {drops}"
+    assert not failed and len(ok) == n, f"failed sends: {failed}"
+    values = drain(clients(rbroker.service_url), topic)
+    report = classify(values, range(n))
+    logging.getLogger(__name__).info("drops=%d %s", len(drops), report)
+    assert report["lost"] == 0, report
+    assert report["unexpected"] == 0, report
+    if dedup:
+        assert report["duplicated"] == 0, report
+        assert values == list(range(n)), report
+
+
+def test_consumer_survives_dropped_connections(rbroker: Any, proxy: FaultProxy, clients: Any) -> None:
+    """A consumer (exclusive, acking) reading 6k messages while connections drop every 0.6 s
+    receives every message, never skips one, and the backlog ends at zero."""
+    n = 6_000
+    topic = new_topic(prefix="cdrop")
+    direct = clients(rbroker.service_url)
+    producer = direct.create_producer(topic)
+    ok, failed = outcomes([producer.send_async(str(i).encode() + b"." * 300) for i in range(n)], 60)
+    assert len(ok) == n and not failed
+    # ~2 MB at 512 kB/s: the consumer reads for about 4 s, and the drops land meanwhile.
+    proxy.set_bandwidth(512 * 1024)
+    consumer = clients(proxy.service_url).subscribe(topic, "s", initial_position="earliest", receiver_queue_size=500)
+    rx = Receiver(consumer)
+    try:
+        with every(0.6, proxy.drop_connections, first=0.2) as drops:
+            complete = rx.wait_for(set(range(n)), 60)
+        proxy.set_bandwidth(None)
+    finally:
+        rx.stop()
+    report = classify(rx.values, range(n))
+    logging.getLogger(__name__).info("drops=%d %s", len(drops), report)
+    assert len(drops) >= 4, f"too few faults injected: {drops}"
+    assert complete, report
+    assert report["lost"] == 0 and report["unexpected"] == 0, report
+    assert gaps(rx.values) == [], "the consumer skipped messages"
+    assert not rx.errors, rx.errors[:3]
+    assert wait_until(lambda: backlog(rbroker, topic, "s") == 0, 15), "acked messages stay in the backlog"
+
+
+def test_reconnects_after_refused_connections(rbroker: Any, proxy: FaultProxy, clients: Any) -> None:
+    """The proxy refuses new connections for 3 s after dropping the live ones: the producer
+    keeps retrying and delivers everything once the proxy accepts again."""
+    topic = new_topic(DEDUP_NS, "refuse")
+    client = clients(proxy.service_url)
+    producer = client.create_producer(topic, name=f"p-{uuid.uuid4().hex[:8]}", max_pending=5000)
+    first = [producer.send_async(str(i).encode()) for i in range(1000)]
+    proxy.refuse(True)
+    proxy.drop_connections()
+    second = [producer.send_async(str(i).encode()) for i in range(1000, 1500)]
+    time.sleep(3)
+    assert not producer.is_connected
+    proxy.refuse(False)
+    ok, failed = outcomes(first + second, 20)
+    assert len(ok) == 1500 and not failed, failed
+    assert drain(clients(rbroker.service_url), topic) == list(range(1500))
+
+
+# --------------------------------------------------------------------------- topic unload
+
+
+def test_topic_unload_during_produce_and_consume(rbroker: Any, proxy: FaultProxy, clients: Any) -> None:
+    """Three admin unloads while a producer sends and a consumer reads: no send fails, the topic
+    holds each message once, and the consumer gets every message without a gap."""
+    n = 15_000
+    topic = new_topic(DEDUP_NS, "unload")
+    client = clients(proxy.service_url)
+    consumer = client.subscribe(topic, "s", initial_position="earliest")
+    producer = client.create_producer(topic, name=f"p-{uuid.uuid4().hex[:8]}")
+    rx = Receiver(consumer)
+    try:
+        with every(1.2, lambda: rbroker.unload_topic(topic), first=0.5) as unloads:
+            futures = paced_send(producer, n, seconds=5.0)
+            ok, failed = outcomes(futures, 60)
+        complete = rx.wait_for(set(range(n)), 30)
+    finally:
+        rx.stop()
+    assert len(unloads) >= 3, unloads
+    assert not failed and len(ok) == n, failed
+    stored = drain(clients(rbroker.service_url), topic)
+    assert classify(stored, range(n))["lost"] == 0
+    assert stored == list(range(n)), classify(stored, range(n))
+    report = classify(rx.values, range(n))
+    assert complete and report["lost"] == 0, report
+    assert gaps(rx.values) == [], "the consumer skipped messages"
+
+
+# --------------------------------------------------------------------------- broker kill -9
+
+
+def test_broker_kill9_and_restart_during_produce(rbroker: Any, proxy: FaultProxy, clients: Any) -> None:
+    """kill -9 of the broker in the middle of a produce run, restart on the same ports and data:
+    every send completes, every acknowledged message is stored exactly once (dedup), in order,
+    and a consumer reading through the restart gets everything without a gap."""
+    n = 10_000
+    topic = new_topic(DEDUP_NS, "kill")
+    client = clients(proxy.service_url, max_backoff=1.0)
+    consumer = client.subscribe(topic, "s", initial_position="earliest")
+    producer = client.create_producer(topic, name=f"p-{uuid.uuid4().hex[:8]}", send_timeout=0)
+    rx = Receiver(consumer)
+    futures: list[Any] = []
+    sender = threading.Thread(target=lambda: futures.extend(paced_send(producer, n, seconds=6.0)), daemon=True)
+    try:
+        sender.start()
+        time.sleep(2.0)
+        killed_at = time.monotonic()
+        kill9(rbroker)
+        startup = restart(rbroker)
+        ready_at = time.monotonic()
+        sender.join(120)
+        assert not sender.is_alive(), "send_async blocked for good"
+        ok, failed = outcomes(futures, 60)
+        recovered_at = time.monotonic()
+        complete = rx.wait_for(set(range(n)), 60)
+    finally:
+        rx.stop()
+    logging.getLogger(__name__).info("down %.1f s (start-up %.1f s); all sends done %.1f s after ready",
+                                     ready_at - killed_at, startup, recovered_at - ready_at)
+    assert not failed and len(ok) == n, failed
+    stored = drain(clients(rbroker.service_url), topic)
+    report = classify(stored, range(n))
+    assert report["lost"] == 0 and report["duplicated"] == 0, report
+    assert stored == list(range(n)), report
+    assert complete, classify(rx.values, range(n))
+    assert gaps(rx.values) == [], "the consumer skipped messages"
+
+
+# --------------------------------------------------------------------------- half-open connections
+
+
+def test_half_open_connection_detected_by_keepalive(rbroker: Any, proxy: FaultProxy, clients: Any) -> None:
+    """The live connection goes silent both ways (no FIN, no RST); with a 1 s keepalive the
+    client notices within two intervals, opens a new connection, and traffic resumes."""
+    interval = 1.0
+    topic = new_topic(DEDUP_NS, "halfopen")
+    client = clients(proxy.service_url, keepalive_interval=interval, operation_timeout=15.0)
+    producer = client.create_producer(topic, name=f"p-{uuid.uuid4().hex[:8]}")
+    consumer = client.subscribe(topic, "s", initial_position="earliest")
+    producer.send(b"0")
+    first = consumer.receive(timeout=10)
+    assert first.data == b"0"
+    consumer.ack(first)
+    before = proxy.accepted
+    t0 = time.monotonic()
+    proxy.blackhole(True, new_connections=False)
+    pending = producer.send_async(b"1")  # written into the dead connection
+    assert proxy.wait_for(lambda p: p.accepted > before, 2 * interval + 1.5), \
+        f"no new connection {2 * interval + 1.5:.1f} s after the blackhole"
+    detected = time.monotonic() - t0
+    # The broker checks the old connection's liveness before it lets the producer re-attach
+    # (about 5 s), so allow for that on top of the detection.
+    pending.result(timeout=15)
+    producer.send(b"2")
+    got: set[bytes] = set()
+    while not {b"1", b"2"} <= got:  # an unacked message may come twice; that is allowed
+        got.add(consumer.receive(timeout=15).data)
+    resumed = time.monotonic() - t0
+    logging.getLogger(__name__).info("half-open detected after %.2f s; traffic resumed after %.2f s", detected, resumed)
+    assert got <= {b"0", b"1", b"2"}
+    proxy.blackhole(False)
+
+
+def test_half_open_connection_detected_under_load(rbroker: Any, proxy: FaultProxy, clients: Any) -> None:
+    """Like the previous test, but the producer has megabytes in flight when the path goes
+    silent, so the client's socket send buffer fills up. Keepalive must still detect the dead
+    connection within two intervals, and nothing may be lost."""
+    interval = 1.0
+    n, size = 2500, 10_000  # 25 MB: more than the loopback socket buffers hold
+    topic = new_topic(DEDUP_NS, "halfload")
+    client = clients(proxy.service_url, keepalive_interval=interval, operation_timeout=15.0)
+    producer = client.create_producer(topic, name=f"p-{uuid.uuid4().hex[:8]}", batching=False,
+                                      max_pending=n)
+    producer.send(b"-1")
+    before = proxy.accepted
+    proxy.blackhole(True, new_connections=False)
+    t0 = time.monotonic()
+    futures: list[Any] = []
+    sender = threading.Thread(
+        target=lambda: futures.extend(producer.send_async(str(i).encode() + b"." * size) for i in range(n)),
+        daemon=True)
+    sender.start()
+    try:
+        detected = proxy.wait_for(lambda p: p.accepted > before, 2 * interval + 1.5)
+        took = time.monotonic() - t0
+    finally:
+        # Unstick whatever is stuck on the dead sockets so the test ends either way.
+        if not detected:
+            proxy.drop_connections()
+        proxy.blackhole(False)
+    sender.join(60)
+    ok, failed = outcomes(futures, 60)
+    assert detected, (f"a half-open connection with a full send buffer was not detected by keepalive "
+                      f"({interval} s) within {took:.1f} s")
+    assert len(ok) == n and not failed, failed
+
+
+# --------------------------------------------------------------------------- failover
+
+
+def test_multi_host_url_skips_a_dead_host(rbroker: Any, proxy: FaultProxy, clients: Any) -> None:
+    dead = free_port()
+    topic = new_topic()
+    t0 = time.monotonic()
+    client = clients(f"pulsar://127.0.0.1:{dead},127.0.0.1:{proxy.port}")
+    producer = client.create_producer(topic)
+    consumer = client.subscribe(topic, "s", initial_position="earliest")
+    producer.send(b"x")
+    assert consumer.receive(timeout=10).data == b"x"
+    assert time.monotonic() - t0 < 10
+
+
+def test_multi_host_url_fails_over_when_a_host_dies(rbroker: Any, proxy: FaultProxy, clients: Any) -> None:
+    """Two proxies in front of the broker; the one in use stops accepting and drops its
+    connections: the client moves to the other host and nothing is lost."""
+    topic = new_topic(DEDUP_NS, "failover")
+    with FaultProxy(rbroker.port, max_lifetime=120) as second:
+        client = clients(f"pulsar://127.0.0.1:{proxy.port},127.0.0.1:{second.port}")
+        producer = client.create_producer(topic, name=f"p-{uuid.uuid4().hex[:8]}")
+        first = [producer.send_async(str(i).encode()) for i in range(500)]
+        assert proxy.accepted >= 1 and second.accepted == 0
+        proxy.refuse(True)
+        proxy.drop_connections()
+        rest = [producer.send_async(str(i).encode()) for i in range(500, 1000)]
+        ok, failed = outcomes(first + rest, 30)
+        assert len(ok) == 1000 and not failed, failed
+        assert second.accepted >= 1
+    proxy.refuse(False)
+    assert drain(clients(rbroker.service_url), topic) == list(range(1000))
+
+
+# --------------------------------------------------------------------------- timeouts and closing
+
+
+def test_send_timeout_while_broker_blackholed(rbroker: Any, proxy: FaultProxy, clients: Any) -> None:
+    """With a 1 s send timeout and a silent broker, every future fails with Timeout within a
+    bounded time; nothing hangs."""
+    topic = new_topic(prefix="sto")
+    client = clients(proxy.service_url)
+    producer = client.create_producer(topic, send_timeout=1.0)
+    producer.send(b"warm-up")
+    proxy.blackhole(True)
+    t0 = time.monotonic()
+    futures = [producer.send_async(b"x") for _ in range(50)]
+    errors = []
+    for f in futures:
+        with pytest.raises(magnetar.PulsarError) as e:
+            f.result(timeout=10)
+        errors.append(e.value)
+    took = time.monotonic() - t0
+    assert all(isinstance(e, magnetar.Timeout) for e in errors), {type(e).__name__ for e in errors}
+    assert took < 4, f"send timeout of 1 s took {took:.1f} s"
+    with pytest.raises(magnetar.Timeout):
+        producer.send(b"y")
+    proxy.blackhole(False)
+
+
+def test_close_with_pending_sends_while_broker_unreachable(rbroker: Any, proxy: FaultProxy, clients: Any) -> None:
+    """Closing a client whose broker went silent returns in bounded time, pending sends fail
+    (AlreadyClosed or Timeout, never a hang), and later operations raise AlreadyClosed."""
+    topic = new_topic(prefix="close")
+    client = magnetar.Client(proxy.service_url, operation_timeout=3.0, connect_timeout=2.0, max_backoff=1.0)
+    try:
+        producer = client.create_producer(topic, send_timeout=0)  # no send timeout
+        producer.send(b"warm-up")
+        proxy.blackhole(True)
+        futures = [producer.send_async(b"x") for _ in range(10)]
+        t0 = time.monotonic()
+        bounded(client.close, 15, "client.close() with pending sends and a silent broker")
+        took = time.monotonic() - t0
+        for f in futures:
+            exc = f.exception(timeout=5)
+            assert isinstance(exc, (magnetar.AlreadyClosed, magnetar.Timeout)), repr(exc)
+        assert took < 15
+    finally:
+        proxy.drop_connections()
+        proxy.blackhole(False)
+        bounded(client.close, 15, "client.close()")
+    with pytest.raises(magnetar.AlreadyClosed):
+        client.create_producer(topic)
+    with pytest.raises(magnetar.AlreadyClosed):
+        producer.send(b"z")
+    with pytest.raises(magnetar.AlreadyClosed):
+        client.subscribe(topic, "s")
+
+
+def test_operations_on_a_closed_client_raise_already_closed(rbroker: Any, proxy: FaultProxy) -> None:
+    topic = new_topic(prefix="closed")
+    client = magnetar.Client(proxy.service_url, operation_timeout=10.0)
+    producer = client.create_producer(topic)
+    consumer = client.subscribe(topic, "s")
+    client.close()
+    for op in (lambda: client.create_producer(topic), lambda: client.subscribe(topic, "s2"),
+               lambda: producer.send(b"x"), lambda: producer.send_async(b"x").result(5),
+               lambda: consumer.receive(timeout=1)):
+        with pytest.raises(magnetar.AlreadyClosed):
+            bounded(op, 10, "an operation on a closed client")
+
+
+def test_connect_to_a_closed_port_fails_with_connect_error() -> None:
+    port = free_port()
+    client = magnetar.Client(f"pulsar://127.0.0.1:{port}", connect_timeout=2.0, operation_timeout=5.0)
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(magnetar.ConnectError):
+            bounded(lambda: client.create_producer("t"), 15, "create_producer on a closed port")
+        assert time.monotonic() - t0 < 2.0 + 1.0
+    finally:
+        client.close()
+
+
+def test_connect_to_a_silent_server_fails_within_connect_timeout(proxy: FaultProxy) -> None:
+    """TCP connects but the handshake is never answered (blackholed from the start)."""
+    proxy.blackhole(True)
+    client = magnetar.Client(proxy.service_url, connect_timeout=1.5, operation_timeout=5.0)
+    try:
+        t0 = time.monotonic()
+        with pytest.raises((magnetar.ConnectError, magnetar.Timeout)):
+            bounded(lambda: client.create_producer("t"), 15, "create_producer on a silent server")
+        assert time.monotonic() - t0 < 1.5 + 1.0
+    finally:
+        proxy.blackhole(False)
+        client.close()
