@@ -212,3 +212,63 @@ def test_unsubscribe_deletes_the_subscription(client, broker, topic):
     assert "gone" not in broker.topic_stats(topic)["subscriptions"]
     with pytest.raises(magnetar.AlreadyClosed):
         consumer.receive(timeout=0.1)
+
+
+def test_consumer_stats(api, topic):
+    producer = api.call(api.client, "create_producer", topic, batching=False)
+    consumer = api.call(api.client, "subscribe", topic, "stats-sub", initial_position="earliest")
+    api.call(producer, "send", b"x")
+    api.call(consumer, "receive", timeout=10)
+    stats = api.call(consumer, "stats")
+    assert len(stats) == 1
+    assert stats[0]["topic"] == topic
+    assert stats[0]["unacked_messages"] >= 0 and "msg_backlog" in stats[0]
+
+
+def test_custom_router(client, broker, topic):
+    broker.create_partitioned_topic(topic, 3)
+    producer = client.create_producer(topic, router=lambda key, n: 2)
+    assert producer.send(b"x", key="anything").partition == 2
+    bad = client.create_producer(topic, router=lambda key, n: 7)
+    with pytest.raises(magnetar.InvalidConfiguration):
+        bad.send(b"x")
+
+
+def test_producer_picks_up_added_partitions(client, broker, topic):
+    broker.create_partitioned_topic(topic, 1)
+    producer = client.create_producer(topic, partitions_update_interval=0.3, batching=False)
+    broker.update_partitioned_topic(topic, 2)
+    consumer = client.subscribe(topic + "-partition-1", "s", initial_position="earliest")
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        if producer.send(b"x", key="k").partition == 1 or producer.send(b"y").partition == 1:
+            break
+        time.sleep(0.1)
+    assert consumer.receive(timeout=10)
+
+
+def test_key_based_batching_keeps_keys_in_their_own_batches(client, topic):
+    producer = client.create_producer(topic, batching_type="key_based", batch_max_delay=0.5)
+    consumer = client.subscribe(topic, "s", subscription_type="key_shared", initial_position="earliest")
+    keys = ["a", "b", "a", "c", "b", "a"]
+    futs = [producer.send_async(f"{k}{i}".encode(), key=k) for i, k in enumerate(keys)]
+    producer.flush()
+    ids = [f.result(timeout=10) for f in futs]
+    by_entry: dict[tuple[int, int], set[str]] = {}
+    for k, i in zip(keys, ids):
+        by_entry.setdefault((i.ledger_id, i.entry_id), set()).add(k)
+    assert all(len(v) == 1 for v in by_entry.values())
+    got = [consumer.receive(timeout=10) for _ in keys]
+    per_key: dict[str, list[bytes]] = {}
+    for m in got:
+        per_key.setdefault(m.key, []).append(m.data)
+    assert per_key == {"a": [b"a0", b"a2", b"a5"], "b": [b"b1", b"b4"], "c": [b"c3"]}
+
+
+def test_memoryview_of_a_message_is_zero_copy(client, topic):
+    producer = client.create_producer(topic)
+    consumer = client.subscribe(topic, "s", initial_position="earliest")
+    producer.send(b"zero-copy payload")
+    msg = consumer.receive(timeout=10)
+    view = memoryview(msg)
+    assert view.readonly and bytes(view) == b"zero-copy payload" and len(msg) == len(view)

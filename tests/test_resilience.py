@@ -52,6 +52,27 @@ def _engine_logs() -> Iterator[None]:
     logger.setLevel(old)
 
 
+_FIGURES: list[str] = []
+
+
+def figure(line: str) -> None:
+    """Records a measured figure (faults injected, lost, duplicated, recovery times); they are
+    printed at the end of the module's run."""
+    _FIGURES.append(line)
+    logging.getLogger(__name__).info("%s", line)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _print_figures(request: Any) -> Iterator[None]:
+    yield
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and _FIGURES:
+        reporter.write_line("")
+        reporter.write_line("resilience figures:")
+        for line in _FIGURES:
+            reporter.write_line(f"  {line}")
+
+
 @pytest.fixture(scope="module")
 def proxy_port() -> int:
     return free_port()
@@ -300,7 +321,7 @@ def test_latency_and_bandwidth_limits_slow_but_lose_nothing(rbroker: Any, proxy:
     futures = [producer.send_async(str(i).encode() + b"." * 1000) for i in range(1, 501)]
     ok, failed = outcomes(futures, 60)
     assert len(ok) == 500 and not failed
-    got = []
+    got: list[int] = []
     while len(got) < 501:
         got.append(int(consumer.receive(timeout=20).data.split(b".")[0]))
     assert got == list(range(501))
@@ -329,7 +350,7 @@ def test_producer_survives_dropped_connections(rbroker: Any, proxy: FaultProxy, 
     assert not failed and len(ok) == n, f"failed sends: {failed}"
     values = drain(clients(rbroker.service_url), topic)
     report = classify(values, range(n))
-    logging.getLogger(__name__).info("drops=%d %s", len(drops), report)
+    figure(f"producer {n} msgs, dedup={dedup}, {sum(1 for d in drops if d)} drops ({how}): {report}")
     assert report["lost"] == 0, report
     assert report["unexpected"] == 0, report
     if dedup:
@@ -357,7 +378,7 @@ def test_consumer_survives_dropped_connections(rbroker: Any, proxy: FaultProxy, 
     finally:
         rx.stop()
     report = classify(rx.values, range(n))
-    logging.getLogger(__name__).info("drops=%d %s", len(drops), report)
+    figure(f"consumer {n} msgs, {len(drops)} drops: {report}")
     assert len(drops) >= 4, f"too few faults injected: {drops}"
     assert complete, report
     assert report["lost"] == 0 and report["unexpected"] == 0, report
@@ -406,9 +427,10 @@ def test_topic_unload_during_produce_and_consume(rbroker: Any, proxy: FaultProxy
     assert len(unloads) >= 3, unloads
     assert not failed and len(ok) == n, failed
     stored = drain(clients(rbroker.service_url), topic)
+    report = classify(rx.values, range(n))
+    figure(f"unload x{len(unloads)} during {n} msgs: stored {classify(stored, range(n))}; consumer {report}")
     assert classify(stored, range(n))["lost"] == 0
     assert stored == list(range(n)), classify(stored, range(n))
-    report = classify(rx.values, range(n))
     assert complete and report["lost"] == 0, report
     assert gaps(rx.values) == [], "the consumer skipped messages"
 
@@ -442,8 +464,8 @@ def test_broker_kill9_and_restart_during_produce(rbroker: Any, proxy: FaultProxy
         complete = rx.wait_for(set(range(n)), 60)
     finally:
         rx.stop()
-    logging.getLogger(__name__).info("down %.1f s (start-up %.1f s); all sends done %.1f s after ready",
-                                     ready_at - killed_at, startup, recovered_at - ready_at)
+    figure(f"kill -9: broker down {ready_at - killed_at:.1f} s (start-up {startup:.1f} s); all {n} sends "
+           f"done {recovered_at - ready_at:.1f} s after it was ready; consumer: {classify(rx.values, range(n))}")
     assert not failed and len(ok) == n, failed
     stored = drain(clients(rbroker.service_url), topic)
     report = classify(stored, range(n))
@@ -483,7 +505,7 @@ def test_half_open_connection_detected_by_keepalive(rbroker: Any, proxy: FaultPr
     while not {b"1", b"2"} <= got:  # an unacked message may come twice; that is allowed
         got.add(consumer.receive(timeout=15).data)
     resumed = time.monotonic() - t0
-    logging.getLogger(__name__).info("half-open detected after %.2f s; traffic resumed after %.2f s", detected, resumed)
+    figure(f"half-open (keepalive {interval} s): new connection after {detected:.2f} s, traffic resumed after {resumed:.2f} s")
     assert got <= {b"0", b"1", b"2"}
     proxy.blackhole(False)
 
@@ -559,27 +581,59 @@ def test_multi_host_url_fails_over_when_a_host_dies(rbroker: Any, proxy: FaultPr
 # --------------------------------------------------------------------------- timeouts and closing
 
 
-def test_send_timeout_while_broker_blackholed(rbroker: Any, proxy: FaultProxy, clients: Any) -> None:
-    """With a 1 s send timeout and a silent broker, every future fails with Timeout within a
-    bounded time; nothing hangs."""
+@pytest.mark.parametrize("fault", ["blackhole", "refuse"])
+def test_send_timeout_while_broker_unreachable(rbroker: Any, proxy: FaultProxy, clients: Any, fault: str) -> None:
+    """With a 1 s send timeout and a broker that went silent (blackhole) or that the client is
+    reconnecting to in vain (refused), every future fails with Timeout within a bounded time;
+    nothing hangs."""
     topic = new_topic(prefix="sto")
     client = clients(proxy.service_url)
     producer = client.create_producer(topic, send_timeout=1.0)
     producer.send(b"warm-up")
-    proxy.blackhole(True)
-    t0 = time.monotonic()
-    futures = [producer.send_async(b"x") for _ in range(50)]
-    errors = []
-    for f in futures:
-        with pytest.raises(magnetar.PulsarError) as e:
-            f.result(timeout=10)
-        errors.append(e.value)
-    took = time.monotonic() - t0
-    assert all(isinstance(e, magnetar.Timeout) for e in errors), {type(e).__name__ for e in errors}
-    assert took < 4, f"send timeout of 1 s took {took:.1f} s"
-    with pytest.raises(magnetar.Timeout):
+    if fault == "blackhole":
+        proxy.blackhole(True)
+    else:
+        proxy.refuse(True)
+        proxy.drop_connections()
+    try:
+        t0 = time.monotonic()
+        futures = [producer.send_async(b"x") for _ in range(50)]
+        errors = []
+        for f in futures:
+            with pytest.raises(magnetar.PulsarError) as e:
+                f.result(timeout=10)
+            errors.append(e.value)
+        took = time.monotonic() - t0
+        assert all(isinstance(e, magnetar.Timeout) for e in errors), {type(e).__name__ for e in errors}
+        assert took < 4, f"send timeout of 1 s took {took:.1f} s"
+        with pytest.raises(magnetar.Timeout):
+            bounded(lambda: producer.send(b"y"), 10, "send with a 1 s send timeout")
+    finally:
+        proxy.heal()
+
+
+def test_producer_close_during_reconnect_is_prompt_and_final(rbroker: Any, proxy: FaultProxy, clients: Any) -> None:
+    """Closing a producer (nothing pending) while it is reconnecting returns at once, and the
+    producer is not revived when the broker becomes reachable again."""
+    topic = new_topic(prefix="closerec")
+    client = clients(proxy.service_url)
+    producer = client.create_producer(topic)
+    producer.send(b"x")
+    proxy.refuse(True)
+    proxy.drop_connections()
+    try:
+        assert wait_until(lambda: not producer.is_connected, 5)
+        t0 = time.monotonic()
+        bounded(producer.close, 10, "producer.close() while reconnecting")
+        assert time.monotonic() - t0 < 2.0
+    finally:
+        proxy.refuse(False)
+    time.sleep(2.5)  # several backoff periods: a revived producer would have re-attached by now
+    assert rbroker.topic_stats(topic)["publishers"] == []
+    with pytest.raises(magnetar.AlreadyClosed):
         producer.send(b"y")
-    proxy.blackhole(False)
+    # The client itself still works.
+    client.create_producer(topic).send(b"z")
 
 
 def test_close_with_pending_sends_while_broker_unreachable(rbroker: Any, proxy: FaultProxy, clients: Any) -> None:

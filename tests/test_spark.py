@@ -433,7 +433,7 @@ def test_streaming_write_from_a_stream(spark: Any, service_url: str, conf: Clien
     q = (spark.readStream.format("pulsar").option("service_url", service_url).option("topic", source)
          .option("startingOffsets", "earliest").load()
          .selectExpr("key", "concat(cast(value as string), '!') as value",
-                     "map('from', cast(message_id as string)) as properties")
+                     "map('from', hex(message_id)) as properties")
          .writeStream.format("pulsar").option("service_url", service_url).option("topic", sink)
          .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
     assert q.awaitTermination(120)

@@ -31,7 +31,7 @@ from ._options import (
     reader_start,
     time_ms,
 )
-from .exceptions import AlreadyClosed, Timeout, TopicTerminated
+from .exceptions import AlreadyClosed, InvalidConfiguration, Timeout, TopicTerminated
 
 __all__ = ["AsyncClient", "AsyncConsumer", "AsyncProducer", "AsyncReader"]
 
@@ -165,6 +165,10 @@ class AsyncConsumer:
     def redeliver_unacknowledged(self) -> None:
         self._core.redeliver_unacknowledged()
 
+    async def stats(self) -> list[dict[str, Any]]:
+        """The broker's statistics per covered topic (see :meth:`magnetar.Consumer.stats`)."""
+        return await asyncio.to_thread(self._core.stats)
+
     def pause(self) -> None:
         self._core.pause()
 
@@ -270,6 +274,9 @@ class AsyncClient:
         properties: Mapping[str, str] | None = None,
         routing_mode: str = "round_robin",
         hashing_scheme: str = "java_string",
+        router: Callable[[str | None, int], int] | None = None,
+        batching_type: str = "default",
+        partitions_update_interval: float = 60.0,
     ) -> AsyncProducer:
         opts = producer_options(
             name=name, batching=batching, batch_max_messages=batch_max_messages,
@@ -277,8 +284,11 @@ class AsyncClient:
             max_pending=max_pending, block_if_full=block_if_full, send_timeout=send_timeout,
             initial_sequence_id=initial_sequence_id, access_mode=access_mode, chunking=chunking,
             properties=properties_dict(properties), routing_mode=routing_mode, hashing_scheme=hashing_scheme,
+            batching_type=batching_type, partitions_update_interval=partitions_update_interval,
         )
-        return AsyncProducer(await _call(self._core.aio_create_producer, topic, opts))
+        if router is not None and not callable(router):
+            raise InvalidConfiguration("router must be a callable (key, num_partitions) -> partition")
+        return AsyncProducer(await _call(self._core.aio_create_producer, topic, opts, router))
 
     async def subscribe(
         self,

@@ -28,7 +28,7 @@ from ._options import (
     reader_start,
     time_ms,
 )
-from .exceptions import AlreadyClosed, TopicTerminated
+from .exceptions import AlreadyClosed, InvalidConfiguration, TopicTerminated
 
 __all__ = ["Client", "Consumer", "Producer", "Reader"]
 
@@ -192,6 +192,11 @@ class Consumer:
         """The id of the last message of the topic (the highest over partitions)."""
         return max(self._core.last_message_ids())
 
+    def stats(self) -> list[dict[str, Any]]:
+        """The broker's statistics for this consumer, one dict per covered topic (rates,
+        permits, unacked count, backlog), with the client's queued and corrupt counts."""
+        return self._core.stats()
+
     def pause(self) -> None:
         """Stops asking the broker for more messages; queued ones stay receivable."""
         self._core.pause()
@@ -317,6 +322,9 @@ class Client:
         properties: Mapping[str, str] | None = None,
         routing_mode: str = "round_robin",
         hashing_scheme: str = "java_string",
+        router: Callable[[str | None, int], int] | None = None,
+        batching_type: str = "default",
+        partitions_update_interval: float = 60.0,
     ) -> Producer:
         """Creates a producer; the topic is looked up and the producer attached before this
         returns, so a missing topic or a refused permission raises here."""
@@ -326,8 +334,11 @@ class Client:
             max_pending=max_pending, block_if_full=block_if_full, send_timeout=send_timeout,
             initial_sequence_id=initial_sequence_id, access_mode=access_mode, chunking=chunking,
             properties=properties_dict(properties), routing_mode=routing_mode, hashing_scheme=hashing_scheme,
+            batching_type=batching_type, partitions_update_interval=partitions_update_interval,
         )
-        return Producer(self._core.create_producer(topic, opts))
+        if router is not None and not callable(router):
+            raise InvalidConfiguration("router must be a callable (key, num_partitions) -> partition")
+        return Producer(self._core.create_producer(topic, opts, router))
 
     def subscribe(
         self,

@@ -125,7 +125,7 @@ def producer_options(**kw: Any) -> dict[str, Any]:
     compression = kw.get("compression")
     if compression is not None and not isinstance(compression, str):
         raise InvalidConfiguration(f"compression must be None or a codec name, not {compression!r}")
-    for key in ("batch_max_delay", "send_timeout"):
+    for key in ("batch_max_delay", "send_timeout", "partitions_update_interval"):
         kw[key] = _seconds(kw[key], key)
     return kw
 

@@ -48,6 +48,44 @@ impl OpenBatch {
     }
 }
 
+impl OpenBatch {
+    /// Splits the open messages into one batch per key (ordering key, else partition key),
+    /// in order of each key's first message, numbering them from `next_seq` so sequence ids
+    /// still rise from one batch to the next. Returns each batch with its key.
+    pub fn take_by_key(&mut self, next_seq: &mut u64) -> Vec<(TakenBatch, Option<String>, Option<Vec<u8>>)> {
+        let messages = std::mem::take(&mut self.messages);
+        self.bytes = 0;
+        let mut groups: Vec<(Option<Vec<u8>>, Option<String>, OpenBatch)> = Vec::new();
+        for (msg, _, done) in messages {
+            let ordering = msg.ordering_key.clone();
+            let key = msg.key.clone();
+            let slot = groups.iter().position(|(o, k, _)| match (&ordering, o) {
+                (Some(a), Some(b)) => a == b,
+                (None, None) => *k == key,
+                _ => false,
+            });
+            let i = match slot {
+                Some(i) => i,
+                None => {
+                    groups.push((ordering, key, OpenBatch::default()));
+                    groups.len() - 1
+                }
+            };
+            groups[i].2.push(msg, 0, done);
+        }
+        groups
+            .into_iter()
+            .map(|(ordering, key, mut group)| {
+                for entry in &mut group.messages {
+                    entry.1 = entry.0.sequence_id.unwrap_or(*next_seq);
+                    *next_seq = (*next_seq).max(entry.1 + 1);
+                }
+                (group.take(), key, ordering)
+            })
+            .collect()
+    }
+}
+
 /// A batch ready to frame.
 pub(crate) struct TakenBatch {
     pub payload: BytesMut,

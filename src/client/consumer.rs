@@ -15,7 +15,7 @@ use super::inbox::{Inbox, Take};
 use super::inner::ClientInner;
 use super::message::{Message, MessageId};
 use super::options::ConsumerOptions;
-pub use super::partition_consumer::SeekTarget;
+pub use super::partition_consumer::{ConsumerStats, SeekTarget};
 use super::partition_consumer::{self, Command, PartitionShared};
 use super::topic::TopicName;
 use crate::net::lookup;
@@ -382,6 +382,11 @@ impl Consumer {
     /// The id of the last message in each covered topic.
     pub async fn last_message_ids(&self) -> Result<Vec<MessageId>> {
         self.each(Command::LastMessageId).await
+    }
+
+    /// The broker's statistics for each covered topic.
+    pub async fn stats(&self) -> Result<Vec<ConsumerStats>> {
+        self.each(Command::Stats).await
     }
 
     /// Sends grouped acknowledgements now.

@@ -81,6 +81,10 @@ pub struct ProducerOptions {
     pub routing_mode: RoutingMode,
     /// Key hash for partitioned topics.
     pub hashing_scheme: HashingScheme,
+    /// How often a partitioned producer checks for added partitions.
+    pub partitions_update_interval: Duration,
+    /// Group batches by key (for Key_Shared consumers) instead of one batch for all keys.
+    pub key_based_batching: bool,
 }
 
 impl Default for ProducerOptions {
@@ -101,6 +105,8 @@ impl Default for ProducerOptions {
             properties: Vec::new(),
             routing_mode: RoutingMode::RoundRobin,
             hashing_scheme: HashingScheme::JavaString,
+            partitions_update_interval: Duration::from_secs(60),
+            key_based_batching: false,
         }
     }
 }

@@ -46,11 +46,37 @@ pub(crate) enum Command {
     RedeliverAll,
     Seek(SeekTarget, oneshot::Sender<Result<()>>),
     LastMessageId(oneshot::Sender<Result<MessageId>>),
+    Stats(oneshot::Sender<Result<ConsumerStats>>),
     Unsubscribe(oneshot::Sender<Result<()>>),
     Close(oneshot::Sender<Result<()>>),
     FlushAcks(oneshot::Sender<()>),
     Pause,
     Resume,
+}
+
+/// The broker's view of one consumer (`ConsumerStats`), plus the topic it covers.
+#[derive(Debug, Clone, Default)]
+pub struct ConsumerStats {
+    /// The topic (partition).
+    pub topic: String,
+    /// Messages per second delivered.
+    pub msg_rate_out: f64,
+    /// Bytes per second delivered.
+    pub msg_throughput_out: f64,
+    /// Messages per second redelivered.
+    pub msg_rate_redeliver: f64,
+    /// Consumer name.
+    pub consumer_name: String,
+    /// Permits the broker holds for this consumer.
+    pub available_permits: u64,
+    /// Messages delivered and not yet acknowledged.
+    pub unacked_messages: u64,
+    /// Whether the broker stopped delivering because of too many unacked messages.
+    pub blocked_consumer_on_unacked_msgs: bool,
+    /// Messages in the subscription's backlog.
+    pub msg_backlog: u64,
+    /// Subscription type as the broker names it.
+    pub subscription_type: String,
 }
 
 /// What the public consumer and the receive path share with one partition's actor.
@@ -246,6 +272,9 @@ impl Actor {
             Command::LastMessageId(reply) => {
                 let _ = reply.send(self.last_message_id().await);
             }
+            Command::Stats(reply) => {
+                let _ = reply.send(self.stats().await);
+            }
             Command::Unsubscribe(reply) => {
                 self.flush_acks();
                 let result = match &self.conn {
@@ -433,6 +462,28 @@ impl Actor {
         let mut id = MessageId::from_data(&resp.last_message_id);
         id.topic = Some(self.shared.topic.clone());
         Ok(id)
+    }
+
+    async fn stats(&mut self) -> Result<ConsumerStats> {
+        let conn = self.conn.clone().ok_or_else(|| Error::new(ErrorKind::Connect, "not connected"))?;
+        let f = conn.request(|rid| commands::consumer_stats(self.consumer_id, rid)).await?;
+        let r = f.command.consumer_stats_response.unwrap_or_default();
+        if let Some(code) = r.error_code {
+            let code = crate::protocol::pb::ServerError::try_from(code).unwrap_or(crate::protocol::pb::ServerError::UnknownError);
+            return Err(Error::from_server(code, r.error_message.as_deref().unwrap_or("")));
+        }
+        Ok(ConsumerStats {
+            topic: self.shared.topic.to_string(),
+            msg_rate_out: r.msg_rate_out.unwrap_or(0.0),
+            msg_throughput_out: r.msg_throughput_out.unwrap_or(0.0),
+            msg_rate_redeliver: r.msg_rate_redeliver.unwrap_or(0.0),
+            consumer_name: r.consumer_name.unwrap_or_default(),
+            available_permits: r.available_permits.unwrap_or(0),
+            unacked_messages: r.unacked_messages.unwrap_or(0),
+            blocked_consumer_on_unacked_msgs: r.blocked_consumer_on_unacked_msgs.unwrap_or(false),
+            msg_backlog: r.msg_backlog.unwrap_or(0),
+            subscription_type: r.r#type.unwrap_or_default(),
+        })
     }
 
     fn epoch_bump(&mut self) {
@@ -782,6 +833,9 @@ impl Actor {
                     let _ = r.send(Err(Error::closed("consumer")));
                 }
                 Command::LastMessageId(r) => {
+                    let _ = r.send(Err(Error::closed("consumer")));
+                }
+                Command::Stats(r) => {
                     let _ = r.send(Err(Error::closed("consumer")));
                 }
                 Command::FlushAcks(r) => {

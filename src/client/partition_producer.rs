@@ -200,9 +200,10 @@ impl Actor {
             done(Err(e.clone()));
             return;
         }
-        let seq = msg.sequence_id.unwrap_or(self.next_seq);
-        self.next_seq = self.next_seq.max(seq + 1);
-        if self.opts.batching && msg.deliver_at.is_none() && msg.payload.len() <= self.opts.batch_max_bytes {
+        let batchable = self.opts.batching && msg.deliver_at.is_none() && msg.payload.len() <= self.opts.batch_max_bytes;
+        if batchable {
+            // Key-based batches are numbered when they are cut, so ids rise batch after batch.
+            let seq = if self.opts.key_based_batching { 0 } else { self.take_sequence_id(&msg) };
             if self.batch.would_overflow(&msg, self.opts.batch_max_messages, self.opts.batch_max_bytes) {
                 self.flush_batch();
             }
@@ -217,10 +218,17 @@ impl Actor {
                 self.flush_batch();
             }
         } else {
-            // Keep publish order: whatever is batched goes first.
+            // Keep publish order: whatever is batched goes first (and takes its ids first).
             self.flush_batch();
+            let seq = self.take_sequence_id(&msg);
             self.send_single(msg, seq, done);
         }
+    }
+
+    fn take_sequence_id(&mut self, msg: &OutgoingMessage) -> u64 {
+        let seq = msg.sequence_id.unwrap_or(self.next_seq);
+        self.next_seq = self.next_seq.max(seq + 1);
+        seq
     }
 
     fn metadata(&self, sequence_id: u64) -> MessageMetadata {
@@ -308,10 +316,24 @@ impl Actor {
         if self.batch.is_empty() {
             return;
         }
-        let TakenBatch { payload, first_seq, last_seq, callbacks, bytes } = self.batch.take();
+        if self.opts.key_based_batching {
+            for (taken, key, ordering) in self.batch.take_by_key(&mut self.next_seq) {
+                self.send_batch(taken, key, ordering);
+            }
+        } else {
+            let taken = self.batch.take();
+            self.send_batch(taken, None, None);
+        }
+    }
+
+    fn send_batch(&mut self, taken: TakenBatch, key: Option<String>, ordering_key: Option<Vec<u8>>) {
+        let TakenBatch { payload, first_seq, last_seq, callbacks, bytes } = taken;
         let n = callbacks.len();
         let mut meta = self.metadata(first_seq);
         meta.num_messages_in_batch = Some(n as i32);
+        // Key_Shared dispatch reads the entry's key: a key-based batch carries its key.
+        meta.partition_key = key;
+        meta.ordering_key = ordering_key.map(Into::into);
         if last_seq != first_seq {
             meta.highest_sequence_id = Some(last_seq);
         }

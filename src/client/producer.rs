@@ -19,7 +19,7 @@ use crate::protocol::hash;
 pub type SendCallback = Box<dyn FnOnce(Result<MessageId>) + Send + 'static>;
 
 /// Chooses a partition for a message: `(message, partition count) -> index`.
-pub type Router = Arc<dyn Fn(&OutgoingMessage, usize) -> usize + Send + Sync>;
+pub type Router = Arc<dyn Fn(&OutgoingMessage, usize) -> Result<usize> + Send + Sync>;
 
 /// A client-wide budget of bytes in pending messages.
 pub(crate) struct MemoryLimit {
@@ -122,6 +122,9 @@ impl Producer {
                 router: RwLock::new(None),
             }),
         };
+        if partitions > 0 {
+            producer.watch_partitions();
+        }
         let weak = Arc::downgrade(&producer.inner);
         client.on_close(Box::new(move || {
             Box::pin(async move {
@@ -131,6 +134,44 @@ impl Producer {
             })
         }));
         Ok(producer)
+    }
+
+    /// Adds producers for partitions created after this producer, checking periodically.
+    fn watch_partitions(&self) {
+        let weak = Arc::downgrade(&self.inner);
+        let period = self.inner.opts.partitions_update_interval;
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(period).await;
+                let Some(inner) = weak.upgrade() else { return };
+                let producer = Producer { inner };
+                if producer.is_closed() || producer.inner.client.is_closed() {
+                    return;
+                }
+                let inner = &producer.inner;
+                let known = inner.parts.read().expect("parts lock").len() as u32;
+                let count = match lookup::partition_count(&inner.client.pool, inner.topic.as_str()).await {
+                    Ok(n) => n,
+                    Err(e) => {
+                        log::debug!("{}: partition check failed: {e}", inner.topic);
+                        continue;
+                    }
+                };
+                for i in known..count {
+                    let name = inner.topic.partition_name(i);
+                    match PartitionProducer::create(inner.client.clone(), name, i as i32, inner.opts.clone()).await {
+                        Ok(p) => {
+                            log::info!("{}: producing to new partition {i}", inner.topic);
+                            inner.parts.write().expect("parts lock").push(Arc::new(p));
+                        }
+                        Err(e) => {
+                            log::warn!("{}: cannot attach to new partition {i}: {e}", inner.topic);
+                            break;
+                        }
+                    }
+                }
+            }
+        });
     }
 
     /// The topic as given (the partitioned topic's name for a partitioned producer).
@@ -176,15 +217,19 @@ impl Producer {
         self.inner.parts.read().expect("parts lock")
     }
 
-    fn choose(&self, msg: &OutgoingMessage) -> Arc<PartitionProducer> {
-        let parts = self.parts();
+    fn choose(&self, msg: &OutgoingMessage) -> Result<Arc<PartitionProducer>> {
+        let parts = self.parts().clone();
         let n = parts.len();
         if n == 1 {
-            return parts[0].clone();
+            return Ok(parts[0].clone());
         }
         let router = self.inner.router.read().expect("router lock").clone();
         let i = if let Some(route) = router {
-            route(msg, n) % n
+            let i = route(msg, n)?;
+            if i >= n {
+                return Err(Error::invalid(format!("router chose partition {i} of {n}")));
+            }
+            i
         } else if let Some(key) = msg.key.as_deref() {
             // Like the Java routers: only the partition key routes; an ordering key does not.
             let h = match self.inner.opts.hashing_scheme {
@@ -203,7 +248,7 @@ impl Producer {
                 RoutingMode::RoundRobin => self.inner.round_robin.fetch_add(1, Ordering::Relaxed) % n,
             }
         };
-        parts[i].clone()
+        Ok(parts[i].clone())
     }
 
     fn check(&self, part: &PartitionProducer, msg: &OutgoingMessage) -> Result<()> {
@@ -224,11 +269,13 @@ impl Producer {
     /// Queues `msg` if a pending slot and memory are free right now; `done` gets the outcome.
     /// `flush` asks for the open batch to go out as soon as the producer is idle.
     pub fn try_enqueue(&self, msg: OutgoingMessage, flush: bool, done: SendCallback) -> std::result::Result<(), WouldBlock> {
-        let part = self.choose(&msg);
-        if let Err(e) = self.check(&part, &msg) {
-            done(Err(e));
-            return Ok(());
-        }
+        let part = match self.choose(&msg).and_then(|p| self.check(&p, &msg).map(|()| p)) {
+            Ok(p) => p,
+            Err(e) => {
+                done(Err(e));
+                return Ok(());
+            }
+        };
         match part.permits.try_acquire() {
             Ok(p) => p.forget(),
             Err(TryAcquireError::Closed) => {
@@ -261,7 +308,10 @@ impl Producer {
             Ok(()) => return,
             Err(WouldBlock(m, d)) => (m, d),
         };
-        let part = self.choose(&msg);
+        let part = match self.choose(&msg) {
+            Ok(p) => p,
+            Err(e) => return done(Err(e)),
+        };
         match part.permits.acquire().await {
             Ok(p) => p.forget(),
             Err(_) => return done(Err(Error::closed("producer"))),

@@ -104,20 +104,24 @@ impl PyClient {
         Ok(PyClient { inner, guard: ForkGuard::new() })
     }
 
-    fn create_producer(&self, py: Python<'_>, topic: String, options: &Bound<'_, PyDict>) -> PyResult<PyProducer> {
+    #[pyo3(signature = (topic, options, router=None))]
+    fn create_producer(&self, py: Python<'_>, topic: String, options: &Bound<'_, PyDict>, router: Option<Py<PyAny>>) -> PyResult<PyProducer> {
         self.guard.check()?;
         let opts = convert::producer_options(options)?;
         let c = self.inner.clone();
         let p = wait(py, async move { c.create_producer(&topic, opts).await })?;
+        p.set_router(router.map(python_router));
         Ok(PyProducer { inner: p, guard: self.guard })
     }
 
-    fn aio_create_producer(&self, py: Python<'_>, fut: Py<PyAny>, topic: String, options: &Bound<'_, PyDict>) -> PyResult<()> {
+    #[pyo3(signature = (fut, topic, options, router=None))]
+    fn aio_create_producer(&self, py: Python<'_>, fut: Py<PyAny>, topic: String, options: &Bound<'_, PyDict>, router: Option<Py<PyAny>>) -> PyResult<()> {
         self.guard.check()?;
         let opts = convert::producer_options(options)?;
         let c = self.inner.clone();
         let guard = self.guard;
         spawn_for_asyncio(py, fut, async move { c.create_producer(&topic, opts).await }, move |py, p| {
+            p.set_router(router.map(python_router));
             Ok(Py::new(py, PyProducer { inner: p, guard })?.into_any())
         })
     }
@@ -174,6 +178,18 @@ impl PyClient {
     fn closed(&self) -> bool {
         self.inner.is_closed()
     }
+}
+
+/// A Python callable `router(key, num_partitions) -> int` as the producer's router.
+fn python_router(func: Py<PyAny>) -> crate::client::producer::Router {
+    std::sync::Arc::new(move |msg: &client::OutgoingMessage, n: usize| {
+        Python::attach(|py| {
+            func.bind(py)
+                .call1((msg.key.clone(), n))
+                .and_then(|r| r.extract::<usize>().map_err(PyErr::from))
+                .map_err(|e| Error::invalid(format!("router failed: {e}")))
+        })
+    })
 }
 
 /// Engine handle of a producer.
@@ -565,6 +581,31 @@ impl PyConsumer {
             }
             Ok(out.into_any().unbind())
         })
+    }
+
+    /// The broker's statistics per covered topic, as dicts.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        self.guard.check()?;
+        let c = self.inner.clone();
+        let all = wait(py, async move { c.stats().await })?;
+        let out = PyList::empty(py);
+        for s in all {
+            let d = PyDict::new(py);
+            d.set_item("topic", s.topic)?;
+            d.set_item("msg_rate_out", s.msg_rate_out)?;
+            d.set_item("msg_throughput_out", s.msg_throughput_out)?;
+            d.set_item("msg_rate_redeliver", s.msg_rate_redeliver)?;
+            d.set_item("consumer_name", s.consumer_name)?;
+            d.set_item("available_permits", s.available_permits)?;
+            d.set_item("unacked_messages", s.unacked_messages)?;
+            d.set_item("blocked_consumer_on_unacked_msgs", s.blocked_consumer_on_unacked_msgs)?;
+            d.set_item("msg_backlog", s.msg_backlog)?;
+            d.set_item("subscription_type", s.subscription_type)?;
+            d.set_item("queued", self.inner.queued())?;
+            d.set_item("corrupt_messages", self.inner.corrupt_messages())?;
+            out.append(d)?;
+        }
+        Ok(out)
     }
 
     fn has_message_available(&self, py: Python<'_>) -> PyResult<bool> {

@@ -125,7 +125,7 @@ pub fn producer_options(d: &Bound<'_, PyDict>) -> PyResult<ProducerOptions> {
         &[
             "name", "batching", "batch_max_messages", "batch_max_bytes", "batch_max_delay", "compression", "max_pending",
             "block_if_full", "send_timeout", "initial_sequence_id", "access_mode", "chunking", "properties",
-            "routing_mode", "hashing_scheme",
+            "routing_mode", "hashing_scheme", "partitions_update_interval", "batching_type",
         ],
     )?;
     let mut o = ProducerOptions::default();
@@ -189,6 +189,16 @@ pub fn producer_options(d: &Bound<'_, PyDict>) -> PyResult<ProducerOptions> {
             "java_string" => HashingScheme::JavaString,
             "murmur3" | "murmur3_32" => HashingScheme::Murmur3,
             _ => return Err(invalid(format!("unknown hashing_scheme {v:?}; use \"java_string\" or \"murmur3\""))),
+        };
+    }
+    if let Some(v) = seconds(d, "partitions_update_interval", false)? {
+        o.partitions_update_interval = v;
+    }
+    if let Some(v) = get::<String>(d, "batching_type")? {
+        o.key_based_batching = match v.to_ascii_lowercase().as_str() {
+            "default" => false,
+            "key_based" => true,
+            _ => return Err(invalid(format!("unknown batching_type {v:?}; use \"default\" or \"key_based\""))),
         };
     }
     o.validate().map_err(super::errors::to_pyerr)?;

@@ -198,6 +198,34 @@ impl PyMessage {
         self.inner.payload.len()
     }
 
+    /// `memoryview(msg)` exposes the payload without copying it (read-only).
+    unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut pyo3::ffi::Py_buffer, flags: std::os::raw::c_int) -> PyResult<()> {
+        if view.is_null() {
+            return Err(pyo3::exceptions::PyBufferError::new_err("view is null"));
+        }
+        if flags & pyo3::ffi::PyBUF_WRITABLE == pyo3::ffi::PyBUF_WRITABLE {
+            return Err(pyo3::exceptions::PyBufferError::new_err("message payloads are read-only"));
+        }
+        let payload = &slf.get().inner.payload;
+        // The payload is immutable and lives as long as the message, which the view references.
+        let rc = unsafe {
+            pyo3::ffi::PyBuffer_FillInfo(
+                view,
+                slf.as_ptr(),
+                payload.as_ptr() as *mut std::os::raw::c_void,
+                payload.len() as pyo3::ffi::Py_ssize_t,
+                1,
+                flags,
+            )
+        };
+        if rc != 0 {
+            return Err(PyErr::fetch(slf.py()));
+        }
+        Ok(())
+    }
+
+    unsafe fn __releasebuffer__(&self, _view: *mut pyo3::ffi::Py_buffer) {}
+
     fn __repr__(&self) -> String {
         format!("Message(topic={:?}, id={}, {} bytes)", &*self.inner.topic, self.inner.id, self.inner.payload.len())
     }

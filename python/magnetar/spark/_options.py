@@ -6,8 +6,10 @@ from __future__ import annotations
 import base64
 import binascii
 import datetime as _dt
+import difflib
 import inspect
 import json
+import logging
 import re
 import string
 from dataclasses import dataclass, field
@@ -29,6 +31,8 @@ __all__ = [
     "id_key",
     "normalize_topic",
 ]
+
+log = logging.getLogger("magnetar.spark")
 
 INT32_MAX = 2**31 - 1
 EARLIEST = MessageId.earliest
@@ -196,7 +200,8 @@ def _typed_kwargs(prefix: str, func: Any, given: Mapping[str, str], skip: tuple[
     """``prefix.name`` options (snake_case, or the same without underscores since Spark
     lower-cases option names) converted to the types of ``func``'s keyword arguments."""
     params = {p.name.replace("_", ""): p for p in inspect.signature(func).parameters.values()
-              if p.kind == inspect.Parameter.KEYWORD_ONLY and p.name not in skip}
+              if p.kind == inspect.Parameter.KEYWORD_ONLY and p.name not in skip
+              and not any(t in str(p.annotation) for t in ("Callable", "Mapping", "Sequence", "MessageId"))}
     out: dict[str, Any] = {}
     for k, v in given.items():
         p = params.get(re.sub(r"[._-]", "", k[len(prefix):].lower()))
@@ -218,16 +223,22 @@ def _typed_kwargs(prefix: str, func: Any, given: Mapping[str, str], skip: tuple[
 
 # -- the options ----------------------------------------------------------------------------
 
-_READ_ONLY = ("startingoffsets", "endingoffsets", "startingtime", "endingtime", "maxmessagespertrigger",
-              "failondataloss", "polltimeoutms", "subscriptionname", "subscriptionprefix", "maxentriespersplit",
-              "topics", "topicspattern")
-
 _KNOWN = {
     "service_url", "serviceurl", "service.url", "admin_url", "adminurl", "admin.url", "topic", "topics",
     "topicspattern", "startingoffsets", "endingoffsets", "startingtime", "endingtime", "maxmessagespertrigger",
     "failondataloss", "polltimeoutms", "subscriptionname", "subscriptionprefix", "maxentriespersplit",
     "authtoken", "auth_token", "authmethod", "auth_method", "authdata", "auth_data", "recordsperbatch",
-    "path",
+}
+
+
+_SPARK = {"path", "checkpointlocation", "queryname", "outputmode"}
+_CANONICAL = {
+    "service_url": "service_url", "admin_url": "admin_url", "topicspattern": "topicsPattern",
+    "startingoffsets": "startingOffsets", "endingoffsets": "endingOffsets", "startingtime": "startingTime",
+    "endingtime": "endingTime", "maxmessagespertrigger": "maxMessagesPerTrigger",
+    "failondataloss": "failOnDataLoss", "polltimeoutms": "pollTimeoutMs", "subscriptionname": "subscriptionName",
+    "subscriptionprefix": "subscriptionPrefix", "maxentriespersplit": "maxEntriesPerSplit",
+    "authtoken": "authToken", "authmethod": "authMethod", "authdata": "authData", "recordsperbatch": "recordsPerBatch",
 }
 
 
@@ -268,7 +279,13 @@ class SourceOptions:
 
         for k in opts:
             if k not in _KNOWN and not k.startswith(("client.", "producer.", "reader.")):
-                raise _err(original[k], "unknown option (see docs/spark.md for the list)")
+                # Spark passes its own options too (checkpointLocation, path, ...): ignore what
+                # is not ours, but catch misspellings of ours.
+                close = difflib.get_close_matches(k, sorted(_KNOWN | _SPARK), n=1, cutoff=0.85)
+                if close and close[0] not in _SPARK:
+                    raise _err(original[k], f"unknown option; did you mean {_CANONICAL.get(close[0], close[0])!r}?")
+                if k not in _SPARK:
+                    log.warning("pulsar data source: ignoring unknown option %r", original[k])
 
         url = get("service_url", "serviceurl", "service.url")
         if url is None:

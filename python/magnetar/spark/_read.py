@@ -123,8 +123,10 @@ def last_message_id(client: Client, ref: PartitionRef) -> MessageId:
 
 def predecessor(mid: MessageId) -> MessageId:
     """An exclusive start id that makes ``mid`` the first message read."""
-    if mid.batch_index >= 0:
+    if mid.batch_index >= 1:
         return MessageId(mid.ledger_id, mid.entry_id, -1, mid.batch_index - 1)
+    # after every message of the previous entry (never (l, e, -1): whether that excludes a
+    # batch at entry e is a reader convention, while this is not ambiguous)
     return MessageId(mid.ledger_id, mid.entry_id - 1, -1, INT32_MAX)
 
 

@@ -1,0 +1,250 @@
+"""One run of one scenario with magnetar: ``python -m benches.clients.magnetar_bench SPEC OUT``.
+
+APIs: produce ``send_async`` / ``send_many`` / ``asyncio`` (``await producer.send`` from many
+tasks); consume ``receive`` / ``receive_many`` / ``async_for``; ``blocking`` (``send()``),
+``latency`` (``send_async`` at a fixed open-loop rate), ``idle``, and ``fill`` (pre-fills a
+topic for the consume scenario; not measured).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import threading
+import time
+from typing import Any
+
+import magnetar
+
+from benches.common import (
+    Window,
+    fixed_rate_schedule,
+    latency_stats,
+    load_spec,
+    make_payloads,
+    percentiles,
+    write_result,
+)
+
+
+def _producer_kwargs(spec: dict[str, Any]) -> dict[str, Any]:
+    return dict(batching=True, batch_max_messages=spec["batch_max_messages"], batch_max_bytes=spec["batch_max_bytes"],
+                batch_max_delay=spec["batch_delay_ms"] / 1000.0, compression=None,
+                max_pending=spec["max_pending"], block_if_full=True)
+
+
+def _consumer_kwargs(spec: dict[str, Any]) -> dict[str, Any]:
+    return dict(initial_position="earliest", receiver_queue_size=spec["receiver_queue"])
+
+
+def produce(spec: dict[str, Any]) -> dict[str, Any]:
+    n, api = spec["n"], spec["api"]
+    payloads = make_payloads(n, spec["size"])
+    w = Window(spec["broker_pid"])
+    if api == "asyncio":
+        return asyncio.run(_produce_asyncio(spec, payloads, w))
+    with magnetar.Client(spec["service_url"]) as client:
+        producer = client.create_producer(spec["topic"], **_producer_kwargs(spec))
+        producer.send(b"warm-up")  # connection, lookup and first batch outside the window
+        if api == "send_async":
+            futs: list[Any] = []
+            append = futs.append
+            send_async = producer.send_async
+            w.start()
+            for p in payloads:
+                append(send_async(p))
+            producer.flush()
+            res = w.stop()
+            errors = sum(1 for f in futs if f.exception() is not None)
+            sent = len(futs) - errors
+        elif api == "send_many":
+            chunk = spec.get("many_chunk") or n
+            ids: list[Any] = []
+            w.start()
+            for k in range(0, n, chunk):
+                ids += producer.send_many(payloads[k:k + chunk])
+            res = w.stop()
+            sent, errors = len(ids), n - len(ids)
+        else:
+            raise SystemExit(f"unknown produce api {api!r}")
+        producer.close()
+    return {**res, "sent": sent, "errors": errors, "extra_messages": 1}
+
+
+async def _produce_asyncio(spec: dict[str, Any], payloads: list[bytes], w: Window) -> dict[str, Any]:
+    client = magnetar.AsyncClient(spec["service_url"])
+    producer = await client.create_producer(spec["topic"], **_producer_kwargs(spec))
+    await producer.send(b"warm-up")
+    k = spec["concurrency"]
+    slices = [payloads[j::k] for j in range(k)]
+    send = producer.send
+
+    async def worker(chunk: list[bytes]) -> int:
+        for p in chunk:
+            await send(p)
+        return len(chunk)
+
+    w.start()
+    counts = await asyncio.gather(*(worker(s) for s in slices), return_exceptions=True)
+    await producer.flush()
+    res = w.stop()
+    sent = sum(c for c in counts if isinstance(c, int))
+    await producer.close()
+    await client.close()
+    return {**res, "sent": sent, "errors": len(payloads) - sent, "extra_messages": 1}
+
+
+def fill(spec: dict[str, Any]) -> dict[str, Any]:
+    payloads = make_payloads(spec["n"], spec["size"])
+    with magnetar.Client(spec["service_url"]) as client:
+        producer = client.create_producer(spec["topic"], **_producer_kwargs(spec))
+        ids = producer.send_many(payloads)
+        producer.close()
+    return {"sent": len(ids), "errors": len(payloads) - len(ids)}
+
+
+def consume(spec: dict[str, Any]) -> dict[str, Any]:
+    n, api = spec["n"], spec["api"]
+    w = Window(spec["broker_pid"])
+    if api == "async_for":
+        return asyncio.run(_consume_async_for(spec, w))
+    got = nbytes = 0
+    with magnetar.Client(spec["service_url"]) as client:
+        consumer = client.subscribe(spec["topic"], spec["subscription"], **_consumer_kwargs(spec))
+        ack = consumer.ack
+        if api == "receive":
+            receive = consumer.receive
+            w.start()
+            for _ in range(n):
+                m = receive()
+                nbytes += len(m.data)
+                ack(m)
+            got = n
+            res = w.stop()
+        elif api == "receive_many":
+            receive_many = consumer.receive_many
+            batch = spec["receive_batch"]
+            w.start()
+            while got < n:
+                msgs = receive_many(min(batch, n - got), 5.0)
+                if not msgs:
+                    break
+                for m in msgs:
+                    nbytes += len(m.data)
+                    ack(m)
+                got += len(msgs)
+            res = w.stop()
+        else:
+            raise SystemExit(f"unknown consume api {api!r}")
+        consumer.close()
+    return {**res, "received": got, "bytes": nbytes}
+
+
+async def _consume_async_for(spec: dict[str, Any], w: Window) -> dict[str, Any]:
+    n = spec["n"]
+    client = magnetar.AsyncClient(spec["service_url"])
+    consumer = await client.subscribe(spec["topic"], spec["subscription"], **_consumer_kwargs(spec))
+    got = nbytes = 0
+    ack = consumer.ack
+    w.start()
+    async for m in consumer:
+        nbytes += len(m.data)
+        ack(m)
+        got += 1
+        if got >= n:
+            break
+    res = w.stop()
+    await consumer.close()
+    await client.close()
+    return {**res, "received": got, "bytes": nbytes}
+
+
+def blocking(spec: dict[str, Any]) -> dict[str, Any]:
+    n, cap = spec["n"], spec.get("max_seconds") or 1e9
+    payloads = make_payloads(n, spec["size"])
+    lat: list[float] = []
+    with magnetar.Client(spec["service_url"]) as client:
+        producer = client.create_producer(spec["topic"], **_producer_kwargs(spec))
+        producer.send(b"warm-up")
+        send, now, append = producer.send, time.perf_counter, lat.append
+        w = Window(spec["broker_pid"])
+        w.start()
+        deadline = now() + cap
+        for i, p in enumerate(payloads):
+            t = now()
+            send(p)
+            append(now() - t)
+            if i % 100 == 99 and now() > deadline:
+                break
+        res = w.stop()
+        producer.close()
+    return {**res, "sent": len(lat), "errors": 0, "extra_messages": 1, "capped": len(lat) < n,
+            "latency_ms": percentiles(lat)}
+
+
+def latency(spec: dict[str, Any]) -> dict[str, Any]:
+    rate = spec["rate"]
+    n = int(rate * spec["duration"])
+    payloads = make_payloads(n, spec["size"])
+    done = [0.0] * n
+    errors = [0]
+    now = time.perf_counter
+    with magnetar.Client(spec["service_url"]) as client:
+        producer = client.create_producer(spec["topic"], **_producer_kwargs(spec))
+        producer.send(b"warm-up")
+        send_async = producer.send_async
+
+        def on_done(i: int, fut: Any) -> None:
+            done[i] = now()
+            if fut.exception() is not None:
+                errors[0] += 1
+
+        def send_one(i: int) -> None:
+            send_async(payloads[i], callback=functools.partial(on_done, i))
+
+        w = Window(spec["broker_pid"])
+        w.start()
+        intended, t0 = fixed_rate_schedule(n, rate, send_one)
+        producer.flush()
+        res = w.stop()
+        producer.close()
+    missing = sum(1 for d in done if d == 0.0)
+    return {**res, "sent": n - errors[0] - missing, "errors": errors[0] + missing, "extra_messages": 1,
+            "latency_ms": latency_stats(intended, done, t0)}
+
+
+def idle(spec: dict[str, Any]) -> dict[str, Any]:
+    with magnetar.Client(spec["service_url"]) as client:
+        producer = client.create_producer(spec["topic"], **_producer_kwargs(spec))
+        consumer = client.subscribe(spec["topic"], spec["subscription"], **_consumer_kwargs(spec))
+        producer.send(b"hello")
+        consumer.ack(consumer.receive(timeout=30))
+        # An application thread parked in receive(), as an idle consumer would have.
+        threading.Thread(target=lambda: _swallow(consumer.receive), daemon=True).start()
+        time.sleep(1.0)
+        w = Window(spec["broker_pid"])
+        w.start()
+        time.sleep(spec["duration"])
+        res = w.stop()
+    return {**res, "cpu_percent_of_core": 100.0 * res["cpu_s"] / res["wall_s"]}
+
+
+def _swallow(fn: Any) -> None:
+    try:
+        fn()
+    except Exception:
+        pass
+
+
+def main() -> None:
+    spec, out = load_spec()
+    scenario = spec["scenario"]
+    fn = {"produce": produce, "fill": fill, "consume": consume, "blocking": blocking, "latency": latency,
+          "idle": idle}[scenario]
+    result = fn(spec)
+    result.update(client="magnetar", version=magnetar.__version__, module=magnetar.__file__)
+    write_result(out, result)
+
+
+if __name__ == "__main__":
+    main()

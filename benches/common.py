@@ -1,0 +1,167 @@
+"""Shared by the orchestrator and the per-client benchmark processes (standard library only).
+
+A client process reads a spec (JSON), sets up its client outside the measured window, then
+measures one :class:`Window`: wall time, its own user+sys CPU (``getrusage(RUSAGE_SELF)``: all
+threads, native I/O threads included), the broker JVM's CPU (``/proc/<pid>/stat``) and the
+machine's busy share (``/proc/stat``) over exactly the same interval.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+# Identical settings for every client (the issue's table).
+BATCH_MAX_MESSAGES = 1000
+BATCH_MAX_BYTES = 128 * 1024
+BATCH_DELAY_MS = 10  # throughput runs: the C++/Python/magnetar default
+LATENCY_BATCH_DELAY_MS = 1  # fixed-rate latency runs: pulsar-perf's default, so the timer does not set p50
+RECEIVER_QUEUE = 1000
+MAX_PENDING = 10_000  # producer pending-message limit (pulsar-perf -o), blocking when full
+ASYNC_CONCURRENCY = 5_000  # asyncio: concurrent send tasks (< MAX_PENDING, so never blocks the loop)
+RECEIVE_BATCH = 1000  # receive_many / batch_receive size
+LATENCY_WARMUP_S = 1.0  # latency samples of the first second are dropped (as pulsar-perf does)
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def proc_cpu(pid: int | None) -> float | None:
+    """user+sys CPU seconds of process ``pid`` (all threads) from ``/proc/<pid>/stat``."""
+    if not pid:
+        return None
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    # after the ")" : state(0) ... utime is field 14 of the full line -> index 11 here
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def machine_busy() -> tuple[float, float]:
+    """(busy, total) jiffies of all CPUs from ``/proc/stat``."""
+    parts = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = parts[3] + (parts[4] if len(parts) > 4 else 0)
+    total = sum(parts[:8])
+    return float(total - idle), float(total)
+
+
+def loadavg() -> float:
+    return float(Path("/proc/loadavg").read_text().split()[0])
+
+
+def self_cpu() -> tuple[float, float]:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime, r.ru_stime
+
+
+class Window:
+    """The measured interval of one run."""
+
+    def __init__(self, broker_pid: int | None) -> None:
+        self.broker_pid = broker_pid
+        self.started = False
+
+    def start(self) -> None:
+        self.load0 = loadavg()
+        self.m0 = machine_busy()
+        self.b0 = proc_cpu(self.broker_pid)
+        self.u0, self.s0 = self_cpu()
+        self.t0 = time.perf_counter()
+        self.started = True
+
+    def stop(self) -> dict[str, Any]:
+        t1 = time.perf_counter()
+        u1, s1 = self_cpu()
+        b1 = proc_cpu(self.broker_pid)
+        m1 = machine_busy()
+        wall = t1 - self.t0
+        out: dict[str, Any] = {
+            "wall_s": wall,
+            "cpu_user_s": u1 - self.u0,
+            "cpu_sys_s": s1 - self.s0,
+            "cpu_s": (u1 - self.u0) + (s1 - self.s0),
+            "broker_cpu_s": None if self.b0 is None or b1 is None else b1 - self.b0,
+            "machine_busy": (m1[0] - self.m0[0]) / max(1.0, m1[1] - self.m0[1]),
+            "loadavg_start": self.load0,
+            "loadavg_end": loadavg(),
+            "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        }
+        return out
+
+
+def percentiles(samples: list[float], scale: float = 1e3) -> dict[str, float]:
+    """p50/p99/p99.9/max of ``samples`` (seconds), in milliseconds (``scale``)."""
+    if not samples:
+        return {}
+    s = sorted(samples)
+    n = len(s)
+
+    def q(p: float) -> float:  # nearest rank
+        return s[min(n - 1, max(0, math.ceil(p * n) - 1))] * scale
+
+    return {"p50": q(0.50), "p99": q(0.99), "p999": q(0.999), "max": s[-1] * scale,
+            "mean": sum(s) / n * scale, "samples": n}
+
+
+def make_payloads(n: int, size: int) -> list[bytes]:
+    """``n`` distinct payloads of ``size`` bytes, built before the window starts.
+
+    Every payload is its own ``bytes`` object (a 4-byte counter in front), so no client can
+    benefit from sending the same object again.
+    """
+    base = bytes((65 + i % 26) for i in range(max(size, 4)))
+    tail = base[4:size]
+    return [i.to_bytes(4, "big") + tail if size >= 4 else base[:size] for i in range(n)]
+
+
+def load_spec() -> tuple[dict[str, Any], Path]:
+    if len(sys.argv) != 3:
+        raise SystemExit(f"usage: python -m {sys.argv[0]} SPEC.json OUT.json")
+    return json.loads(Path(sys.argv[1]).read_text()), Path(sys.argv[2])
+
+
+def write_result(out: Path, result: dict[str, Any]) -> None:
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(result, indent=1))
+    tmp.rename(out)
+
+
+def fixed_rate_schedule(n: int, rate: float, send_one: Any) -> tuple[list[float], float]:
+    """Open-loop sending: message ``i`` is due at ``t0 + i / rate``; ``send_one(i)`` is called
+    for every due message (catching up in bursts if the loop fell behind, never skipping).
+
+    Returns the intended send times (perf_counter seconds) and ``t0``. Latency is then
+    receipt time - intended time, which counts the client's own lateness (no coordinated
+    omission).
+    """
+    interval = 1.0 / rate
+    intended = [0.0] * n
+    t0 = time.perf_counter() + 0.02
+    i = 0
+    sleep = time.sleep
+    now_f = time.perf_counter
+    while i < n:
+        now = now_f()
+        due = min(n, int((now - t0) / interval) + 1) if now >= t0 else 0
+        if due <= i:
+            wait = t0 + i * interval - now
+            if wait > 0.0002:
+                sleep(wait - 0.0001)
+            continue
+        while i < due:
+            intended[i] = t0 + i * interval
+            send_one(i)
+            i += 1
+    return intended, t0
+
+
+def latency_stats(intended: list[float], done: list[float], t0: float, warmup: float = LATENCY_WARMUP_S) -> dict[str, float]:
+    cut = t0 + warmup
+    lat = [d - s for s, d in zip(intended, done) if s >= cut and d > 0.0]
+    return percentiles(lat)
