@@ -11,7 +11,7 @@ import magnetar
 
 
 def drain(api, consumer, n, timeout=10.0):
-    out = []
+    out: list[magnetar.Message] = []
     while len(out) < n:
         out.append(api.call(consumer, "receive", timeout=timeout))
     return out
@@ -108,9 +108,8 @@ def test_seek_by_id_and_by_time(api, topic):
 def test_get_last_message_id(api, topic):
     producer = api.call(api.client, "create_producer", topic, batching=False)
     consumer = api.call(api.client, "subscribe", topic, "sub", initial_position="earliest")
-    last = None
-    for i in range(3):
-        last = api.call(producer, "send", b"%d" % i)
+    ids = [api.call(producer, "send", b"%d" % i) for i in range(3)]
+    last = ids[-1]
     got = api.call(consumer, "get_last_message_id")
     assert (got.ledger_id, got.entry_id) == (last.ledger_id, last.entry_id)
 

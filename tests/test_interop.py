@@ -272,7 +272,7 @@ def test_magnetar_producer_to_official_consumer(broker, official, client, topic,
 def test_default_sequence_ids_cross_clients(official, client, topic, batching):
     """Without explicit sequence ids both clients number messages 0, 1, 2, ...; magnetar reads
     the official client's numbers (the reverse is checked by the Java client)."""
-    msgs = [{"payload": f"s{i}".encode(), "key": None, "ordering_key": None, "properties": {},
+    msgs: list[dict[str, Any]] = [{"payload": f"s{i}".encode(), "key": None, "ordering_key": None, "properties": {},
              "event_time": None, "sequence_id": None} for i in range(10)]
     producer = official.create_producer(topic, batching_enabled=batching, block_if_queue_full=True)
     official_send_all(producer, msgs)
@@ -457,7 +457,7 @@ class _Side:
     def receive_all(self, consumer: Any, first_timeout: float = RECEIVE_TIMEOUT) -> list[Any]:
         """Every message that comes before a second of silence (the first one may take
         ``first_timeout`` seconds)."""
-        got = []
+        got: list[Any] = []
         while True:
             timeout = QUIET_TIMEOUT if got else first_timeout
             try:
@@ -478,8 +478,9 @@ class _Side:
             consumer.acknowledge(msg)
 
     def produce(self, payloads: list[bytes]) -> None:
-        msgs = [{"payload": p, "key": None, "ordering_key": None, "properties": {}, "event_time": None}
-                for p in payloads]
+        msgs: list[dict[str, Any]] = [
+            {"payload": p, "key": None, "ordering_key": None, "properties": {}, "event_time": None} for p in payloads
+        ]
         if self.kind == "magnetar":
             with self.client.create_producer(self.topic, batching=self.batching, batch_max_delay=0.05) as p:
                 magnetar_send_all(p, msgs)
@@ -533,7 +534,7 @@ def test_acks_respected_across_clients(official, client, topic, first, batching)
 def test_message_id_bytes_interoperate(broker, official, client):
     plain, batched, parted = fresh_topic(), fresh_topic(), fresh_topic()
     broker.create_partitioned_topic(parted, 4)
-    msgs = [{"payload": f"id-{i}".encode(), "key": f"k{i}", "ordering_key": None, "properties": {},
+    msgs: list[dict[str, Any]] = [{"payload": f"id-{i}".encode(), "key": f"k{i}", "ordering_key": None, "properties": {},
              "event_time": None} for i in range(12)]
 
     # magnetar ids -> official
@@ -563,12 +564,12 @@ def test_message_id_bytes_interoperate(broker, official, client):
         o_ids += ids
         consumer = client.subscribe(topic, "ids-m", initial_position="earliest")
         # the topic holds magnetar's messages from above, then the official client's
-        received = {m.data: m.message_id for m in magnetar_receive(consumer, len(msgs) + len(o_msgs))}
+        received_ids = {m.data: m.message_id for m in magnetar_receive(consumer, len(msgs) + len(o_msgs))}
         consumer.close()
         for m, oid in zip(o_msgs, ids, strict=True):
             mid = magnetar.MessageId.deserialize(oid.serialize())
             assert magnetar_id_tuple(mid) == official_id_tuple(oid), (topic, str(oid))
-            assert received[m["payload"]] == mid, (topic, str(oid))
+            assert received_ids[m["payload"]] == mid, (topic, str(oid))
     assert any(i.batch_index() > 0 for i in o_ids) and any(i.partition() > 0 for i in o_ids)
 
     # earliest / latest

@@ -66,7 +66,10 @@ def figure(line: str) -> None:
 def _print_figures(request: Any) -> Iterator[None]:
     yield
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None and _FIGURES:
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
+    if reporter is None or capture is None or not _FIGURES:
+        return
+    with capture.global_and_fixture_disabled():
         reporter.write_line("")
         reporter.write_line("resilience figures:")
         for line in _FIGURES:
@@ -542,6 +545,34 @@ def test_half_open_connection_detected_under_load(rbroker: Any, proxy: FaultProx
     assert detected, (f"a half-open connection with a full send buffer was not detected by keepalive "
                       f"({interval} s) within {took:.1f} s")
     assert len(ok) == n and not failed, failed
+
+
+def test_one_way_loss_broker_to_client(rbroker: Any, proxy: FaultProxy, clients: Any) -> None:
+    """The broker gets everything but the client hears nothing back (receipts and pongs lost):
+    keepalive closes the connection, the producer resends on a new one, and deduplication
+    keeps every message exactly once."""
+    interval = 1.0
+    n = 2000
+    topic = new_topic(DEDUP_NS, "oneway")
+    client = clients(proxy.service_url, keepalive_interval=interval, operation_timeout=15.0)
+    producer = client.create_producer(topic, name=f"p-{uuid.uuid4().hex[:8]}")
+    producer.send(b"0")
+    before = proxy.accepted
+    t0 = time.monotonic()
+    proxy.blackhole(True, new_connections=False, direction="down")
+    futures = [producer.send_async(str(i).encode()) for i in range(1, n)]
+    try:
+        assert proxy.wait_for(lambda p: p.accepted > before, 2 * interval + 1.5), \
+            f"no new connection {2 * interval + 1.5:.1f} s after the broker went mute"
+        detected = time.monotonic() - t0
+        ok, failed = outcomes(futures, 30)
+    finally:
+        proxy.blackhole(False)
+    figure(f"one-way loss (keepalive {interval} s): new connection after {detected:.2f} s, "
+           f"all sends done after {time.monotonic() - t0:.2f} s")
+    assert len(ok) == n - 1 and not failed, failed
+    stored = drain(clients(rbroker.service_url), topic)
+    assert stored == list(range(n)), classify(stored, range(n))
 
 
 # --------------------------------------------------------------------------- failover

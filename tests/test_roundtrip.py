@@ -60,7 +60,7 @@ def test_send_many_and_receive_many(api, topic):
     ids = api.call(producer, "send_many", payloads)
     assert len(ids) == 5000
     assert ids == sorted(ids)
-    got = []
+    got: list[magnetar.Message] = []
     while len(got) < 5000:
         batch = api.call(consumer, "receive_many", 1000, timeout=10)
         assert batch, f"stalled after {len(got)}"

@@ -24,7 +24,10 @@ pub struct PyMessageId {
 #[pymethods]
 impl PyMessageId {
     #[new]
-    #[pyo3(signature = (ledger_id, entry_id, partition=-1, batch_index=-1, batch_size=0, topic=None))]
+    #[pyo3(
+        signature = (ledger_id, entry_id, partition=-1, batch_index=-1, batch_size=0, topic=None),
+        text_signature = "(ledger_id, entry_id, partition=-1, batch_index=-1, batch_size=0, topic=None)"
+    )]
     fn new(ledger_id: i64, entry_id: i64, partition: i32, batch_index: i32, batch_size: i32, topic: Option<String>) -> Self {
         let mut inner = client::MessageId::new(ledger_id, entry_id, partition, batch_index);
         inner.batch_size = batch_size;

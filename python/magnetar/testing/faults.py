@@ -130,16 +130,20 @@ class _Conn:
         self.info = info
         self.c_reader, self.c_writer = c_reader, c_writer
         self.u_reader, self.u_writer = u_reader, u_writer
-        self.flowing = asyncio.Event()  # set while not blackholed
-        self.flowing.set()
+        # One event per direction, set while that direction forwards.
+        self.flowing = {True: asyncio.Event(), False: asyncio.Event()}  # up (client -> broker), down
+        for e in self.flowing.values():
+            e.set()
         self.tasks: list[asyncio.Task[Any]] = []
 
-    def set_blackholed(self, on: bool) -> None:
-        self.info.blackholed = on
-        if on:
-            self.flowing.clear()
-        else:
-            self.flowing.set()
+    def set_blackholed(self, on: bool, direction: str = "both") -> None:
+        for up in (True, False):
+            if direction == "both" or (direction == "up") == up:
+                if on:
+                    self.flowing[up].clear()
+                else:
+                    self.flowing[up].set()
+        self.info.blackholed = not all(e.is_set() for e in self.flowing.values())
 
     async def run(self) -> None:
         self.tasks = [
@@ -157,12 +161,13 @@ class _Conn:
         """Forwards one direction; returns who closed ("client" or "upstream")."""
         queue: asyncio.Queue[tuple[float, bytes] | None] = asyncio.Queue(maxsize=64)
         writer_task = asyncio.ensure_future(self._drain(queue, writer, up))
+        flowing = self.flowing[up]
         try:
             while True:
                 # Blackholed: stop reading, so the sender's socket buffers fill as on a dead
                 # network path; what was read already is held, not dropped (TCP would
                 # retransmit it once the path heals).
-                await self.flowing.wait()
+                await flowing.wait()
                 try:
                     data = await reader.read(_CHUNK)
                 except (ConnectionError, OSError):
@@ -181,16 +186,17 @@ class _Conn:
 
     async def _drain(self, queue: asyncio.Queue[tuple[float, bytes] | None], writer: asyncio.StreamWriter, up: bool) -> None:
         proxy = self.proxy
+        flowing = self.flowing[up]
         while True:
             item = await queue.get()
             if item is None:
                 return
             stamp, data = item
-            await self.flowing.wait()
+            await flowing.wait()
             delay = stamp + proxy._latency - time.monotonic()
             if delay > 0:
                 await asyncio.sleep(delay)
-            await self.flowing.wait()
+            await flowing.wait()
             writer.write(data)
             try:
                 await writer.drain()
@@ -259,7 +265,7 @@ class FaultProxy:
         self._next_id = 0
         self._latency = 0.0
         self._bandwidth: float | None = None
-        self._blackhole_new = False
+        self._blackhole_new: str | None = None  # direction blackholed on new connections
         self._refusing = False
         self._stop_handle: asyncio.TimerHandle | None = None
         self._changed = threading.Condition()
@@ -385,7 +391,7 @@ class FaultProxy:
         conn = _Conn(self, info, c_reader, c_writer, u_reader, u_writer)
         self._live[info.id] = conn
         if self._blackhole_new:
-            conn.set_blackholed(True)
+            conn.set_blackholed(True, self._blackhole_new)
         try:
             await conn.run()
         finally:
@@ -410,21 +416,26 @@ class FaultProxy:
         log.debug("proxy %d: dropped %d connections (%s)", self.port, n, how)
         return n
 
-    def blackhole(self, on: bool = True, *, new_connections: bool = True) -> list[int]:
-        """Stops (``on=True``) or resumes forwarding in both directions on every live
-        connection: sockets stay open, nothing moves, nothing is closed -- a half-open peer.
-        Bytes already read are held and delivered if forwarding resumes.
+    def blackhole(self, on: bool = True, *, new_connections: bool = True, direction: str = "both") -> list[int]:
+        """Stops (``on=True``) or resumes forwarding on every live connection: sockets stay
+        open, nothing moves, nothing is closed -- a half-open peer. The proxy stops *reading*
+        the silenced side, so its sender's socket buffers fill up as on a dead network path;
+        bytes already read are held and delivered if forwarding resumes.
 
+        ``direction``: ``"both"``, ``"up"`` (client -> broker only) or ``"down"`` (broker ->
+        client only: the broker gets everything, the client hears nothing back).
         With ``new_connections=False`` connections accepted from now on forward normally while
-        the live ones stay blackholed (lets a client that detected the dead connection move
-        its work to a fresh one). Returns the ids of the connections affected.
+        the live ones stay silenced (lets a client that detected the dead connection move its
+        work to a fresh one). Returns the ids of the connections affected.
         """
+        if direction not in ("both", "up", "down"):
+            raise ValueError("direction must be 'both', 'up' or 'down'")
 
         async def go() -> list[int]:
-            self._blackhole_new = on and new_connections
+            self._blackhole_new = direction if on and new_connections else None
             ids = []
             for c in self._live.values():
-                c.set_blackholed(on)
+                c.set_blackholed(on, direction)
                 ids.append(c.info.id)
             return ids
 

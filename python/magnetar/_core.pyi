@@ -1,0 +1,272 @@
+"""The Rust engine (built by maturin). Private: use the names re-exported by ``magnetar``."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Callable, Iterable, Mapping, Sequence, final
+
+__all__ = [
+    "Message",
+    "MessageId",
+    "SendFuture",
+    "_Client",
+    "_Consumer",
+    "_Producer",
+    "__version__",
+    "_error_class_names",
+    "_key_hash",
+    "_protocol_version",
+]
+
+__version__: str
+
+@final
+class MessageId:
+    """Where a message sits in a topic. Ordered, hashable, picklable; ``serialize()`` gives
+    the same bytes as the Java and C++ clients."""
+
+    earliest: MessageId
+    """Before the first message of a topic."""
+    latest: MessageId
+    """After the last message of a topic."""
+
+    def __new__(
+        cls,
+        ledger_id: int,
+        entry_id: int,
+        partition: int = -1,
+        batch_index: int = -1,
+        batch_size: int = 0,
+        topic: str | None = None,
+    ) -> MessageId: ...
+    @property
+    def ledger_id(self) -> int:
+        """Ledger id (-1 for the earliest sentinel)."""
+    @property
+    def entry_id(self) -> int:
+        """Entry id within the ledger."""
+    @property
+    def partition(self) -> int:
+        """Partition index, -1 for a non-partitioned topic."""
+    @property
+    def batch_index(self) -> int:
+        """Index in the batch, -1 when not batched."""
+    @property
+    def batch_size(self) -> int:
+        """Messages in the batch, 0 when unknown or not batched."""
+    @property
+    def topic(self) -> str | None:
+        """The topic the id belongs to, when known."""
+    def serialize(self) -> bytes:
+        """The id as bytes (a ``MessageIdData`` protobuf)."""
+    @classmethod
+    def deserialize(cls, data: bytes, topic: str | None = None) -> MessageId:
+        """Parses bytes from ``serialize()`` of any Pulsar client."""
+    def __lt__(self, other: object, /) -> bool: ...
+    def __le__(self, other: object, /) -> bool: ...
+    def __gt__(self, other: object, /) -> bool: ...
+    def __ge__(self, other: object, /) -> bool: ...
+    def __eq__(self, other: object, /) -> bool: ...
+    def __ne__(self, other: object, /) -> bool: ...
+    def __hash__(self) -> int: ...
+    def __reduce__(self) -> tuple[Any, ...]: ...
+
+@final
+class Message:
+    """A received message. ``memoryview(msg)`` reads the payload without copying it."""
+
+    @property
+    def data(self) -> bytes:
+        """The payload."""
+    def text(self) -> str:
+        """The payload decoded as UTF-8."""
+    @property
+    def key(self) -> str | None:
+        """The partition key."""
+    @property
+    def ordering_key(self) -> bytes | None:
+        """The ordering key."""
+    @property
+    def properties(self) -> dict[str, str]:
+        """User properties."""
+    @property
+    def message_id(self) -> MessageId:
+        """The message's id."""
+    @property
+    def topic(self) -> str:
+        """The topic (partition) it came from."""
+    @property
+    def publish_time(self) -> int:
+        """Publish time, milliseconds since the epoch."""
+    @property
+    def event_time(self) -> int | None:
+        """Event time in milliseconds since the epoch, or None."""
+    @property
+    def redelivery_count(self) -> int:
+        """Times the broker delivered this message before."""
+    @property
+    def producer_name(self) -> str:
+        """Name of the producer that published it."""
+    @property
+    def sequence_id(self) -> int:
+        """Sequence id assigned by the producer."""
+    def __len__(self) -> int: ...
+    def __buffer__(self, flags: int, /) -> memoryview: ...
+    def __release_buffer__(self, buffer: memoryview, /) -> None: ...
+
+@final
+class SendFuture:
+    """The outcome of ``Producer.send_async``: the ``concurrent.futures.Future`` interface."""
+
+    def result(self, timeout: float | None = None) -> MessageId:
+        """The message id, waiting up to ``timeout`` seconds; raises the send's error."""
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        """The send's exception, or None."""
+    def done(self) -> bool:
+        """Whether the send completed."""
+    def cancel(self) -> bool:
+        """Queued sends cannot be cancelled: always False."""
+    def cancelled(self) -> bool:
+        """Always False."""
+    def running(self) -> bool:
+        """True while the send is pending."""
+    def add_done_callback(self, func: Callable[[SendFuture], object]) -> None:
+        """Calls ``func(future)`` on completion, in order, on magnetar's dispatch thread."""
+
+@final
+class _Client:
+    """Engine handle of ``magnetar.Client`` and ``magnetar.AsyncClient``."""
+
+    def __new__(cls, service_url: str, options: Mapping[str, Any]) -> _Client: ...
+    def create_producer(self, topic: str, options: Mapping[str, Any], router: Callable[[str | None, int], int] | None = None) -> _Producer:
+        """Creates a producer (blocking)."""
+    def aio_create_producer(self, fut: asyncio.Future[Any], topic: str, options: Mapping[str, Any], router: Callable[[str | None, int], int] | None = None) -> None:
+        """Creates a producer, resolving ``fut``."""
+    def subscribe(self, topic: str | Sequence[str], subscription: str, options: Mapping[str, Any], pattern: bool = False) -> _Consumer:
+        """Subscribes (blocking)."""
+    def aio_subscribe(self, fut: asyncio.Future[Any], topic: str | Sequence[str], subscription: str, options: Mapping[str, Any], pattern: bool = False) -> None:
+        """Subscribes, resolving ``fut``."""
+    def partition_count(self, topic: str) -> int:
+        """Partitions of ``topic`` (0 if not partitioned)."""
+    def close(self) -> None:
+        """Closes everything (blocking)."""
+    def aio_close(self, fut: asyncio.Future[Any]) -> None:
+        """Closes everything, resolving ``fut``."""
+    @property
+    def closed(self) -> bool:
+        """Whether the client was closed."""
+
+@final
+class _Producer:
+    """Engine handle of a producer."""
+
+    @property
+    def topic(self) -> str:
+        """Topic name."""
+    @property
+    def name(self) -> str:
+        """Producer name."""
+    @property
+    def last_sequence_id(self) -> int:
+        """Highest acknowledged sequence id."""
+    @property
+    def is_connected(self) -> bool:
+        """Whether attached now."""
+    @property
+    def partitions(self) -> int:
+        """Partitions (0 if not partitioned)."""
+    @property
+    def closed(self) -> bool:
+        """Whether closed."""
+    def send(self, data: Any, key: str | None = None, properties: Mapping[str, str] | None = None, event_time: int | None = None, deliver_at: int | None = None, ordering_key: Any = None, sequence_id: int | None = None) -> MessageId:
+        """Sends and waits for the receipt."""
+    def send_async(self, data: Any, key: str | None = None, properties: Mapping[str, str] | None = None, event_time: int | None = None, deliver_at: int | None = None, ordering_key: Any = None, sequence_id: int | None = None) -> SendFuture:
+        """Queues a message."""
+    def aio_send(self, fut: asyncio.Future[Any], data: Any, key: str | None = None, properties: Mapping[str, str] | None = None, event_time: int | None = None, deliver_at: int | None = None, ordering_key: Any = None, sequence_id: int | None = None) -> None:
+        """Sends, resolving ``fut`` with the id."""
+    def send_many(self, payloads: Iterable[Any], keys: Sequence[str | None] | None = None) -> list[MessageId]:
+        """Sends many and waits for every receipt."""
+    def aio_send_many(self, fut: asyncio.Future[Any], payloads: Iterable[Any], keys: Sequence[str | None] | None = None) -> None:
+        """Sends many, resolving ``fut`` with the ids."""
+    def flush(self) -> None:
+        """Flushes and waits."""
+    def aio_flush(self, fut: asyncio.Future[Any]) -> None:
+        """Flushes, resolving ``fut``."""
+    def close(self) -> None:
+        """Closes (blocking)."""
+    def aio_close(self, fut: asyncio.Future[Any]) -> None:
+        """Closes, resolving ``fut``."""
+
+@final
+class _Consumer:
+    """Engine handle of a consumer or reader."""
+
+    @property
+    def topics(self) -> list[str]:
+        """Covered topics."""
+    @property
+    def subscription(self) -> str:
+        """Subscription name."""
+    @property
+    def is_connected(self) -> bool:
+        """Whether attached now."""
+    @property
+    def corrupt_messages(self) -> int:
+        """Messages discarded as corrupt."""
+    @property
+    def queued(self) -> int:
+        """Messages in the receiver queue."""
+    @property
+    def closed(self) -> bool:
+        """Whether closed."""
+    def receive(self, timeout: float | None = None) -> Message:
+        """Next message (blocking)."""
+    def try_receive(self) -> Message | None:
+        """A queued message or None."""
+    def receive_many(self, max_messages: int = 100, timeout: float | None = None) -> list[Message]:
+        """Up to ``max_messages``."""
+    def aio_wait(self, fut: asyncio.Future[Any]) -> None:
+        """Resolves ``fut`` when a message may be available."""
+    def ack(self, message: Message | MessageId) -> None:
+        """Acknowledges one message."""
+    def ack_cumulative(self, message: Message | MessageId) -> None:
+        """Acknowledges up to a message."""
+    def nack(self, message: Message | MessageId) -> None:
+        """Negative acknowledgement."""
+    def redeliver_unacknowledged(self) -> None:
+        """Redelivers every unacked message."""
+    def pause(self) -> None:
+        """Stops granting permits."""
+    def resume(self) -> None:
+        """Grants permits again."""
+    def seek(self, target: MessageId | int) -> None:
+        """Seeks to an id or a time (ms)."""
+    def aio_seek(self, fut: asyncio.Future[Any], target: MessageId | int) -> None:
+        """Seeks, resolving ``fut``."""
+    def last_message_ids(self) -> list[MessageId]:
+        """Last id per covered topic."""
+    def aio_last_message_ids(self, fut: asyncio.Future[Any]) -> None:
+        """Last ids, resolving ``fut``."""
+    def stats(self) -> list[dict[str, Any]]:
+        """Broker statistics per covered topic."""
+    def has_message_available(self) -> bool:
+        """Whether a message is past the last one taken."""
+    def aio_has_message_available(self, fut: asyncio.Future[Any]) -> None:
+        """As ``has_message_available``, resolving ``fut``."""
+    def unsubscribe(self) -> None:
+        """Deletes the subscription."""
+    def aio_unsubscribe(self, fut: asyncio.Future[Any]) -> None:
+        """Unsubscribes, resolving ``fut``."""
+    def close(self) -> None:
+        """Closes (blocking)."""
+    def aio_close(self, fut: asyncio.Future[Any]) -> None:
+        """Closes, resolving ``fut``."""
+
+def _error_class_names() -> list[str]:
+    """Exception class names the engine's error kinds map to."""
+
+def _protocol_version() -> int:
+    """Protocol version this build speaks."""
+
+def _key_hash(key: str, scheme: str = "java_string") -> int:
+    """The default router's key hash."""
