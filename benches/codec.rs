@@ -12,7 +12,9 @@
 //! is used, so this measures exactly what the engine runs.
 
 use bytes::{Bytes, BytesMut};
-use criterion::{black_box, criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
+use std::hint::black_box;
+
+use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
 
 use magnetar::protocol::batch::{decode_entries, encode_entry};
 use magnetar::protocol::commands::send;

@@ -150,15 +150,25 @@ def fixed_rate_schedule(n: int, rate: float, send_one: Any) -> tuple[list[float]
         now = now_f()
         due = min(n, int((now - t0) / interval) + 1) if now >= t0 else 0
         if due <= i:
-            wait = t0 + i * interval - now
-            if wait > 0.0002:
-                sleep(wait - 0.0001)
+            # Always sleep (never spin): a spinning loop holds the GIL and would delay the
+            # completion callbacks, which every client runs on another thread.
+            sleep(max(0.0, t0 + i * interval - now))
             continue
         while i < due:
             intended[i] = t0 + i * interval
             send_one(i)
             i += 1
     return intended, t0
+
+
+def wait_for_callbacks(done: list[float], timeout: float = 5.0) -> int:
+    """Waits (up to ``timeout``) until every completion callback has run; returns how many did not."""
+    deadline = time.monotonic() + timeout
+    while True:
+        missing = done.count(0.0)
+        if not missing or time.monotonic() > deadline:
+            return missing
+        time.sleep(0.05)
 
 
 def latency_stats(intended: list[float], done: list[float], t0: float, warmup: float = LATENCY_WARMUP_S) -> dict[str, float]:

@@ -66,18 +66,22 @@ LATENCY = [
 
 # name -> (kind, clients, full params, quick params)
 SCENARIOS: dict[str, tuple[str, list[tuple[str, str, str]], dict[str, Any], dict[str, Any]]] = {
-    "produce_100B": ("produce", PRODUCERS, {"n": 1_000_000, "size": 100}, {"n": 50_000, "size": 100}),
-    "produce_1KiB": ("produce", PRODUCERS, {"n": 200_000, "size": 1024}, {"n": 20_000, "size": 1024}),
-    "consume_100B": ("consume", CONSUMERS, {"n": 1_000_000, "size": 100}, {"n": 50_000, "size": 100}),
+    "produce_100B": ("produce", PRODUCERS, {"n": 1_000_000, "size": 100}, {"n": 20_000, "size": 100}),
+    "produce_1KiB": ("produce", PRODUCERS, {"n": 200_000, "size": 1024}, {"n": 10_000, "size": 1024}),
+    "consume_100B": ("consume", CONSUMERS, {"n": 1_000_000, "size": 100}, {"n": 20_000, "size": 100}),
     "blocking_send": ("blocking", [("magnetar", "send", "magnetar send"), ("official", "send", "official send")],
-                      {"n": 20_000, "size": 100, "max_seconds": 60}, {"n": 500, "size": 100, "max_seconds": 5}),
+                      {"n": 20_000, "size": 100, "max_seconds": 30}, {"n": 300, "size": 100, "max_seconds": 3}),
     "latency_1k": ("latency", LATENCY, {"rate": 1_000, "duration": 20, "size": 100},
-                   {"rate": 1_000, "duration": 3, "size": 100}),
+                   {"rate": 1_000, "duration": 2, "size": 100}),
     "latency_10k": ("latency", LATENCY, {"rate": 10_000, "duration": 10, "size": 100},
-                    {"rate": 10_000, "duration": 3, "size": 100}),
+                    {"rate": 10_000, "duration": 2, "size": 100}),
     "idle": ("idle", [("magnetar", "idle", "magnetar idle"), ("official", "idle", "official idle")],
-             {"duration": 30}, {"duration": 5}),
+             {"duration": 30}, {"duration": 3}),
 }
+
+
+# Scenarios where --quick still runs pulsar-perf (both of its code paths, produce and consume).
+QUICK_JAVA = ("produce_100B", "consume_100B")
 
 
 def log(msg: str) -> None:
@@ -155,7 +159,8 @@ class Runner:
                 "subscription": f"bench-{uuid.uuid4().hex[:6]}", "broker_pid": self.broker.pid,
                 "batch_max_messages": common.BATCH_MAX_MESSAGES, "batch_max_bytes": common.BATCH_MAX_BYTES,
                 "batch_delay_ms": delay, "max_pending": common.MAX_PENDING, "receiver_queue": common.RECEIVER_QUEUE,
-                "concurrency": common.ASYNC_CONCURRENCY, "receive_batch": common.RECEIVE_BATCH, **params}
+                "concurrency": common.ASYNC_CONCURRENCY, "receive_batch": common.RECEIVE_BATCH,
+                "async_max_seconds": self.args.async_max_seconds or (20.0 if self.args.quick else 90.0), **params}
 
     def python_run(self, client: str, spec: dict[str, Any], timeout: float) -> dict[str, Any]:
         self.seq += 1
@@ -169,7 +174,7 @@ class Runner:
                 proc = subprocess.run([self.python, "-m", module, str(spec_path), str(out_path)],
                                       cwd=ROOT, env=self.env, stdin=subprocess.DEVNULL, stdout=logf,
                                       stderr=subprocess.STDOUT, timeout=timeout)
-                code = proc.returncode
+                code: int | str = proc.returncode
             except subprocess.TimeoutExpired:
                 code = "timeout"
         if out_path.exists():
@@ -226,11 +231,12 @@ class Runner:
                 rec["messages"] = rec["sent"]
                 want = params.get("n", rec["sent"]) if kind != "latency" else int(params["rate"] * params["duration"])
                 rec["count_ok"] = broker_in == expected and rec.get("errors", 0) == 0 and (
-                    rec["sent"] == want or (kind == "blocking" and rec.get("capped")))
+                    rec["sent"] == want or bool(rec.get("capped")))
         elif kind == "consume":
             rec["messages"] = rec.get("received", 0)
-            rec["count_ok"] = rec.get("received") == params["n"] and (
-                rec["client"] == "java" or rec.get("bytes") == params["n"] * params["size"])
+            got = rec.get("received", 0)
+            rec["count_ok"] = (got == params["n"] or (bool(rec.get("capped")) and 0 < got < params["n"])) and (
+                rec["client"] == "java" or rec.get("bytes") == got * params["size"])
         else:
             rec["messages"] = 0
             rec["count_ok"] = True
@@ -245,7 +251,7 @@ class Runner:
 
     def warm_up(self) -> None:
         """A throwaway run so the broker's JIT and caches are warm (not recorded)."""
-        n = 20_000 if self.args.quick else 200_000
+        n = 10_000 if self.args.quick else 200_000
         for client, api in (("magnetar", "send_many"), ("official", "send_async"), ("magnetar", "send_async")):
             topic = f"persistent://public/default/bench-warmup-{uuid.uuid4().hex[:6]}"
             res = self.python_run(client, self.spec("produce", api, {"n": n, "size": 100}, topic), self.args.run_timeout)
@@ -271,6 +277,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--attach", type=Path, default=None,
                     help="use the running broker of this data dir (python -m magnetar.testing.standalone "
                          "--data-dir DIR start) instead of starting one")
+    ap.add_argument("--async-max-seconds", type=float, default=None,
+                    help="time cap of one asyncio produce/consume run (default 90, quick 20); the rates stay "
+                         "valid and the count check uses what was sent")
     ap.add_argument("--no-warmup", action="store_true", help="skip the throwaway warm-up run")
     ap.add_argument("--run-timeout", type=float, default=900.0, help="seconds before one run is abandoned")
     args = ap.parse_args(argv)
@@ -331,10 +340,12 @@ def main(argv: list[str] | None = None) -> int:
             for name in names:
                 kind, clients, full, quick = SCENARIOS[name]
                 params = dict(quick if args.quick else full)
-                for key in ("n", "duration"):
+                for key in ("n", "duration", "max_seconds"):
                     if key in params and args.scale != 1.0:
                         params[key] = max(1, int(params[key] * args.scale)) if key == "n" else params[key] * args.scale
                 clients = [c for c in clients if c[0] in wanted_clients]
+                if args.quick and name not in QUICK_JAVA:
+                    clients = [c for c in clients if c[0] != "java"]  # a JVM start costs ~10 s
                 for rnd in range(rounds):
                     order = clients[rnd % len(clients):] + clients[:rnd % len(clients)]
                     for pos, (client, api, label) in enumerate(order):

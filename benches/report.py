@@ -76,8 +76,8 @@ def _value(r: dict[str, Any], metric: str) -> float | None:
     return r.get(metric)
 
 
-def _stats(values: list[float]) -> dict[str, float] | None:
-    values = [v for v in values if v is not None]
+def _stats(raw: list[float | None]) -> dict[str, float] | None:
+    values = [v for v in raw if v is not None]
     if not values:
         return None
     return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
@@ -105,7 +105,7 @@ def summarise(data: dict[str, Any]) -> dict[str, Any]:
                 st = _stats([_value(r, metric) for r in mine])
                 if st:
                     c[metric] = st
-            if mine and mine[0].get("capped") is not None:
+            if mine and any(r.get("capped") for r in mine):
                 c["sent_median"] = statistics.median(r["messages"] for r in mine)
         by_round: dict[int, dict[str, dict[str, Any]]] = {}
         for r in ok_runs:
@@ -116,7 +116,7 @@ def summarise(data: dict[str, Any]) -> dict[str, Any]:
             entry: dict[str, Any] = {"magnetar": mag, "reference": ref}
             for metric in ("cpu_us_per_msg", "throughput", "broker_cpu_us_per_msg", "cpu_percent_of_core",
                            "lat_p50", "lat_p99", "lat_p999"):
-                ratios = []
+                ratios: list[float | None] = []
                 for rr in by_round.values():
                     if mag in rr and ref in rr:
                         a, b = _value(rr[mag], metric), _value(rr[ref], metric)
@@ -206,8 +206,9 @@ def markdown(data: dict[str, Any], summary: dict[str, Any]) -> str:
         f"(before: {' '.join(m.get('loadavg', []))}; after: {' '.join(meta.get('loadavg_end', []) or [])}); "
         f"machine busy during the windows: median {statistics.median(busy) * 100:.0f}% of all CPUs." if busy else
         "- Load average: not recorded.",
-        f"- magnetar {sw.get('magnetar')} (git {sw.get('git_head')}, {sw.get('git_dirty_files')} modified tracked files, "
-        f"extension sha256 {sw.get('extension_sha256')}), pulsar-client {sw.get('pulsar_client')}, "
+        f"- magnetar {sw.get('magnetar')} from {sw.get('magnetar_module')} (work tree at git {sw.get('git_head')} with "
+        f"{sw.get('git_dirty_files')} modified tracked files; extension sha256 {sw.get('extension_sha256')}), "
+        f"pulsar-client {sw.get('pulsar_client')}, "
         f"broker and pulsar-perf {sw.get('pulsar')}, {sw.get('java') or 'no Java'}.",
         f"- Settings (all clients): batches of {st.get('BATCH_MAX_MESSAGES')} messages / {st.get('BATCH_MAX_BYTES')} B, "
         f"batch delay {st.get('BATCH_DELAY_MS')} ms ({st.get('LATENCY_BATCH_DELAY_MS')} ms for the latency runs), "
@@ -229,10 +230,10 @@ def markdown(data: dict[str, Any], summary: dict[str, Any]) -> str:
                 lines.append(f"| {name} | {label} | skipped: {c['skipped']} | | | | | 0/{c['runs']} |")
                 continue
             lat = " / ".join(_fmt((c.get(f"lat_{k}") or {}).get("median")) for k in ("p50", "p99", "p999")) \
-                if c.get("lat_p50") else "–"
+                if c.get("lat_p50") and sc["kind"] in ("blocking", "latency") else "–"
             tput = _rng(c.get("throughput"))
-            if sc["kind"] == "blocking" and c.get("sent_median"):
-                tput += f" ({int(c['sent_median'])} sent)"
+            if c.get("sent_median"):
+                tput += f" (time cap: {int(c['sent_median']):,} msgs)"
             lines.append(f"| {name} | {label} | {tput} | {_rng(c.get('cpu_us_per_msg'))} | "
                          f"{_rng(c.get('broker_cpu_us_per_msg'))} | {lat} | {_rng(c.get('cpu_percent_of_core'))} | "
                          f"{c['ok']}/{c['runs']} |")

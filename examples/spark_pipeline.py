@@ -22,7 +22,8 @@ import os
 import sys
 import time
 import uuid
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import magnetar.spark as ms
 from magnetar.spark import ClientConfig, PulsarDataSource

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import threading
 import time
@@ -89,6 +90,13 @@ def perf_args(spec: dict[str, Any]) -> tuple[str, list[str]]:
     raise ValueError(f"pulsar-perf does not run scenario {sc!r}")
 
 
+def _term(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except OSError:
+        pass
+
+
 def run(spec: dict[str, Any], home: Path, workdir: Path, timeout: float, log_path: Path) -> dict[str, Any]:
     """Runs pulsar-perf for ``spec``; returns the same fields as the Python clients' results."""
     kind, args = perf_args(spec)
@@ -110,6 +118,9 @@ def run(spec: dict[str, Any], home: Path, workdir: Path, timeout: float, log_pat
                 marks["start"] = sample()
             elif end_marker in line and "start" in marks and "end" not in marks:
                 marks["end"] = sample()
+                # pulsar-perf idles for seconds before exiting; SIGTERM runs its shutdown hook,
+                # which prints the aggregated stats at once.
+                threading.Timer(0.5, _term, (proc.pid,)).start()
             lines.append(line)
 
     t = threading.Thread(target=reader, daemon=True)
@@ -142,7 +153,6 @@ def run(spec: dict[str, Any], home: Path, workdir: Path, timeout: float, log_pat
                              "method": "pulsar-perf: send call -> receipt, first --warmup-time s dropped"}
     if m := _RECEIVED.search(text):
         res["received"] = int(m.group(1))
-        res["bytes"] = res["received"] * spec["size"]
     if m := _SENT.search(text):
         res["perf_reported_sent"] = int(m.group(1))
     return res

@@ -100,7 +100,7 @@ class ClientConfig:
             "max_backoff": self.max_backoff,
         }
 
-    def replace(self, **changes: Any) -> "ClientConfig":
+    def replace(self, **changes: Any) -> ClientConfig:
         """A copy with some fields changed. ``authentication=`` replaces the credentials."""
         if changes.get("authentication") is not None:
             changes.setdefault("auth_method", None)
@@ -109,13 +109,13 @@ class ClientConfig:
             changes["authentication"] = None
         return dataclasses.replace(self, **changes)
 
-    def create(self) -> "Client":
+    def create(self) -> Client:
         """A new :class:`magnetar.Client` (the caller closes it)."""
         from ._client import Client
 
         return Client(self.service_url, **self.client_kwargs())
 
-    def create_async(self) -> "AsyncClient":
+    def create_async(self) -> AsyncClient:
         """A new :class:`magnetar.AsyncClient` (the caller closes it)."""
         from ._async import AsyncClient
 
@@ -124,6 +124,6 @@ class ClientConfig:
 
 # ``authentication`` is an init-only argument of the dataclass; once the class is built, the
 # same name reads the stored credentials back as an Authentication (or None).
-ClientConfig.authentication = property(  # type: ignore[assignment,method-assign]
+ClientConfig.authentication = property(  # type: ignore[attr-defined]
     ClientConfig._authentication, doc="The credentials as a :class:`~magnetar.Authentication`, or None."
 )

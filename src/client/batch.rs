@@ -3,13 +3,13 @@
 use bytes::BytesMut;
 
 use super::message::{single_metadata, OutgoingMessage};
-use super::producer::SendCallback;
+use super::completion::Completion;
 use crate::protocol::batch::encode_entry;
 
 /// Messages collected for one batch, with their sequence ids and completion callbacks.
 #[derive(Default)]
 pub(crate) struct OpenBatch {
-    pub messages: Vec<(OutgoingMessage, u64, SendCallback)>,
+    pub messages: Vec<(OutgoingMessage, u64, Completion)>,
     pub bytes: usize,
 }
 
@@ -27,7 +27,7 @@ impl OpenBatch {
         !self.is_empty() && (self.len() >= max_messages || self.bytes + msg.footprint() > max_bytes)
     }
 
-    pub fn push(&mut self, msg: OutgoingMessage, sequence_id: u64, done: SendCallback) {
+    pub fn push(&mut self, msg: OutgoingMessage, sequence_id: u64, done: Completion) {
         self.bytes += msg.footprint();
         self.messages.push((msg, sequence_id, done));
     }
@@ -91,6 +91,6 @@ pub(crate) struct TakenBatch {
     pub payload: BytesMut,
     pub first_seq: u64,
     pub last_seq: u64,
-    pub callbacks: Vec<SendCallback>,
+    pub callbacks: Vec<Completion>,
     pub bytes: usize,
 }

@@ -227,9 +227,19 @@ impl Consumer {
         None
     }
 
-    fn taken(&self, msg: &Message) {
-        if let Some(part) = self.inner.parts.read().expect("parts lock").get(msg.origin) {
-            part.on_dequeue(msg);
+    fn taken(&self, msgs: &[Message]) {
+        let parts = self.inner.parts.read().expect("parts lock");
+        if parts.len() == 1 {
+            parts[0].on_dequeue(msgs.iter());
+            return;
+        }
+        let mut origins: Vec<usize> = msgs.iter().map(|m| m.origin).collect();
+        origins.sort_unstable();
+        origins.dedup();
+        for origin in origins {
+            if let Some(part) = parts.get(origin) {
+                part.on_dequeue(msgs.iter().filter(|m| m.origin == origin));
+            }
         }
     }
 
@@ -237,7 +247,7 @@ impl Consumer {
     pub fn try_receive(&self) -> Result<Option<Message>> {
         match self.inner.inbox.try_take() {
             Take::Message(m) => {
-                self.taken(&m);
+                self.taken(std::slice::from_ref(&m));
                 Ok(Some(m))
             }
             Take::Ended(e) => Err(e),
@@ -287,9 +297,7 @@ impl Consumer {
                 return Err(e);
             }
         }
-        for m in &msgs {
-            self.taken(m);
-        }
+        self.taken(&msgs);
         Ok(msgs)
     }
 

@@ -12,6 +12,7 @@ pub mod producer;
 pub mod topic;
 
 mod batch;
+pub mod completion;
 mod inbox;
 mod inner;
 mod partition_consumer;
@@ -23,5 +24,6 @@ pub use error::{Error, ErrorKind, Result};
 pub use inner::Client;
 pub use message::{Message, MessageId, OutgoingMessage};
 pub use options::{ClientOptions, ConsumerOptions, HashingScheme, InitialPosition, ProducerOptions, RoutingMode};
-pub use producer::{Producer, SendCallback};
+pub use completion::{Completion, SendCallback};
+pub use producer::Producer;
 pub use topic::TopicName;

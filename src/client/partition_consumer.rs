@@ -96,16 +96,27 @@ pub(crate) struct PartitionShared {
 }
 
 impl PartitionShared {
-    /// Called for every message the application takes.
-    pub fn on_dequeue(&self, msg: &Message) {
-        if msg.epoch != self.epoch.load(Ordering::Acquire) {
-            return;
+    /// Called for the messages of this partition the application took, in order.
+    pub fn on_dequeue<'a>(&self, msgs: impl Iterator<Item = &'a Message>) {
+        let epoch = self.epoch.load(Ordering::Acquire);
+        let mut count = 0;
+        let mut last = None;
+        for msg in msgs {
+            if msg.epoch != epoch {
+                continue;
+            }
+            count += 1;
+            if self.track_delivered {
+                let _ = self.tx.send(Command::Delivered(msg.id.clone()));
+            }
+            last = Some(msg);
         }
-        *self.last_dequeued.lock().expect("last_dequeued lock") = Some(msg.id.clone());
-        if self.track_delivered {
-            let _ = self.tx.send(Command::Delivered(msg.id.clone()));
+        if let Some(m) = last {
+            *self.last_dequeued.lock().expect("last_dequeued lock") = Some(m.id.clone());
         }
-        self.return_permits(1);
+        if count > 0 {
+            self.return_permits(count);
+        }
     }
 
     fn return_permits(&self, n: u32) {

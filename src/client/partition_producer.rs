@@ -21,7 +21,7 @@ use super::error::{Error, ErrorKind, Result};
 use super::inner::ClientInner;
 use super::message::{MessageId, OutgoingMessage};
 use super::options::ProducerOptions;
-use super::producer::SendCallback;
+use super::completion::Completion;
 use super::util::{next_event, now_ms, sleep_until_opt};
 use crate::net::backoff::Backoff;
 use crate::net::{lookup, Connection, Event, HandlerId};
@@ -29,7 +29,7 @@ use crate::protocol::pb::{base_command::Type, CompressionType, KeyValue, Message
 use crate::protocol::{commands, compression, frame};
 
 pub(crate) enum Command {
-    Send { msg: OutgoingMessage, done: SendCallback, flush: bool },
+    Send { msg: OutgoingMessage, done: Completion, flush: bool },
     Flush(oneshot::Sender<Result<()>>),
     Close(oneshot::Sender<Result<()>>),
 }
@@ -43,9 +43,37 @@ pub(crate) struct SharedState {
     pub last_sequence_id: AtomicI64,
 }
 
+/// How callers wake the actor. While a batch is open the actor does not watch its channel,
+/// so queuing a message costs no thread wake-up; callers ring `urgent` only when the batch is
+/// full or a message must go out now (a blocking send, a delayed or oversized message, a
+/// flush, a close). Without this, every `send_async` would wake the I/O thread.
+#[derive(Default)]
+pub(crate) struct Wake {
+    queued: AtomicUsize,
+    queued_bytes: AtomicUsize,
+    pub urgent: tokio::sync::Notify,
+}
+
+impl Wake {
+    /// Notes one queued message; rings when it needs prompt handling.
+    pub fn queued(&self, bytes: usize, urgent: bool, max_messages: usize, max_bytes: usize) {
+        let n = self.queued.fetch_add(1, Ordering::AcqRel) + 1;
+        let b = self.queued_bytes.fetch_add(bytes, Ordering::AcqRel) + bytes;
+        if urgent || n >= max_messages || b >= max_bytes {
+            self.urgent.notify_one();
+        }
+    }
+
+    fn reset(&self) {
+        self.queued.store(0, Ordering::Release);
+        self.queued_bytes.store(0, Ordering::Release);
+    }
+}
+
 /// Handle to the actor of one partition.
 pub(crate) struct PartitionProducer {
     pub tx: mpsc::UnboundedSender<Command>,
+    pub wake: Arc<Wake>,
     pub permits: Arc<Semaphore>,
     pub state: Arc<SharedState>,
 }
@@ -67,7 +95,9 @@ impl PartitionProducer {
             last_sequence_id: AtomicI64::new(-1),
         });
         let (tx, rx) = mpsc::unbounded_channel();
+        let wake = Arc::new(Wake::default());
         let mut actor = Actor {
+            wake: wake.clone(),
             producer_id: client.next_producer_id(),
             backoff: Backoff::new(client.opts.initial_backoff, client.opts.max_backoff),
             client,
@@ -93,7 +123,7 @@ impl PartitionProducer {
         };
         actor.attach().await?;
         tokio::spawn(actor.run());
-        Ok(PartitionProducer { tx, permits, state })
+        Ok(PartitionProducer { tx, wake, permits, state })
     }
 }
 
@@ -101,13 +131,14 @@ struct InFlight {
     sequence_id: u64,
     highest_sequence_id: u64,
     frame: Bytes,
-    callbacks: Vec<SendCallback>,
+    callbacks: Vec<Completion>,
     batched: bool,
     sent_at: Instant,
     bytes: usize,
 }
 
 struct Actor {
+    wake: Arc<Wake>,
     client: Arc<ClientInner>,
     topic: String,
     partition: i32,
@@ -140,21 +171,13 @@ impl Actor {
                 Some(op) if !self.opts.send_timeout.is_zero() => Some(op.sent_at + self.opts.send_timeout),
                 _ => None,
             };
+            // With a batch open, queued messages wait for the deadline or an urgent ring.
+            let lazy = !self.batch.is_empty();
             tokio::select! {
-                cmd = self.rx.recv() => match cmd {
+                cmd = self.rx.recv(), if !lazy => match cmd {
                     Some(cmd) => {
                         self.handle(cmd);
-                        // Take what else is queued before flushing, so a burst of sends that
-                        // each ask for a flush still travels as full batches.
-                        for _ in 0..self.opts.batch_max_messages.max(64) {
-                            match self.rx.try_recv() {
-                                Ok(cmd) => self.handle(cmd),
-                                Err(_) => break,
-                            }
-                        }
-                        if std::mem::take(&mut self.flush_requested) {
-                            self.flush_batch();
-                        }
+                        self.drain();
                     }
                     // Every handle is gone: nobody can await the pending sends, but finish them.
                     None => {
@@ -162,8 +185,12 @@ impl Actor {
                         self.handle(Command::Close(tx));
                     }
                 },
+                _ = self.wake.urgent.notified(), if lazy => self.drain(),
                 ev = next_event(&mut self.events) => self.on_event(ev),
-                _ = sleep_until_opt(batch_due) => self.flush_batch(),
+                _ = sleep_until_opt(batch_due) => {
+                    self.drain();
+                    self.flush_batch();
+                }
                 _ = sleep_until_opt(timeout_due) => self.fail_expired(),
                 _ = sleep_until_opt(self.retry_at) => self.reconnect().await,
             }
@@ -172,6 +199,28 @@ impl Actor {
             }
         }
         self.finish_close().await;
+    }
+
+    /// Handles everything queued, then flushes if any of it asked for a flush, so a burst of
+    /// sends that each ask for one still travels as full batches.
+    fn drain(&mut self) {
+        self.wake.reset();
+        loop {
+            match self.rx.try_recv() {
+                Ok(cmd) => self.handle(cmd),
+                Err(mpsc::error::TryRecvError::Empty) => break,
+                Err(mpsc::error::TryRecvError::Disconnected) => {
+                    if self.closing.is_none() {
+                        let (tx, _rx) = oneshot::channel();
+                        self.handle(Command::Close(tx));
+                    }
+                    break;
+                }
+            }
+        }
+        if std::mem::take(&mut self.flush_requested) {
+            self.flush_batch();
+        }
     }
 
     fn handle(&mut self, cmd: Command) {
@@ -194,10 +243,10 @@ impl Actor {
         }
     }
 
-    fn send(&mut self, msg: OutgoingMessage, done: SendCallback, flush: bool) {
+    fn send(&mut self, msg: OutgoingMessage, done: Completion, flush: bool) {
         if let Some(e) = &self.failed {
             self.release(1, msg.footprint());
-            done(Err(e.clone()));
+            done.complete(Err(e.clone()));
             return;
         }
         let batchable = self.opts.batching && msg.deliver_at.is_none() && msg.payload.len() <= self.opts.batch_max_bytes;
@@ -240,7 +289,7 @@ impl Actor {
         }
     }
 
-    fn send_single(&mut self, msg: OutgoingMessage, seq: u64, done: SendCallback) {
+    fn send_single(&mut self, msg: OutgoingMessage, seq: u64, done: Completion) {
         let mut meta = self.metadata(seq);
         meta.partition_key = msg.key.clone();
         meta.ordering_key = msg.ordering_key.clone().map(Into::into);
@@ -253,7 +302,7 @@ impl Actor {
             Ok(p) => p,
             Err(e) => {
                 self.release(1, bytes);
-                done(Err(e));
+                done.complete(Err(e));
                 return;
             }
         };
@@ -278,7 +327,7 @@ impl Actor {
     /// Splits a (compressed) payload larger than the broker's limit into chunks that share the
     /// sequence id and a uuid; consumers reassemble them. Only the last chunk's receipt
     /// completes the send.
-    fn send_chunks(&mut self, meta: MessageMetadata, payload: &[u8], seq: u64, done: SendCallback, bytes: usize, max: usize) {
+    fn send_chunks(&mut self, meta: MessageMetadata, payload: &[u8], seq: u64, done: Completion, bytes: usize, max: usize) {
         // Leave room for the metadata, as the broker's limit covers the whole entry.
         let chunk_size = max.saturating_sub(meta.encoded_len() + 64).max(1024);
         let total = payload.len();
@@ -342,7 +391,7 @@ impl Actor {
             Err(e) => {
                 self.release(n, bytes);
                 for done in callbacks {
-                    done(Err(e.clone()));
+                    done.complete(Err(e.clone()));
                 }
                 return;
             }
@@ -455,7 +504,7 @@ impl Actor {
                 id.batch_index = i as i32;
                 id.batch_size = n as i32;
             }
-            done(Ok(id));
+            done.complete(Ok(id));
         }
         self.complete_flushers();
     }
@@ -471,7 +520,7 @@ impl Actor {
             self.release(op.callbacks.len(), op.bytes);
             for done in op.callbacks {
                 failed += 1;
-                done(Err(Error::new(ErrorKind::Timeout, format!("send to {} timed out", self.topic))));
+                done.complete(Err(Error::new(ErrorKind::Timeout, format!("send to {} timed out", self.topic))));
             }
         }
         if failed > 0 {
@@ -486,7 +535,7 @@ impl Actor {
         while let Some(op) = self.pending.pop_front() {
             self.release(op.callbacks.len(), op.bytes);
             for done in op.callbacks {
-                done(Err(e.clone()));
+                done.complete(Err(e.clone()));
             }
         }
         self.complete_flushers();
@@ -603,7 +652,7 @@ impl Actor {
             match cmd {
                 Command::Send { msg, done, .. } => {
                     self.release(1, msg.footprint());
-                    done(Err(Error::closed("producer")));
+                    done.complete(Err(Error::closed("producer")));
                 }
                 Command::Flush(r) | Command::Close(r) => {
                     let _ = r.send(Ok(()));

@@ -5,6 +5,7 @@ use std::sync::{Arc, RwLock};
 
 use tokio::sync::{oneshot, Notify, TryAcquireError};
 
+use super::completion::{Completion, Slots};
 use super::error::{Error, ErrorKind, Result};
 use super::inner::ClientInner;
 use super::message::{MessageId, OutgoingMessage};
@@ -15,8 +16,6 @@ use super::util::now_ms;
 use crate::net::lookup;
 use crate::protocol::hash;
 
-/// Called once with the outcome of a send.
-pub type SendCallback = Box<dyn FnOnce(Result<MessageId>) + Send + 'static>;
 
 /// Chooses a partition for a message: `(message, partition count) -> index`.
 pub type Router = Arc<dyn Fn(&OutgoingMessage, usize) -> Result<usize> + Send + Sync>;
@@ -72,7 +71,7 @@ impl MemoryLimit {
 }
 
 /// A send that could not be queued without waiting; gives the message back.
-pub struct WouldBlock(pub OutgoingMessage, pub SendCallback);
+pub struct WouldBlock(pub OutgoingMessage, pub Completion);
 
 struct Inner {
     client: Arc<ClientInner>,
@@ -218,19 +217,23 @@ impl Producer {
     }
 
     fn choose(&self, msg: &OutgoingMessage) -> Result<Arc<PartitionProducer>> {
-        let parts = self.parts().clone();
+        let router = self.inner.router.read().expect("router lock").clone();
+        if let Some(route) = router {
+            // Never call into Python while holding the partitions lock.
+            let parts = self.parts().clone();
+            let n = parts.len();
+            let i = route(msg, n)?;
+            return parts
+                .get(i)
+                .cloned()
+                .ok_or_else(|| Error::invalid(format!("router chose partition {i} of {n}")));
+        }
+        let parts = self.parts();
         let n = parts.len();
         if n == 1 {
             return Ok(parts[0].clone());
         }
-        let router = self.inner.router.read().expect("router lock").clone();
-        let i = if let Some(route) = router {
-            let i = route(msg, n)?;
-            if i >= n {
-                return Err(Error::invalid(format!("router chose partition {i} of {n}")));
-            }
-            i
-        } else if let Some(key) = msg.key.as_deref() {
+        let i = if let Some(key) = msg.key.as_deref() {
             // Like the Java routers: only the partition key routes; an ordering key does not.
             let h = match self.inner.opts.hashing_scheme {
                 HashingScheme::JavaString => hash::java_string_hash(key),
@@ -268,25 +271,26 @@ impl Producer {
 
     /// Queues `msg` if a pending slot and memory are free right now; `done` gets the outcome.
     /// `flush` asks for the open batch to go out as soon as the producer is idle.
-    pub fn try_enqueue(&self, msg: OutgoingMessage, flush: bool, done: SendCallback) -> std::result::Result<(), WouldBlock> {
+    pub fn try_enqueue(&self, msg: OutgoingMessage, flush: bool, done: impl Into<Completion>) -> std::result::Result<(), WouldBlock> {
+        let done: Completion = done.into();
         let part = match self.choose(&msg).and_then(|p| self.check(&p, &msg).map(|()| p)) {
             Ok(p) => p,
             Err(e) => {
-                done(Err(e));
+                done.complete(Err(e));
                 return Ok(());
             }
         };
         match part.permits.try_acquire() {
             Ok(p) => p.forget(),
             Err(TryAcquireError::Closed) => {
-                done(Err(Error::closed("producer")));
+                done.complete(Err(Error::closed("producer")));
                 return Ok(());
             }
             Err(TryAcquireError::NoPermits) => {
                 if self.inner.opts.block_if_full {
                     return Err(WouldBlock(msg, done));
                 }
-                done(Err(Error::new(ErrorKind::ProducerQueueFull, "producer queue is full (max_pending reached)")));
+                done.complete(Err(Error::new(ErrorKind::ProducerQueueFull, "producer queue is full (max_pending reached)")));
                 return Ok(());
             }
         }
@@ -295,7 +299,7 @@ impl Producer {
             if self.inner.opts.block_if_full {
                 return Err(WouldBlock(msg, done));
             }
-            done(Err(Error::new(ErrorKind::ProducerQueueFull, "client memory limit reached")));
+            done.complete(Err(Error::new(ErrorKind::ProducerQueueFull, "client memory limit reached")));
             return Ok(());
         }
         self.post(&part, msg, flush, done);
@@ -303,34 +307,41 @@ impl Producer {
     }
 
     /// Queues `msg`, waiting for a pending slot and memory when the producer blocks if full.
-    pub async fn enqueue(&self, msg: OutgoingMessage, flush: bool, done: SendCallback) {
+    pub async fn enqueue(&self, msg: OutgoingMessage, flush: bool, done: impl Into<Completion>) {
         let (msg, done) = match self.try_enqueue(msg, flush, done) {
             Ok(()) => return,
             Err(WouldBlock(m, d)) => (m, d),
         };
         let part = match self.choose(&msg) {
             Ok(p) => p,
-            Err(e) => return done(Err(e)),
+            Err(e) => return done.complete(Err(e)),
         };
         match part.permits.acquire().await {
             Ok(p) => p.forget(),
-            Err(_) => return done(Err(Error::closed("producer"))),
+            Err(_) => return done.complete(Err(Error::closed("producer"))),
         }
         self.inner.client.memory.reserve(msg.footprint()).await;
         if let Err(e) = self.check(&part, &msg) {
             part.permits.add_permits(1);
             self.inner.client.memory.release(msg.footprint());
-            return done(Err(e));
+            return done.complete(Err(e));
         }
         self.post(&part, msg, flush, done);
     }
 
-    fn post(&self, part: &PartitionProducer, msg: OutgoingMessage, flush: bool, done: SendCallback) {
-        if let Err(mpsc_err) = part.tx.send(Command::Send { msg, done, flush }) {
+    fn post(&self, part: &PartitionProducer, msg: OutgoingMessage, flush: bool, done: Completion) {
+        let o = &self.inner.opts;
+        let bytes = msg.footprint();
+        let urgent = flush || !o.batching || msg.deliver_at.is_some() || msg.payload.len() > o.batch_max_bytes;
+        let sent = part.tx.send(Command::Send { msg, done, flush });
+        if sent.is_ok() {
+            part.wake.queued(bytes, urgent, o.batch_max_messages, o.batch_max_bytes);
+        }
+        if let Err(mpsc_err) = sent {
             if let Command::Send { msg, done, .. } = mpsc_err.0 {
                 part.permits.add_permits(1);
                 self.inner.client.memory.release(msg.footprint());
-                done(Err(Error::closed("producer")));
+                done.complete(Err(Error::closed("producer")));
             }
         }
     }
@@ -338,11 +349,21 @@ impl Producer {
     /// Sends `msg` and waits for the broker's receipt.
     pub async fn send(&self, msg: OutgoingMessage) -> Result<MessageId> {
         let (tx, rx) = oneshot::channel();
-        self.enqueue(msg, true, Box::new(move |r| {
+        let done: super::completion::SendCallback = Box::new(move |r| {
             let _ = tx.send(r);
-        }))
-        .await;
+        });
+        self.enqueue(msg, true, done).await;
         rx.await.unwrap_or_else(|_| Err(Error::closed("producer")))
+    }
+
+    /// Sends every message (flushing after the last) and returns their outcomes in order.
+    pub async fn send_many(&self, msgs: Vec<OutgoingMessage>) -> Vec<Result<MessageId>> {
+        let n = msgs.len();
+        let slots = Slots::new(n);
+        for (i, msg) in msgs.into_iter().enumerate() {
+            self.enqueue(msg, i + 1 == n, Completion::Slot(slots.clone(), i)).await;
+        }
+        slots.wait().await
     }
 
     /// Sends the open batches now and waits until every message sent so far is acknowledged
@@ -354,6 +375,7 @@ impl Producer {
             if p.tx.send(Command::Flush(tx)).is_err() {
                 continue;
             }
+            p.wake.urgent.notify_one();
             rx.await.unwrap_or(Ok(()))?;
         }
         Ok(())
@@ -368,6 +390,7 @@ impl Producer {
             if p.tx.send(Command::Close(tx)).is_err() {
                 continue;
             }
+            p.wake.urgent.notify_one();
             if let Ok(Err(e)) = rx.await {
                 result = Err(e);
             }

@@ -10,7 +10,7 @@ use pyo3::types::{PyDict, PyList};
 use super::convert;
 use super::errors::{invalid, to_pyerr};
 use super::runtime::{spawn_for_asyncio, wait, ForkGuard};
-use super::types::{PyMessage, PyMessageId, SendFuture};
+use super::types::{new_id, new_message, PyMessage, PyMessageId, SendFuture};
 use crate::client::consumer::{SeekTarget, TopicSelection};
 use crate::client::producer::WouldBlock;
 use crate::client::{self, ClientOptions, Error, ErrorKind};
@@ -200,7 +200,7 @@ pub struct PyProducer {
 }
 
 fn id_obj(py: Python<'_>, id: client::MessageId) -> PyResult<Py<PyAny>> {
-    Ok(Py::new(py, PyMessageId { inner: id })?.into_any())
+    Ok(new_id(py, id)?.into_any())
 }
 
 #[pymethods]
@@ -238,12 +238,12 @@ impl PyProducer {
         deliver_at: Option<i64>,
         ordering_key: Option<&Bound<'_, PyAny>>,
         sequence_id: Option<i64>,
-    ) -> PyResult<PyMessageId> {
+    ) -> PyResult<Py<PyMessageId>> {
         self.guard.check()?;
         let msg = convert::message(data, key, properties, event_time, deliver_at, ordering_key, sequence_id)?;
         let p = self.inner.clone();
         let id = wait(py, async move { p.send(msg).await })?;
-        Ok(PyMessageId { inner: id })
+        new_id(py, id)
     }
 
     #[pyo3(signature = (data, key=None, properties=None, event_time=None, deliver_at=None, ordering_key=None, sequence_id=None))]
@@ -281,7 +281,7 @@ impl PyProducer {
         let ids = wait(py, send_all(p, msgs))?;
         let out = PyList::empty(py);
         for id in ids {
-            out.append(Py::new(py, PyMessageId { inner: id })?)?;
+            out.append(new_id(py, id)?)?;
         }
         Ok(out)
     }
@@ -294,7 +294,7 @@ impl PyProducer {
         spawn_for_asyncio(py, fut, send_all(p, msgs), |py, ids| {
             let out = PyList::empty(py);
             for id in ids {
-                out.append(Py::new(py, PyMessageId { inner: id })?)?;
+                out.append(new_id(py, id)?)?;
             }
             Ok(out.into_any().unbind())
         })
@@ -353,10 +353,9 @@ impl PyProducer {
 }
 
 fn many(payloads: &Bound<'_, PyAny>, keys: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<client::OutgoingMessage>> {
-    let mut msgs = Vec::with_capacity(payloads.len().unwrap_or(0));
-    for item in payloads.try_iter()? {
-        msgs.push(client::OutgoingMessage::new(convert::payload(&item?)?));
-    }
+    let msgs: Vec<client::OutgoingMessage> =
+        convert::payloads(payloads)?.into_iter().map(client::OutgoingMessage::new).collect();
+    let mut msgs = msgs;
     if let Some(keys) = keys {
         let keys: Vec<Option<String>> = keys.extract().map_err(|_| invalid("keys must be a list of str or None"))?;
         if keys.len() != msgs.len() {
@@ -371,19 +370,11 @@ fn many(payloads: &Bound<'_, PyAny>, keys: Option<&Bound<'_, PyAny>>) -> PyResul
 
 async fn send_all(p: client::Producer, msgs: Vec<client::OutgoingMessage>) -> Result<Vec<client::MessageId>, Error> {
     let n = msgs.len();
-    let mut receivers = Vec::with_capacity(n);
-    for (i, msg) in msgs.into_iter().enumerate() {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        p.enqueue(msg, i + 1 == n, Box::new(move |r| {
-            let _ = tx.send(r);
-        }))
-        .await;
-        receivers.push(rx);
-    }
+    let results = p.send_many(msgs).await;
     let mut ids = Vec::with_capacity(n);
     let mut first_error = None;
-    for rx in receivers {
-        match rx.await.unwrap_or_else(|_| Err(Error::closed("producer"))) {
+    for r in results {
+        match r {
             Ok(id) => ids.push(id),
             Err(e) => {
                 first_error.get_or_insert(e);
@@ -452,35 +443,18 @@ impl PyConsumer {
 
     /// The next message, waiting up to `timeout` seconds (None: forever).
     #[pyo3(signature = (timeout=None))]
-    fn receive(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<PyMessage> {
-        self.guard.check()?;
-        if let Some(m) = self.inner.try_receive().map_err(to_pyerr)? {
-            return Ok(PyMessage { inner: m });
-        }
-        let deadline = deadline_of(timeout)?;
-        let mut interrupt: Option<PyErr> = None;
-        let c = &self.inner;
-        let got = py.detach(|| {
-            c.receive_blocking(deadline, || {
-                Python::attach(|py| py.check_signals()).map_err(|e| {
-                    interrupt = Some(e);
-                    Error::new(ErrorKind::Other, "interrupted")
-                })
-            })
-        });
-        if let Some(e) = interrupt {
-            return Err(e);
-        }
-        match got.map_err(to_pyerr)? {
-            Some(m) => Ok(PyMessage { inner: m }),
-            None => Err(to_pyerr(Error::new(ErrorKind::Timeout, "no message received within the timeout"))),
-        }
+    fn receive(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Py<PyMessage>> {
+        let m = self.receive_one(py, timeout)?;
+        new_message(py, m)
     }
 
     /// A queued message or None, without waiting.
-    fn try_receive(&self) -> PyResult<Option<PyMessage>> {
+    fn try_receive(&self, py: Python<'_>) -> PyResult<Option<Py<PyMessage>>> {
         self.guard.check()?;
-        Ok(self.inner.try_receive().map_err(to_pyerr)?.map(|m| PyMessage { inner: m }))
+        match self.inner.try_receive().map_err(to_pyerr)? {
+            Some(m) => Ok(Some(new_message(py, m)?)),
+            None => Ok(None),
+        }
     }
 
     /// Up to `max_messages`: what is queued, or whatever arrives within `timeout` seconds.
@@ -492,9 +466,9 @@ impl PyConsumer {
         }
         let mut msgs = self.inner.try_receive_many(max_messages).map_err(to_pyerr)?;
         if msgs.is_empty() && timeout != Some(0.0) {
-            match self.receive(py, timeout) {
+            match self.receive_one(py, timeout) {
                 Ok(first) => {
-                    msgs.push(first.inner);
+                    msgs.push(first);
                     msgs.extend(self.inner.try_receive_many(max_messages - 1).unwrap_or_default());
                 }
                 Err(e) if e.is_instance_of::<pyo3::exceptions::PyTimeoutError>(py) => {}
@@ -503,7 +477,7 @@ impl PyConsumer {
         }
         let out = PyList::empty(py);
         for m in msgs {
-            out.append(Py::new(py, PyMessage { inner: m })?)?;
+            out.append(new_message(py, m)?)?;
         }
         Ok(out)
     }
@@ -568,7 +542,7 @@ impl PyConsumer {
         self.guard.check()?;
         let c = self.inner.clone();
         let ids = wait(py, async move { c.last_message_ids().await })?;
-        Ok(ids.into_iter().map(|inner| PyMessageId { inner }).collect())
+        Ok(ids.into_iter().map(|inner| PyMessageId { inner }).collect::<Vec<_>>())
     }
 
     fn aio_last_message_ids(&self, py: Python<'_>, fut: Py<PyAny>) -> PyResult<()> {
@@ -577,7 +551,7 @@ impl PyConsumer {
         spawn_for_asyncio(py, fut, async move { c.last_message_ids().await }, |py, ids| {
             let out = PyList::empty(py);
             for inner in ids {
-                out.append(Py::new(py, PyMessageId { inner })?)?;
+                out.append(new_id(py, inner)?)?;
             }
             Ok(out.into_any().unbind())
         })
@@ -646,6 +620,33 @@ impl PyConsumer {
         self.guard.check()?;
         let c = self.inner.clone();
         spawn_for_asyncio(py, fut, async move { c.close().await }, none)
+    }
+}
+
+impl PyConsumer {
+    fn receive_one(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<client::Message> {
+        self.guard.check()?;
+        if let Some(m) = self.inner.try_receive().map_err(to_pyerr)? {
+            return Ok(m);
+        }
+        let deadline = deadline_of(timeout)?;
+        let mut interrupt: Option<PyErr> = None;
+        let c = &self.inner;
+        let got = py.detach(|| {
+            c.receive_blocking(deadline, || {
+                Python::attach(|py| py.check_signals()).map_err(|e| {
+                    interrupt = Some(e);
+                    Error::new(ErrorKind::Other, "interrupted")
+                })
+            })
+        });
+        if let Some(e) = interrupt {
+            return Err(e);
+        }
+        match got.map_err(to_pyerr)? {
+            Some(m) => Ok(m),
+            None => Err(to_pyerr(Error::new(ErrorKind::Timeout, "no message received within the timeout"))),
+        }
     }
 }
 

@@ -29,6 +29,32 @@ pub fn payload(obj: &Bound<'_, PyAny>) -> PyResult<Bytes> {
     }
 }
 
+/// Many payloads copied into one buffer and sliced, so a `send_many` of small messages makes
+/// one allocation instead of one per message.
+pub fn payloads(items: &Bound<'_, PyAny>) -> PyResult<Vec<Bytes>> {
+    let items: Vec<Bound<'_, PyAny>> = items.try_iter()?.collect::<PyResult<_>>()?;
+    let mut total = 0usize;
+    let mut all_bytes = true;
+    for item in &items {
+        match item.cast::<PyBytes>() {
+            Ok(b) => total += b.as_bytes().len(),
+            Err(_) => all_bytes = false,
+        }
+    }
+    if !all_bytes {
+        return items.iter().map(payload).collect();
+    }
+    let mut arena = bytes::BytesMut::with_capacity(total);
+    for item in &items {
+        arena.extend_from_slice(item.cast::<PyBytes>().expect("checked above").as_bytes());
+    }
+    let mut arena = arena.freeze();
+    Ok(items
+        .iter()
+        .map(|item| arena.split_to(item.cast::<PyBytes>().expect("checked above").as_bytes().len()))
+        .collect())
+}
+
 /// Builds a message from `send` arguments.
 #[allow(clippy::too_many_arguments)]
 pub fn message(

@@ -35,6 +35,7 @@ fn _key_hash(key: &str, scheme: &str) -> PyResult<u32> {
 #[pymodule]
 #[pyo3(name = "_core")]
 fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    runtime::install_fork_hook();
     // Rust `log` records go to Python's `logging` under the "magnetar" logger. Levels are not
     // cached, so `logging.getLogger("magnetar").setLevel(...)` takes effect at once; the engine
     // logs only on rare events (connects, reconnects, errors), never per message.

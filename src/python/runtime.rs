@@ -6,6 +6,7 @@
 //! and objects created by the parent refuse to work there (see [`ForkGuard`]).
 
 use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
@@ -17,7 +18,7 @@ use super::errors::{already_forked, to_pyerr};
 use crate::client::Error;
 
 struct ProcessRuntime {
-    pid: u32,
+    generation: u64,
     runtime: Arc<Runtime>,
     dispatch: mpsc::Sender<Job>,
 }
@@ -27,21 +28,42 @@ pub type Job = Box<dyn FnOnce(Python<'_>) + Send>;
 
 static CURRENT: Mutex<Option<ProcessRuntime>> = Mutex::new(None);
 
+/// Bumped in the child after every `fork()`: cheaper to compare on every call than `getpid`,
+/// which is a system call.
+static FORK_GENERATION: AtomicU64 = AtomicU64::new(0);
+
+extern "C" fn after_fork_in_child() {
+    FORK_GENERATION.fetch_add(1, Ordering::AcqRel);
+}
+
+/// Installs the fork hook (once per process image).
+pub fn install_fork_hook() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: registering a child handler that only touches atomics.
+        unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) };
+    });
+}
+
+fn generation() -> u64 {
+    FORK_GENERATION.load(Ordering::Acquire)
+}
+
 fn with_current<R>(f: impl FnOnce(&ProcessRuntime) -> R) -> R {
     let mut guard = CURRENT.lock().unwrap_or_else(|e| e.into_inner());
-    let pid = std::process::id();
-    if guard.as_ref().is_none_or(|c| c.pid != pid) {
+    let generation = generation();
+    if guard.as_ref().is_none_or(|c| c.generation != generation) {
         if let Some(old) = guard.take() {
             // The parent's threads do not exist in this child; dropping the runtime would
             // try to join them and hang.
             std::mem::forget(old);
         }
-        *guard = Some(start(pid));
+        *guard = Some(start(generation));
     }
     f(guard.as_ref().expect("set above"))
 }
 
-fn start(pid: u32) -> ProcessRuntime {
+fn start(generation: u64) -> ProcessRuntime {
     let threads = std::env::var("MAGNETAR_IO_THREADS").ok().and_then(|v| v.parse().ok()).unwrap_or(1usize).max(1);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads)
@@ -54,7 +76,7 @@ fn start(pid: u32) -> ProcessRuntime {
         .name("magnetar-dispatch".into())
         .spawn(move || dispatch_loop(rx))
         .expect("dispatch thread");
-    ProcessRuntime { pid, runtime: Arc::new(runtime), dispatch: tx }
+    ProcessRuntime { generation, runtime: Arc::new(runtime), dispatch: tx }
 }
 
 fn dispatch_loop(rx: mpsc::Receiver<Job>) {
@@ -95,17 +117,17 @@ pub fn dispatch(job: Job) {
 
 /// Remembers the process that created an object; the object refuses to work in a fork child.
 #[derive(Debug, Clone, Copy)]
-pub struct ForkGuard(u32);
+pub struct ForkGuard(u64);
 
 impl ForkGuard {
     /// Records the current process.
     pub fn new() -> Self {
-        ForkGuard(std::process::id())
+        ForkGuard(generation())
     }
 
     /// Errors when called in a process other than the creator.
     pub fn check(&self) -> PyResult<()> {
-        if self.0 != std::process::id() {
+        if self.0 != generation() {
             return Err(already_forked());
         }
         Ok(())

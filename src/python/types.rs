@@ -13,6 +13,28 @@ use super::errors::{invalid, to_pyerr};
 use super::runtime::dispatch;
 use crate::client::{self, Error, ErrorKind};
 
+/// A new Python object that the cyclic garbage collector does not track. PyO3 makes every
+/// class collectable, but these objects hold no Python references (or only transiently), and
+/// tracking hundreds of thousands of messages or futures makes `gc` passes dominate the cost
+/// of receiving and sending.
+pub fn untracked<T: pyo3::PyClass + Into<pyo3::PyClassInitializer<T>>>(py: Python<'_>, value: T) -> PyResult<Py<T>> {
+    let obj = Py::new(py, value)?;
+    // SAFETY: `obj` is a live object of a GC-enabled type; untracking is idempotent and
+    // PyO3's dealloc untracks again harmlessly.
+    unsafe { pyo3::ffi::PyObject_GC_UnTrack(obj.as_ptr() as *mut std::ffi::c_void) };
+    Ok(obj)
+}
+
+/// A `MessageId` object.
+pub fn new_id(py: Python<'_>, inner: client::MessageId) -> PyResult<Py<PyMessageId>> {
+    untracked(py, PyMessageId { inner })
+}
+
+/// A `Message` object.
+pub fn new_message(py: Python<'_>, inner: client::Message) -> PyResult<Py<PyMessage>> {
+    untracked(py, PyMessage { inner })
+}
+
 /// Where a message sits in a topic. Ordered, hashable, picklable; `serialize()` gives the same
 /// bytes as the Java and C++ clients.
 #[pyclass(name = "MessageId", module = "magnetar", frozen, from_py_object)]
@@ -167,8 +189,8 @@ impl PyMessage {
         Ok(d)
     }
     #[getter]
-    fn message_id(&self) -> PyMessageId {
-        PyMessageId { inner: self.inner.id.clone() }
+    fn message_id(&self, py: Python<'_>) -> PyResult<Py<PyMessageId>> {
+        new_id(py, self.inner.id.clone())
     }
     #[getter]
     fn topic(&self) -> &str {
@@ -255,6 +277,9 @@ enum FutureState {
 pub(crate) struct FutureCell {
     state: Mutex<FutureState>,
     cond: Condvar,
+    /// Threads blocked in `result()`; completion signals the condvar only when there are
+    /// some, since a signal is a system call.
+    waiters: std::sync::atomic::AtomicUsize,
 }
 
 /// The outcome of `Producer.send_async`: the `concurrent.futures.Future` interface
@@ -268,8 +293,12 @@ pub struct SendFuture {
 impl SendFuture {
     /// A pending future and the callback that completes it.
     pub fn pending(py: Python<'_>) -> PyResult<(Py<SendFuture>, client::SendCallback)> {
-        let cell = Arc::new(FutureCell { state: Mutex::new(FutureState::Pending(Vec::new())), cond: Condvar::new() });
-        let fut = Py::new(py, SendFuture { cell: cell.clone() })?;
+        let cell = Arc::new(FutureCell {
+            state: Mutex::new(FutureState::Pending(Vec::new())),
+            cond: Condvar::new(),
+            waiters: std::sync::atomic::AtomicUsize::new(0),
+        });
+        let fut = untracked(py, SendFuture { cell: cell.clone() })?;
         let done: client::SendCallback = Box::new(move |result| {
             let callbacks = {
                 let mut st = cell.state.lock().unwrap_or_else(|e| e.into_inner());
@@ -279,7 +308,9 @@ impl SendFuture {
                     FutureState::Done(_) => Vec::new(),
                 }
             };
-            cell.cond.notify_all();
+            if cell.waiters.load(std::sync::atomic::Ordering::Acquire) > 0 {
+                cell.cond.notify_all();
+            }
             // Without callbacks nothing needs the GIL: the common send_async costs no hop.
             if !callbacks.is_empty() {
                 dispatch(Box::new(move |py| {
@@ -295,6 +326,10 @@ impl SendFuture {
     }
 
     fn wait(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Result<client::MessageId, Error>> {
+        // Already done: no need to release the GIL.
+        if let FutureState::Done(r) = &*self.cell.state.lock().unwrap_or_else(|e| e.into_inner()) {
+            return Ok(r.clone());
+        }
         let deadline = match timeout {
             Some(t) if t < 0.0 || !t.is_finite() => return Err(invalid("timeout must be a non-negative number")),
             Some(t) => Some(Instant::now() + Duration::from_secs_f64(t)),
@@ -313,7 +348,10 @@ impl SendFuture {
                     if until <= now {
                         return None;
                     }
+                    // Registered under the lock, so a completion after our check sees us.
+                    self.cell.waiters.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
                     st = self.cell.cond.wait_timeout(st, until - now).unwrap_or_else(|e| e.into_inner()).0;
+                    self.cell.waiters.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
                     if Instant::now() >= slice {
                         return None;
                     }
@@ -334,9 +372,9 @@ impl SendFuture {
 impl SendFuture {
     /// The message id, waiting up to `timeout` seconds; raises the send's error.
     #[pyo3(signature = (timeout=None))]
-    fn result(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<PyMessageId> {
+    fn result(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Py<PyMessageId>> {
         match self.wait(py, timeout)? {
-            Ok(id) => Ok(PyMessageId { inner: id }),
+            Ok(id) => new_id(py, id),
             Err(e) => Err(to_pyerr(e)),
         }
     }

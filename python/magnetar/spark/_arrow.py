@@ -3,8 +3,10 @@ frames into messages (writes, :func:`send_arrow`)."""
 
 from __future__ import annotations
 
-import datetime as _dt
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+import math
+from collections.abc import Callable, Sequence
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any
 
 from .._client import Producer
 from .._core import Message, MessageId
@@ -14,13 +16,13 @@ if TYPE_CHECKING:
     import pandas
     import pyarrow as pa
 
-__all__ = ["send_arrow", "MessageBatchBuilder", "columns_of"]
+__all__ = ["MessageBatchBuilder", "columns_of", "send_arrow"]
 
 
 # -- writes ---------------------------------------------------------------------------------
 
 
-def _to_table(data: Any) -> "pa.RecordBatch | pa.Table":
+def _to_table(data: Any) -> pa.RecordBatch | pa.Table:
     import pyarrow as pa
 
     if isinstance(data, (pa.RecordBatch, pa.Table)):
@@ -47,15 +49,15 @@ def _to_table(data: Any) -> "pa.RecordBatch | pa.Table":
 
 
 def _is_missing(v: Any) -> bool:
+    """None, NaN or NaT (what pandas puts in empty cells)."""
     if v is None:
         return True
-    try:
-        return v != v  # NaN / NaT
-    except Exception:  # noqa: BLE001 - e.g. arrays
-        return False
+    if isinstance(v, float):
+        return math.isnan(v)
+    return type(v).__name__ == "NaTType"
 
 
-def columns_of(data: "pa.RecordBatch | pa.Table", *, value: str = "value", key: str | None = "key",
+def columns_of(data: pa.RecordBatch | pa.Table, *, value: str = "value", key: str | None = "key",
                properties: str | None = "properties", event_time: str | None = "event_time",
                ) -> tuple[list[Any], list[str | None] | None, list[dict[str, str] | None] | None, list[int | None] | None]:
     """Python lists of payloads, keys, properties and event times (ms) from Arrow columns.
@@ -118,7 +120,7 @@ def columns_of(data: "pa.RecordBatch | pa.Table", *, value: str = "value", key: 
 
 def send_arrow(
     producer: Producer,
-    data: "pa.RecordBatch | pa.Table | pandas.DataFrame",
+    data: pa.RecordBatch | pa.Table | pandas.DataFrame,
     *,
     value: str = "value",
     key: str | None = "key",
@@ -170,27 +172,28 @@ def _id_bytes(m: Message) -> bytes:
     return m.message_id.serialize()
 
 
-# column name -> (function of a message, or None for per-partition constants)
+# column name -> function of a message (None: a per-partition constant)
 _MESSAGE_FIELDS: dict[str, Callable[[Message], Any] | None] = {
-    "key": lambda m: m.key,
-    "value": lambda m: m.data,
+    "key": attrgetter("key"),
+    "value": attrgetter("data"),
     "topic": None,
     "partition": None,
     "message_id": _id_bytes,
-    "publish_time": lambda m: m.publish_time * 1000,
-    "event_time": lambda m: None if not m.event_time else m.event_time * 1000,
-    "properties": lambda m: m.properties,
-    "producer_name": lambda m: m.producer_name,
-    "sequence_id": lambda m: m.sequence_id,
-    "redelivery_count": lambda m: m.redelivery_count,
+    "publish_time": attrgetter("publish_time"),  # ms, converted per column in flush()
+    "event_time": attrgetter("event_time"),
+    "properties": attrgetter("properties"),
+    "producer_name": attrgetter("producer_name"),
+    "sequence_id": attrgetter("sequence_id"),
+    "redelivery_count": attrgetter("redelivery_count"),
 }
+_MILLIS = ("publish_time", "event_time")
 
 
 class MessageBatchBuilder:
     """Builds ``pyarrow.RecordBatch`` es of a given Arrow schema from messages of one topic
     partition: one Python list per column, converted in one ``pa.array`` call per column."""
 
-    def __init__(self, arrow_schema: "pa.Schema", topic: str, partition: int) -> None:
+    def __init__(self, arrow_schema: pa.Schema, topic: str, partition: int) -> None:
         self.schema = arrow_schema
         self.topic = topic
         self.partition = partition
@@ -208,7 +211,7 @@ class MessageBatchBuilder:
                 values.extend(map(getter, msgs))
         self.rows += len(msgs)
 
-    def flush(self) -> "pa.RecordBatch":
+    def flush(self) -> pa.RecordBatch:
         import pyarrow as pa
 
         n = self.rows
@@ -218,12 +221,11 @@ class MessageBatchBuilder:
                 arrays.append(pa.array([self.topic] * n, type=field.type))
             elif name == "partition":
                 arrays.append(pa.array([self.partition] * n, type=field.type))
+            elif name in _MILLIS:
+                ms = pa.array(values, type=pa.timestamp("ms", tz=field.type.tz))
+                arrays.append(ms.cast(field.type))
             else:
                 arrays.append(pa.array(values, type=field.type))
         self.rows = 0
         self._lists = [[] for _ in self.columns]
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
-
-
-def ms_from_datetime(value: _dt.datetime) -> int:
-    return int(value.timestamp() * 1000)

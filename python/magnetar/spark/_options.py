@@ -12,8 +12,9 @@ import json
 import logging
 import re
 import string
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from .._client import Client
 from .._config import ClientConfig
@@ -160,7 +161,7 @@ def parse_time(option: str, text: str | None) -> int | None:
     if re.fullmatch(r"\d+", t):
         return int(t)
     try:
-        d = _dt.datetime.fromisoformat(t.replace("Z", "+00:00"))
+        d = _dt.datetime.fromisoformat(t)
     except ValueError:
         raise _err(option, f"expected milliseconds since the epoch or an ISO-8601 time, not {text!r}") from None
     if d.tzinfo is None:
@@ -267,7 +268,7 @@ class SourceOptions:
     raw: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
     @classmethod
-    def parse(cls, options: Mapping[str, str]) -> "SourceOptions":
+    def parse(cls, options: Mapping[str, str]) -> SourceOptions:
         opts = {str(k).lower(): ("" if v is None else str(v)) for k, v in options.items()}
         original = {str(k).lower(): str(k) for k in options}
 

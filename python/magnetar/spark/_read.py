@@ -9,17 +9,24 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterator
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import InputPartition
 
 from .._client import Client, Reader
 from .._core import Message, MessageId
-from ..exceptions import InvalidConfiguration, PulsarError, Timeout
+from ..exceptions import ConnectError, InvalidConfiguration, PulsarError, Timeout
 from . import _workers
 from ._arrow import MessageBatchBuilder
-from ._options import EARLIEST, INT32_MAX, PartitionRef, SourceOptions, decode_id, encode_id, id_key
+from ._options import (
+    INT32_MAX,
+    PartitionRef,
+    SourceOptions,
+    decode_id,
+    encode_id,
+    id_key,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -130,11 +137,30 @@ def predecessor(mid: MessageId) -> MessageId:
     return MessageId(mid.ledger_id, mid.entry_id - 1, -1, INT32_MAX)
 
 
+def has_message_available(reader: Reader, timeout: float) -> bool:
+    """``reader.has_message_available()``, retried while the reader reconnects.
+
+    Engine issue (reported): right after a seek by time -- ``create_reader(start=<time>)``
+    seeks -- the broker detaches the consumer, and ``has_message_available()`` raises
+    ``ConnectError('not connected')`` until it is attached again instead of waiting for it.
+    """
+    deadline = time.monotonic() + timeout
+    delay = 0.02
+    while True:
+        try:
+            return reader.has_message_available()
+        except ConnectError:
+            if time.monotonic() + delay > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.5)
+
+
 def first_id_at(client: Client, ref: PartitionRef, at_ms: int, timeout: float) -> MessageId | None:
     """The id of the first message published at or after ``at_ms`` (None: there is none yet)."""
-    reader = client.create_reader(ref.name, start=at_ms if at_ms > 0 else MessageId.earliest, receiver_queue_size=1)
+    reader = client.create_reader(ref.name, start=at_ms if at_ms > 0 else MessageId.earliest, receiver_queue_size=10)
     try:
-        if not reader.has_message_available():
+        if not has_message_available(reader, timeout):
             return None
         return reader.read_next(timeout=timeout).message_id
     finally:
@@ -212,7 +238,7 @@ def _data_loss(opts: SourceOptions, what: str) -> None:
     log.warning("%s", msg)
 
 
-def read_split(opts: SourceOptions, arrow_schema: "pa.Schema", split: PulsarSplit) -> Iterator["pa.RecordBatch"]:
+def read_split(opts: SourceOptions, arrow_schema: pa.Schema, split: PulsarSplit) -> Iterator[pa.RecordBatch]:
     """The messages of ``split`` as Arrow record batches of ``arrow_schema``."""
     end = decode_id(split.end)
     assert isinstance(end, MessageId)
@@ -248,7 +274,7 @@ def read_split(opts: SourceOptions, arrow_schema: "pa.Schema", split: PulsarSpli
         while not done:
             msgs = _receive_many(reader, min(per_batch, 1000), 0.2)
             if not msgs:
-                if not reader.has_message_available():
+                if not has_message_available(reader, poll):
                     _data_loss(opts, f"{name}: the read ended at {last_key} before the end of its range {end}")
                     break
                 if time.monotonic() > deadline:
@@ -264,9 +290,9 @@ def read_split(opts: SourceOptions, arrow_schema: "pa.Schema", split: PulsarSpli
                 m = msgs[i]
                 mid = m.message_id
                 k = (mid.ledger_id, mid.entry_id, mid.batch_index)
-                if check and prev is not None and (k[0], k[1]) != prev:
-                    if (k[0] == prev[0] and k[1] != prev[1] + 1) or (k[0] != prev[0] and k[1] != 0):
-                        _data_loss(opts, f"{name}: messages between entry {prev} and {k[:2]} are missing")
+                if (check and prev is not None and (k[0], k[1]) != prev
+                        and ((k[0] == prev[0] and k[1] != prev[1] + 1) or (k[0] != prev[0] and k[1] != 0))):
+                    _data_loss(opts, f"{name}: messages between entry {prev} and {k[:2]} are missing")
                 prev = (k[0], k[1])
                 if end_time is not None and m.publish_time >= end_time:
                     stop, done = i, True

@@ -6,7 +6,8 @@ import logging
 import os
 import time
 import uuid
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 from pyspark.sql.datasource import (
     DataSource,
@@ -31,7 +32,12 @@ from pyspark.sql.types import (
 )
 
 try:  # Spark >= 4.2
-    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
+    from pyspark.sql.streaming.datasource import (
+        ReadAllAvailable,
+        ReadLimit,
+        ReadMaxRows,
+        SupportsTriggerAvailableNow,
+    )
 except ImportError:  # pragma: no cover - older PySpark: no admission control, no AvailableNow hook
     ReadAllAvailable = ReadLimit = ReadMaxRows = None  # type: ignore[assignment,misc]
 
@@ -41,19 +47,28 @@ except ImportError:  # pragma: no cover - older PySpark: no admission control, n
 try:  # Spark >= 4.1
     from pyspark.sql.datasource import DataSourceStreamArrowWriter as _StreamWriterBase
 except ImportError:  # pragma: no cover
-    _StreamWriterBase = DataSourceStreamWriter  # type: ignore[misc]
+    _StreamWriterBase = DataSourceStreamWriter  # type: ignore[misc,assignment]
 
 from .._client import Client, Consumer, Reader
 from .._core import MessageId
 from ..exceptions import InvalidConfiguration, PulsarError, Timeout
 from . import _workers
 from ._arrow import send_arrow
-from ._options import EARLIEST, PartitionRef, SourceOptions, decode_id, encode_id, id_key
+from ._options import (
+    EARLIEST,
+    PartitionRef,
+    SourceOptions,
+    decode_id,
+    encode_id,
+    id_key,
+    normalize_topic,
+)
 from ._read import (
     PulsarSplit,
     _data_loss,
     _receive_many,
     first_id_at,
+    has_message_available,
     last_message_id,
     predecessor,
     read_split,
@@ -61,7 +76,7 @@ from ._read import (
     split_range,
 )
 
-__all__ = ["PulsarDataSource", "READ_SCHEMA", "WRITE_COLUMNS"]
+__all__ = ["READ_SCHEMA", "WRITE_COLUMNS", "PulsarDataSource"]
 
 log = logging.getLogger("magnetar.spark")
 
@@ -139,23 +154,23 @@ class PulsarDataSource(DataSource):
             check_topics_exist(opts)
         return READ_SCHEMA
 
-    def reader(self, schema: StructType) -> "PulsarBatchReader":
+    def reader(self, schema: StructType) -> PulsarBatchReader:
         self.pulsar_options.check_read(streaming=False)
         _check_read_schema(schema)
         return PulsarBatchReader(self.pulsar_options, schema)
 
-    def streamReader(self, schema: StructType) -> "PulsarStreamReader":
+    def streamReader(self, schema: StructType) -> PulsarStreamReader:
         self.pulsar_options.check_read(streaming=True)
         _check_read_schema(schema)
         return PulsarStreamReader(self.pulsar_options, schema)
 
-    def writer(self, schema: StructType, overwrite: bool) -> "PulsarBatchWriter":
+    def writer(self, schema: StructType, overwrite: bool) -> PulsarBatchWriter:
         if overwrite:
             raise InvalidConfiguration("pulsar data source: a Pulsar topic is append-only; use mode('append')")
         _check_write_schema(self.pulsar_options, schema)
         return PulsarBatchWriter(self.pulsar_options, schema)
 
-    def streamWriter(self, schema: StructType, overwrite: bool) -> "PulsarStreamWriter":
+    def streamWriter(self, schema: StructType, overwrite: bool) -> PulsarStreamWriter:
         if overwrite:
             raise InvalidConfiguration("pulsar data source: a Pulsar topic is append-only; use outputMode('append')")
         _check_write_schema(self.pulsar_options, schema)
@@ -275,7 +290,7 @@ class _Cursor:
                     if time.monotonic() > deadline:
                         raise Timeout(f"pulsar data source: {self.ref.name}: messages up to {limit} were not "
                                       f"delivered within pollTimeoutMs")
-                    if not self.reader.has_message_available():
+                    if not has_message_available(self.reader, self.poll):
                         break
                     continue
                 deadline = time.monotonic() + self.poll
@@ -565,8 +580,6 @@ def _write_batches(opts: SourceOptions, batches: Iterator[Any]) -> PulsarCommitM
             raise InvalidConfiguration("pulsar data source: a row has a null 'topic' and no 'topic' option is set")
         for t in pc.unique(col).to_pylist():
             sub = batch.filter(pc.equal(col, pa.scalar(t, col.type)))
-            from ._options import normalize_topic
-
             send(normalize_topic(t), sub)
     return PulsarCommitMessage(sent, os.getpid())
 
@@ -638,7 +651,7 @@ class PulsarStreamWriter(_StreamWriterBase):  # type: ignore[misc,valid-type]
 
         import pyarrow as pa
 
-        it = itertools.chain([first], iterator)
+        it: Iterator[Any] = itertools.chain([first], iterator)
         if not isinstance(first, pa.RecordBatch):  # the row interface of older PySpark
             it = _rows_to_batches(it, self.schema)
         return _write_batches(self.opts, it)

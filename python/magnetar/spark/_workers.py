@@ -16,12 +16,14 @@ import atexit
 import logging
 import os
 import threading
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from .._client import Client, Producer
 from .._config import ClientConfig
+from ..exceptions import PulsarError
 
-__all__ = ["client", "producer", "process_stats", "close_all"]
+__all__ = ["client", "close_all", "process_stats", "producer"]
 
 log = logging.getLogger("magnetar.spark")
 
@@ -85,12 +87,7 @@ def _as_config(conf: ClientConfig | str) -> ClientConfig:
 
 
 def _is_closed(obj: Any) -> bool:
-    core = getattr(obj, "_core", None)
-    closed = getattr(core, "closed", False)
-    try:
-        return bool(closed() if callable(closed) else closed)
-    except Exception:  # pragma: no cover - defensive
-        return True
+    return bool(getattr(getattr(obj, "_core", None), "closed", False))
 
 
 def client(conf: ClientConfig | str) -> Client:
@@ -177,13 +174,9 @@ def close_all() -> None:
         producers, clients = list(st.producers.values()), list(st.clients.values())
         st.producers.clear()
         st.clients.clear()
-    for p in producers:
+    closables: list[Producer | Client] = [*producers, *clients]
+    for obj in closables:
         try:
-            p.close()
-        except Exception:  # noqa: BLE001 - best effort at exit
-            pass
-    for c in clients:
-        try:
-            c.close()
-        except Exception:  # noqa: BLE001
-            pass
+            obj.close()
+        except PulsarError as e:  # best effort at exit
+            log.debug("magnetar.spark: closing %r at exit: %s", obj, e)

@@ -277,6 +277,11 @@ class FaultProxy:
         """``pulsar://127.0.0.1:<port>``."""
         return f"pulsar://127.0.0.1:{self.port}"
 
+    @property
+    def running(self) -> bool:
+        """Whether the proxy's thread is alive (false after :meth:`stop` or ``max_lifetime``)."""
+        return self._thread is not None and self._thread.is_alive()
+
     def __enter__(self) -> FaultProxy:
         return self.start()
 
@@ -305,7 +310,9 @@ class FaultProxy:
 
     def _expire(self) -> None:
         log.warning("fault proxy on port %d reached its max lifetime (%.0f s); stopping", self.port, self.max_lifetime)
-        asyncio.ensure_future(self._shutdown())
+        loop = self._loop
+        assert loop is not None
+        asyncio.ensure_future(self._shutdown()).add_done_callback(lambda _: loop.stop())
 
     @staticmethod
     def _run_loop(loop: asyncio.AbstractEventLoop, ready: threading.Event) -> None:
@@ -314,6 +321,12 @@ class FaultProxy:
         try:
             loop.run_forever()
         finally:
+            # Finish what is left (connection tasks) so nothing is destroyed while pending.
+            with contextlib.suppress(Exception):
+                pending = asyncio.all_tasks(loop)
+                for t in pending:
+                    t.cancel()
+                loop.run_until_complete(asyncio.wait_for(asyncio.gather(*pending, return_exceptions=True), 5))
             with contextlib.suppress(Exception):
                 loop.run_until_complete(loop.shutdown_asyncgens())
             loop.close()
@@ -394,6 +407,9 @@ class FaultProxy:
             conn.set_blackholed(True, self._blackhole_new)
         try:
             await conn.run()
+        except asyncio.CancelledError:
+            # Stopping: end quietly (asyncio's stream callback would log a cancelled handler).
+            conn.close("proxy", rst=True)
         finally:
             self._notify()
 
