@@ -3,9 +3,9 @@
 Starts its own local Pulsar broker and a local Spark session, so it runs as-is::
 
     pip install pyspark pyarrow "pandas<3"
-    python examples/spark_streaming.py [--seconds 20] [--service-url pulsar://host:6650]
+    python examples/spark_streaming.py [--runs 2] [--service-url pulsar://host:6650]
 
-A thread keeps producing numbered events to a 3-partition topic. The streaming job reads the
+A thread keeps producing numbered events (about 200 per second) to a 3-partition topic. The streaming job reads the
 topic with the `pulsar` data source (`maxMessagesPerTrigger`, a durable subscription that pins
 the unprocessed backlog), enriches the events, and writes them both to Parquet files and to a
 second Pulsar topic, with a checkpoint. It runs as `Trigger.AvailableNow` several times while the
@@ -31,7 +31,7 @@ from magnetar.testing import Standalone
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seconds", type=float, default=20.0, help="how long the producer runs")
+    parser.add_argument("--runs", type=int, default=2, help="query runs while the producer is running")
     parser.add_argument("--service-url", help="use this broker instead of starting one")
     parser.add_argument("--admin-url", help="its admin URL (to create the partitioned topic)")
     args = parser.parse_args()
@@ -49,7 +49,7 @@ def main() -> None:
             service_url, admin = broker.service_url, broker
             print(f"broker ready at {service_url} in {time.perf_counter() - t0:.1f} s")
         workdir = stack.enter_context(tempfile.TemporaryDirectory(prefix="magnetar-stream-"))
-        run(service_url, admin, workdir, args.seconds)
+        run(service_url, admin, workdir, args.runs)
 
 
 class Producing:
@@ -65,10 +65,10 @@ class Producing:
 
     def loop(self) -> None:
         while not self.stopped.is_set():
-            keys = [str(i) for i in range(self.sent, self.sent + 50)]
+            keys = [str(i) for i in range(self.sent, self.sent + 20)]
             self.producer.send_many([f'{{"n": {k}, "ts": {time.time():.3f}}}'.encode() for k in keys], keys=keys)
             self.sent += len(keys)
-            time.sleep(0.05)
+            time.sleep(0.1)
 
     def stop(self) -> int:
         self.stopped.set()
@@ -78,7 +78,7 @@ class Producing:
         return self.sent
 
 
-def run(service_url: str, admin: object | None, workdir: str, seconds: float) -> None:
+def run(service_url: str, admin: object | None, workdir: str, runs: int) -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
@@ -125,12 +125,10 @@ def run(service_url: str, admin: object | None, workdir: str, seconds: float) ->
         print(f"{label}: {len(rows)} micro-batches, {sum(rows):,} events, {time.perf_counter() - t0:.1f} s")
 
     producing = Producing(ClientConfig(service_url), topic)
-    deadline = time.time() + seconds
-    i = 0
     try:
-        while time.time() < deadline:
-            i += 1
-            run_once(f"run {i} (producer running, restarted from the checkpoint)" if i > 1 else "run 1")
+        time.sleep(2.0)
+        for i in range(1, runs + 1):
+            run_once(f"run {i} (producer running, restarted from the checkpoint)" if i > 1 else "run 1 (producer running)")
             time.sleep(1.0)
     finally:
         total = producing.stop()

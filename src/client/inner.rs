@@ -110,8 +110,11 @@ impl Client {
             return;
         }
         let closers = std::mem::take(&mut *self.inner.closers.lock().expect("closers lock"));
-        for close in closers {
-            close().await;
+        // Close everything at once: each close is bounded, and one slow topic must not make
+        // the others wait.
+        let handles: Vec<_> = closers.into_iter().map(|close| tokio::spawn(close())).collect();
+        for h in handles {
+            let _ = h.await;
         }
         self.inner.pool.close_all();
     }

@@ -24,7 +24,7 @@ use super::util::{next_event, sleep_until_opt};
 use crate::net::backoff::Backoff;
 use crate::net::{lookup, Connection, Event, HandlerId};
 use crate::protocol::pb::{
-    base_command::Type, command_ack::{AckType, ValidationError}, command_subscribe::{self, SubType},
+    base_command::Type, command_ack::{AckType, ValidationError}, command_subscribe::{self, SubType}, BaseCommand,
     CompressionType, KeySharedMeta, KeySharedMode, KeyValue, MessageIdData,
 };
 use crate::protocol::{batch, commands, compression, frame::Payload};
@@ -181,8 +181,11 @@ pub(crate) async fn create(
         not_before_ms: None,
         chunks: HashMap::new(),
         chunk_entries: HashMap::new(),
+        attaching: None,
     };
-    actor.attach().await?;
+    let cmd = actor.prepare_subscribe();
+    let first = subscribe_on(actor.client.clone(), actor.shared.topic.clone(), actor.consumer_id, cmd).await?;
+    actor.apply(first);
     tokio::spawn(actor.run());
     Ok(shared)
 }
@@ -220,6 +223,7 @@ struct Actor {
     closing: Option<(oneshot::Sender<Result<()>>, bool)>,
     /// Readers positioned by time skip what was published before this (ms since the epoch).
     not_before_ms: Option<u64>,
+    attaching: Option<Attaching>,
     /// Chunked messages being reassembled, by uuid.
     chunks: HashMap<String, Chunked>,
     /// Entries of delivered chunked messages, keyed by the last chunk: acking it acks all.
@@ -255,7 +259,8 @@ impl Actor {
                 _ = sleep_until_opt(self.acks_due) => self.flush_acks(),
                 _ = sleep_until_opt(nack_due) => self.redeliver_nacked(),
                 _ = ack_timer.tick(), if !self.opts.ack_timeout.is_zero() => self.redeliver_timed_out(),
-                _ = sleep_until_opt(self.retry_at) => self.reconnect().await,
+                _ = sleep_until_opt(self.retry_at) => self.reconnect(),
+                attached = attach_done(&mut self.attaching) => self.on_attach_result(attached),
             }
             if self.closing.is_some() {
                 break;
@@ -736,14 +741,25 @@ impl Actor {
         self.retry_at = Some(Instant::now() + delay);
     }
 
-    async fn reconnect(&mut self) {
+    /// Starts resubscribing; the attempt runs as a branch of the actor's loop, so a close is
+    /// handled at once even while the broker is unreachable.
+    fn reconnect(&mut self) {
         self.retry_at = None;
         if self.client.is_closed() {
             self.closing = Some((oneshot::channel().0, false));
             return;
         }
-        match self.attach().await {
-            Ok(()) => log::info!("{}: consumer resubscribed", self.shared.topic),
+        let cmd = self.prepare_subscribe();
+        self.attaching = Some(Box::pin(subscribe_on(self.client.clone(), self.shared.topic.clone(), self.consumer_id, cmd)));
+    }
+
+    fn on_attach_result(&mut self, result: Result<Subscribed>) {
+        self.attaching = None;
+        match result {
+            Ok(sub) => {
+                self.apply(sub);
+                log::info!("{}: consumer resubscribed", self.shared.topic);
+            }
             Err(e) if e.is_retriable() || e.kind() == ErrorKind::ConsumerBusy => {
                 let delay = self.backoff.next_delay();
                 log::info!("{}: resubscribe failed ({e}); retrying in {delay:?}", self.shared.topic);
@@ -756,11 +772,8 @@ impl Actor {
         }
     }
 
-    /// Looks the topic up, subscribes, and grants the first permits.
-    async fn attach(&mut self) -> Result<()> {
-        let conn = lookup::lookup_topic(&self.client.pool, &self.shared.topic).await?;
-        let hid = HandlerId::Consumer(self.consumer_id);
-        let events = conn.register(hid)?;
+    /// The `Subscribe` command for the current position (request id filled in later).
+    fn prepare_subscribe(&mut self) -> BaseCommand {
         // Readers resume right after the last message the application took.
         let resume_from = self.shared.last_dequeued.lock().expect("last_dequeued lock").clone();
         if !self.opts.durable {
@@ -779,47 +792,42 @@ impl Actor {
             }
             d
         });
-        let resp = conn
-            .request(|rid| {
-                let mut cmd = commands::subscribe(&self.shared.topic, &self.subscription, self.opts.sub_type, self.consumer_id, rid);
-                let s = cmd.subscribe.as_mut().expect("subscribe body");
-                s.consumer_name = Some(self.name.clone());
-                s.priority_level = Some(self.opts.priority_level);
-                s.durable = Some(self.opts.durable);
-                s.start_message_id = start.clone();
-                s.metadata = kvs(&self.opts.properties);
-                s.read_compacted = Some(self.opts.read_compacted);
-                s.initial_position = Some(match self.opts.initial_position {
-                    InitialPosition::Latest => command_subscribe::InitialPosition::Latest,
-                    InitialPosition::Earliest => command_subscribe::InitialPosition::Earliest,
-                } as i32);
-                s.replicate_subscription_state = Some(self.opts.replicate_subscription_state);
-                if let (Some(t), false) = (self.not_before_ms, self.opts.durable) {
-                    // Start a little before the time; what precedes it is skipped on arrival.
-                    let back_ms = super::util::now_ms().saturating_sub(t);
-                    s.start_message_rollback_duration_sec = Some(back_ms / 1000 + 2);
-                }
-                s.subscription_properties = kvs(&self.opts.subscription_properties);
-                if self.opts.sub_type == SubType::KeyShared {
-                    s.key_shared_meta = Some(KeySharedMeta { key_shared_mode: KeySharedMode::AutoSplit as i32, ..Default::default() });
-                }
-                cmd
-            })
-            .await;
-        if let Err(e) = resp {
-            conn.unregister(hid);
-            return Err(e.into());
+        let mut cmd = commands::subscribe(&self.shared.topic, &self.subscription, self.opts.sub_type, self.consumer_id, 0);
+        let s = cmd.subscribe.as_mut().expect("subscribe body");
+        s.consumer_name = Some(self.name.clone());
+        s.priority_level = Some(self.opts.priority_level);
+        s.durable = Some(self.opts.durable);
+        s.start_message_id = start;
+        s.metadata = kvs(&self.opts.properties);
+        s.read_compacted = Some(self.opts.read_compacted);
+        s.initial_position = Some(match self.opts.initial_position {
+            InitialPosition::Latest => command_subscribe::InitialPosition::Latest,
+            InitialPosition::Earliest => command_subscribe::InitialPosition::Earliest,
+        } as i32);
+        s.replicate_subscription_state = Some(self.opts.replicate_subscription_state);
+        if let (Some(t), false) = (self.not_before_ms, self.opts.durable) {
+            // Start a little before the time; what precedes it is skipped on arrival.
+            let back_ms = super::util::now_ms().saturating_sub(t);
+            s.start_message_rollback_duration_sec = Some(back_ms / 1000 + 2);
         }
+        s.subscription_properties = kvs(&self.opts.subscription_properties);
+        if self.opts.sub_type == SubType::KeyShared {
+            s.key_shared_meta = Some(KeySharedMeta { key_shared_mode: KeySharedMode::AutoSplit as i32, ..Default::default() });
+        }
+        cmd
+    }
+
+    /// Takes over a successful subscription and grants the first permits.
+    fn apply(&mut self, sub: Subscribed) {
         self.epoch_bump();
         self.batches.clear();
         self.shared.connected.store(true, Ordering::Release);
         self.backoff.reset();
-        self.conn = Some(conn);
-        self.events = Some(events);
+        self.conn = Some(sub.conn);
+        self.events = Some(sub.events);
         let queue = self.opts.receiver_queue_size as u32;
         self.held_permits = 0;
         self.grant(queue);
-        Ok(())
     }
 
     async fn finish_close(mut self) {
@@ -899,4 +907,40 @@ mod tests {
         assert_eq!(topic_partition("persistent://a/b/t"), -1);
         assert_eq!(strip_partition("persistent://a/b/t-partition-7"), "persistent://a/b/t");
     }
+}
+
+/// A subscription that succeeded.
+struct Subscribed {
+    conn: Connection,
+    events: mpsc::UnboundedReceiver<Event>,
+}
+
+type Attaching = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Subscribed>> + Send>>;
+
+async fn attach_done(f: &mut Option<Attaching>) -> Result<Subscribed> {
+    match f {
+        Some(f) => f.await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Looks the topic up and sends `cmd` (a `Subscribe`) with a fresh request id.
+async fn subscribe_on(client: Arc<ClientInner>, topic: Arc<str>, consumer_id: u64, cmd: BaseCommand) -> Result<Subscribed> {
+    let conn = lookup::lookup_topic(&client.pool, &topic).await?;
+    let hid = HandlerId::Consumer(consumer_id);
+    let events = conn.register(hid)?;
+    let resp = conn
+        .request(move |rid| {
+            let mut cmd = cmd;
+            if let Some(s) = cmd.subscribe.as_mut() {
+                s.request_id = rid;
+            }
+            cmd
+        })
+        .await;
+    if let Err(e) = resp {
+        conn.unregister(hid);
+        return Err(e.into());
+    }
+    Ok(Subscribed { conn, events })
 }

@@ -119,9 +119,21 @@ impl PartitionProducer {
             flush_waiters: Vec::new(),
             retry_at: None,
             closing: None,
+            close_deadline: None,
+            attaching: None,
             failed: None,
         };
-        actor.attach().await?;
+        let first = attach(
+            actor.client.clone(),
+            actor.topic.clone(),
+            actor.producer_id,
+            actor.opts.name.clone().unwrap_or_default(),
+            actor.user_named,
+            0,
+            actor.opts.clone(),
+        )
+        .await?;
+        actor.apply(first);
         tokio::spawn(actor.run());
         Ok(PartitionProducer { tx, wake, permits, state })
     }
@@ -160,6 +172,9 @@ struct Actor {
     backoff: Backoff,
     retry_at: Option<Instant>,
     closing: Option<oneshot::Sender<Result<()>>>,
+    /// Pending sends still unacknowledged at this time fail, so close never hangs.
+    close_deadline: Option<Instant>,
+    attaching: Option<Attaching>,
     failed: Option<Error>,
 }
 
@@ -192,7 +207,12 @@ impl Actor {
                     self.flush_batch();
                 }
                 _ = sleep_until_opt(timeout_due) => self.fail_expired(),
-                _ = sleep_until_opt(self.retry_at) => self.reconnect().await,
+                _ = sleep_until_opt(self.retry_at) => self.reconnect(),
+                attached = attach_done(&mut self.attaching) => self.on_attach_result(attached),
+                _ = sleep_until_opt(self.close_deadline) => {
+                    log::warn!("{}: {} messages unacknowledged at close; failing them", self.topic, self.pending.len());
+                    self.fail_all(Error::closed("producer"));
+                }
             }
             if self.closing.is_some() && self.batch.is_empty() && (self.pending.is_empty() || self.failed.is_some()) {
                 break;
@@ -239,6 +259,19 @@ impl Actor {
                 self.state.closed.store(true, Ordering::Release);
                 self.flush_batch();
                 self.closing = Some(reply);
+                if self.conn.is_none() {
+                    // Not attached: nothing pending can be acknowledged any more.
+                    self.attaching = None;
+                    self.retry_at = None;
+                    self.fail_all(Error::closed("producer"));
+                } else {
+                    let wait = if self.opts.send_timeout.is_zero() {
+                        self.client.opts.connection.operation_timeout
+                    } else {
+                        self.opts.send_timeout
+                    };
+                    self.close_deadline = Some(Instant::now() + wait);
+                }
             }
         }
     }
@@ -562,14 +595,31 @@ impl Actor {
         self.retry_at = Some(Instant::now() + delay);
     }
 
-    async fn reconnect(&mut self) {
+    /// Starts attaching again; the attempt runs as a branch of the actor's loop, so commands
+    /// (a close above all) are still handled while it waits on the network.
+    fn reconnect(&mut self) {
         self.retry_at = None;
         if self.client.is_closed() && self.closing.is_none() {
             self.fail_all(Error::closed("client"));
             return;
         }
-        match self.attach().await {
-            Ok(()) => {
+        let name = self.state.name.lock().expect("name lock").clone();
+        self.attaching = Some(Box::pin(attach(
+            self.client.clone(),
+            self.topic.clone(),
+            self.producer_id,
+            name,
+            self.user_named,
+            self.epoch,
+            self.opts.clone(),
+        )));
+    }
+
+    fn on_attach_result(&mut self, result: Result<Attached>) {
+        self.attaching = None;
+        match result {
+            Ok(a) => {
+                self.apply(a);
                 log::info!("{}: producer reattached; resending {} pending", self.topic, self.pending.len());
                 if let Some(conn) = &self.conn {
                     for op in &self.pending {
@@ -589,46 +639,21 @@ impl Actor {
         }
     }
 
-    /// Looks the topic up and registers the producer with the broker.
-    async fn attach(&mut self) -> Result<()> {
-        let conn = lookup::lookup_topic(&self.client.pool, &self.topic).await?;
-        let id = HandlerId::Producer(self.producer_id);
-        let events = conn.register(id)?;
-        let name = self.state.name.lock().expect("name lock").clone();
-        let resp = conn
-            .request(|rid| {
-                let mut cmd = commands::producer(&self.topic, self.producer_id, rid);
-                let p = cmd.producer.as_mut().expect("producer body");
-                p.producer_name = (!name.is_empty()).then(|| name.clone());
-                p.user_provided_producer_name = Some(self.user_named);
-                p.epoch = Some(self.epoch);
-                p.producer_access_mode = Some(self.opts.access_mode as i32);
-                p.metadata = self.opts.properties.iter().map(|(k, v)| KeyValue { key: k.clone(), value: v.clone() }).collect();
-                cmd
-            })
-            .await;
-        let frame = match resp {
-            Ok(f) => f,
-            Err(e) => {
-                conn.unregister(id);
-                return Err(e.into());
-            }
-        };
-        let ok = frame.command.producer_success.unwrap_or_default();
-        *self.state.name.lock().expect("name lock") = ok.producer_name;
+    /// Takes over a successful attach.
+    fn apply(&mut self, a: Attached) {
+        *self.state.name.lock().expect("name lock") = a.name;
         if self.epoch == 0 && self.opts.initial_sequence_id.is_none() {
-            if let Some(last) = ok.last_sequence_id.filter(|s| *s >= 0) {
+            if let Some(last) = a.last_sequence_id.filter(|s| *s >= 0) {
                 self.next_seq = self.next_seq.max(last as u64 + 1);
                 self.state.last_sequence_id.store(last, Ordering::Relaxed);
             }
         }
         self.epoch += 1;
-        self.state.max_message_size.store(conn.max_message_size(), Ordering::Relaxed);
+        self.state.max_message_size.store(a.conn.max_message_size(), Ordering::Relaxed);
         self.state.connected.store(true, Ordering::Release);
         self.backoff.reset();
-        self.conn = Some(conn);
-        self.events = Some(events);
-        Ok(())
+        self.conn = Some(a.conn);
+        self.events = Some(a.events);
     }
 
     async fn finish_close(mut self) {
@@ -660,4 +685,57 @@ impl Actor {
             }
         }
     }
+}
+
+/// A producer registration that succeeded.
+struct Attached {
+    conn: Connection,
+    events: mpsc::UnboundedReceiver<Event>,
+    name: String,
+    last_sequence_id: Option<i64>,
+}
+
+type Attaching = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Attached>> + Send>>;
+
+async fn attach_done(f: &mut Option<Attaching>) -> Result<Attached> {
+    match f {
+        Some(f) => f.await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Looks the topic up and registers the producer with the broker.
+async fn attach(
+    client: Arc<ClientInner>,
+    topic: String,
+    producer_id: u64,
+    name: String,
+    user_named: bool,
+    epoch: u64,
+    opts: ProducerOptions,
+) -> Result<Attached> {
+    let conn = lookup::lookup_topic(&client.pool, &topic).await?;
+    let id = HandlerId::Producer(producer_id);
+    let events = conn.register(id)?;
+    let resp = conn
+        .request(|rid| {
+            let mut cmd = commands::producer(&topic, producer_id, rid);
+            let p = cmd.producer.as_mut().expect("producer body");
+            p.producer_name = (!name.is_empty()).then(|| name.clone());
+            p.user_provided_producer_name = Some(user_named);
+            p.epoch = Some(epoch);
+            p.producer_access_mode = Some(opts.access_mode as i32);
+            p.metadata = opts.properties.iter().map(|(k, v)| KeyValue { key: k.clone(), value: v.clone() }).collect();
+            cmd
+        })
+        .await;
+    let frame = match resp {
+        Ok(f) => f,
+        Err(e) => {
+            conn.unregister(id);
+            return Err(e.into());
+        }
+    };
+    let ok = frame.command.producer_success.unwrap_or_default();
+    Ok(Attached { conn, events, name: ok.producer_name, last_sequence_id: ok.last_sequence_id })
 }

@@ -20,6 +20,9 @@ use crate::protocol::commands::{self, response_request_id};
 use crate::protocol::frame::{self, Frame, DEFAULT_MAX_MESSAGE_SIZE, FRAME_PADDING};
 use crate::protocol::pb::{base_command::Type, BaseCommand, ServerError};
 
+/// Bytes queued for a socket beyond which the connection stops taking new frames.
+const MAX_WRITE_BACKLOG: usize = 16 * 1024 * 1024;
+
 /// Settings of every connection of a client.
 #[derive(Debug, Clone)]
 pub struct ConnectionOptions {
@@ -283,20 +286,34 @@ struct Actor {
 impl Actor {
     async fn run(mut self, stream: TcpStream, mut read_buf: BytesMut, mut rx: mpsc::UnboundedReceiver<Outbound>) {
         let (mut rd, mut wr) = stream.into_split();
+        // `out` collects frames; `writing` is what the socket is taking now. Writing is one
+        // branch of the select, so a peer that stops reading never stalls reads, pings or
+        // close: the unanswered ping then ends the connection.
         let mut out = BytesMut::with_capacity(64 * 1024);
+        let mut writing = BytesMut::new();
         let mut ping = tokio::time::interval_at(tokio::time::Instant::now() + self.keepalive, self.keepalive);
         ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut awaiting_pong = false;
         // Frames that arrived with the handshake's last read.
         let mut reason = self.drain_frames(&mut read_buf, &mut out, &mut awaiting_pong).err();
         while reason.is_none() {
+            if writing.is_empty() && !out.is_empty() {
+                std::mem::swap(&mut writing, &mut out);
+            }
+            // Stop taking work while a large backlog waits for the socket.
+            let accept_more = out.len() < MAX_WRITE_BACKLOG;
             tokio::select! {
                 read = rd.read_buf(&mut read_buf) => match read {
                     Ok(0) => reason = Some(NetError::Closed(format!("closed by {}", self.addr))),
                     Ok(_) => reason = self.drain_frames(&mut read_buf, &mut out, &mut awaiting_pong).err(),
                     Err(e) => reason = Some(NetError::Io(e.to_string())),
                 },
-                msg = rx.recv() => {
+                written = wr.write_buf(&mut writing), if !writing.is_empty() => match written {
+                    Ok(0) => reason = Some(NetError::Closed(format!("{} stopped accepting data", self.addr))),
+                    Ok(_) => {}
+                    Err(e) => reason = Some(NetError::Io(e.to_string())),
+                },
+                msg = rx.recv(), if accept_more => {
                     let mut next = msg;
                     // Drain whatever else is queued so one write carries many frames.
                     loop {
@@ -317,11 +334,6 @@ impl Actor {
                         frame::encode_command(&commands::ping(), &mut out);
                     }
                 },
-            }
-            if reason.is_none() && !out.is_empty() {
-                if let Err(e) = wr.write_all_buf(&mut out).await {
-                    reason = Some(NetError::Io(e.to_string()));
-                }
             }
         }
         let reason = reason.expect("loop exits with a reason");
@@ -399,6 +411,26 @@ impl Actor {
                 f.command.active_consumer_change.as_ref().map(|c| HandlerId::Consumer(c.consumer_id))
             }
             Type::TopicMigrated => None,
+            // Commands only a client sends (also what an empty command decodes as): a broker
+            // sending one is not speaking the protocol.
+            Type::Connect
+            | Type::Subscribe
+            | Type::Producer
+            | Type::Send
+            | Type::Ack
+            | Type::Flow
+            | Type::Unsubscribe
+            | Type::Lookup
+            | Type::PartitionedMetadata
+            | Type::ConsumerStats
+            | Type::Seek
+            | Type::GetLastMessageId
+            | Type::RedeliverUnacknowledgedMessages
+            | Type::GetTopicsOfNamespace
+            | Type::GetSchema
+            | Type::AuthResponse => {
+                return Err(NetError::UnexpectedResponse(format!("the broker sent {kind:?}, a client-only command")));
+            }
             _ => {
                 let Some(request_id) = response_request_id(&f.command) else {
                     log::debug!("{}: ignoring unsolicited {kind:?}", self.addr);
