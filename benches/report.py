@@ -198,7 +198,9 @@ def markdown(data: dict[str, Any], summary: dict[str, Any]) -> str:
     loads = sorted({round(r["loadavg_start"], 1) for r in data["runs"] if r.get("loadavg_start") is not None})
     busy = [r["machine_busy"] for r in data["runs"] if r.get("machine_busy") is not None]
     lines = [
-        f"## Results: {meta.get('mode', '?')} mode, {meta.get('rounds', '?')} round(s), {meta.get('started', '')}",
+        f"## Results: {meta.get('mode', '?')} mode, {meta.get('rounds', '?')} round(s)"
+        + (f", counts and durations × {meta['scale']}" if meta.get("scale", 1.0) != 1.0 else "")
+        + f", {meta.get('started', '')}",
         "",
         f"- Machine: {m.get('nproc')} CPUs ({m.get('cpu_model')}), {m.get('mem_gib')} GiB RAM, Linux {m.get('kernel')}, "
         f"Python {m.get('python')}.",
@@ -264,6 +266,7 @@ def chart(summary: dict[str, Any], path: Path) -> Path | None:
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        from matplotlib.ticker import NullFormatter
     except ImportError:
         return None
     scs = summary["scenarios"]
@@ -299,8 +302,9 @@ def chart(summary: dict[str, Any], path: Path) -> Path | None:
         ax.set_title(title, fontsize=9)
         if logx and vals and min(vals) > 0:
             ax.set_xscale("log")
-        for yy, v in zip(y, vals):
-            ax.text(v, yy, f" {_fmt(v)}", va="center", fontsize=6)
+            ax.xaxis.set_minor_formatter(NullFormatter())
+        for yy, v, hi in zip(y, vals, errs_hi):
+            ax.text(v + hi, yy, f" {_fmt(v)}", va="center", fontsize=6)
         ax.grid(axis="x", alpha=0.3)
     fig.suptitle("magnetar (orange) vs official pulsar-client (blue) vs Java pulsar-perf (green); "
                  "bars: median, whiskers: min–max over rounds", fontsize=9)

@@ -21,6 +21,7 @@ import logging as _logging
 from ._core import Message, MessageId, SendFuture, __version__
 from ._async import AsyncClient, AsyncConsumer, AsyncProducer, AsyncReader
 from ._client import Client, Consumer, Producer, Reader
+from ._config import ClientConfig
 from ._options import Authentication, SubscriptionType
 from .exceptions import (
     AlreadyClosed,
@@ -51,6 +52,7 @@ __all__ = [
     "AuthenticationError",
     "AuthorizationError",
     "Client",
+    "ClientConfig",
     "ConnectError",
     "Consumer",
     "ConsumerBusy",

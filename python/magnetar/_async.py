@@ -217,6 +217,12 @@ class AsyncReader:
     async def has_message_available(self) -> bool:
         return await _call(self._core.aio_has_message_available)
 
+    async def read_many(self, max_messages: int = 100, timeout: float | None = 0.1) -> list[Message]:
+        return await self._consumer.receive_many(max_messages, timeout)
+
+    async def get_last_message_id(self) -> MessageId:
+        return await self._consumer.get_last_message_id()
+
     async def seek(self, target: MessageId | TimeLike) -> None:
         await self._consumer.seek(target)
 

@@ -251,6 +251,14 @@ class Reader:
         """Whether there is a message past the last one read."""
         return self._core.has_message_available()
 
+    def read_many(self, max_messages: int = 100, timeout: float | None = 0.1) -> list[Message]:
+        """Up to ``max_messages``: what is queued, else what arrives within ``timeout``."""
+        return self._core.receive_many(max_messages, timeout)
+
+    def get_last_message_id(self) -> MessageId:
+        """The id of the last message of the topic (the highest over partitions)."""
+        return max(self._core.last_message_ids())
+
     def seek(self, target: MessageId | TimeLike) -> None:
         """Moves the reader to a message id or to a publish time."""
         self._core.seek(target if isinstance(target, MessageId) else time_ms(target, "seek target"))

@@ -387,9 +387,13 @@ impl Consumer {
         }
     }
 
-    /// The id of the last message in each covered topic.
+    /// The id of the last message in each covered topic (waiting, within the operation
+    /// timeout, for a sub-consumer that is reattaching).
     pub async fn last_message_ids(&self) -> Result<Vec<MessageId>> {
-        self.each(Command::LastMessageId).await
+        let timeout = self.inner.client.opts.connection.operation_timeout;
+        tokio::time::timeout(timeout, self.each(Command::LastMessageId))
+            .await
+            .map_err(|_| Error::timeout("get last message id"))?
     }
 
     /// The broker's statistics for each covered topic.

@@ -182,6 +182,7 @@ pub(crate) async fn create(
         chunks: HashMap::new(),
         chunk_entries: HashMap::new(),
         attaching: None,
+        deferred_last_ids: Vec::new(),
     };
     let cmd = actor.prepare_subscribe();
     let first = subscribe_on(actor.client.clone(), actor.shared.topic.clone(), actor.consumer_id, cmd).await?;
@@ -224,6 +225,8 @@ struct Actor {
     /// Readers positioned by time skip what was published before this (ms since the epoch).
     not_before_ms: Option<u64>,
     attaching: Option<Attaching>,
+    /// `LastMessageId` requests that arrived while reattaching.
+    deferred_last_ids: Vec<oneshot::Sender<Result<MessageId>>>,
     /// Chunked messages being reassembled, by uuid.
     chunks: HashMap<String, Chunked>,
     /// Entries of delivered chunked messages, keyed by the last chunk: acking it acks all.
@@ -260,7 +263,14 @@ impl Actor {
                 _ = sleep_until_opt(nack_due) => self.redeliver_nacked(),
                 _ = ack_timer.tick(), if !self.opts.ack_timeout.is_zero() => self.redeliver_timed_out(),
                 _ = sleep_until_opt(self.retry_at) => self.reconnect(),
-                attached = attach_done(&mut self.attaching) => self.on_attach_result(attached),
+                attached = attach_done(&mut self.attaching) => {
+                    self.on_attach_result(attached);
+                    if self.conn.is_some() {
+                        for reply in std::mem::take(&mut self.deferred_last_ids) {
+                            let _ = reply.send(self.last_message_id().await);
+                        }
+                    }
+                }
             }
             if self.closing.is_some() {
                 break;
@@ -286,7 +296,12 @@ impl Actor {
                 let _ = reply.send(self.seek(target).await);
             }
             Command::LastMessageId(reply) => {
-                let _ = reply.send(self.last_message_id().await);
+                if self.conn.is_none() && (self.attaching.is_some() || self.retry_at.is_some()) {
+                    // Reattaching (after a seek, say): answer once attached.
+                    self.deferred_last_ids.push(reply);
+                } else {
+                    let _ = reply.send(self.last_message_id().await);
+                }
             }
             Command::Stats(reply) => {
                 let _ = reply.send(self.stats().await);
@@ -337,8 +352,11 @@ impl Actor {
 
     fn ack(&mut self, id: MessageId, cumulative: bool) {
         let key = (id.ledger_id, id.entry_id);
-        self.unacked.remove(&key);
-        if let Some(entries) = self.chunk_entries.remove(&key) {
+        // Hashing costs more than the rest of an ack: skip the maps that are not in use.
+        if !self.unacked.is_empty() {
+            self.unacked.remove(&key);
+        }
+        if let Some(entries) = (!self.chunk_entries.is_empty()).then(|| self.chunk_entries.remove(&key)).flatten() {
             // The earlier chunks are separate entries; the last one is acked below.
             self.individual_acks.extend(entries.into_iter().filter(|e| (e.ledger_id as i64, e.entry_id as i64) != key));
         }

@@ -346,13 +346,19 @@ impl Producer {
         }
     }
 
-    /// Sends `msg` and waits for the broker's receipt.
+    /// Sends `msg` and waits for the broker's receipt; the open batch goes out at once.
     pub async fn send(&self, msg: OutgoingMessage) -> Result<MessageId> {
+        self.send_with(msg, true).await
+    }
+
+    /// Sends `msg` and waits for its receipt. `flush` sends the open batch at once (a blocking
+    /// caller wants that); without it, concurrent senders share batches (asyncio wants that).
+    pub async fn send_with(&self, msg: OutgoingMessage, flush: bool) -> Result<MessageId> {
         let (tx, rx) = oneshot::channel();
         let done: super::completion::SendCallback = Box::new(move |r| {
             let _ = tx.send(r);
         });
-        self.enqueue(msg, true, done).await;
+        self.enqueue(msg, flush, done).await;
         rx.await.unwrap_or_else(|_| Err(Error::closed("producer")))
     }
 

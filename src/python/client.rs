@@ -317,7 +317,9 @@ impl PyProducer {
         self.guard.check()?;
         let msg = convert::message(data, key, properties, event_time, deliver_at, ordering_key, sequence_id)?;
         let p = self.inner.clone();
-        spawn_for_asyncio(py, fut, async move { p.send(msg).await }, id_obj)
+        // Like the other clients' async sends: no flush, so concurrent coroutines share
+        // batches; the batching delay bounds the wait.
+        spawn_for_asyncio(py, fut, async move { p.send_with(msg, false).await }, id_obj)
     }
 
     fn flush(&self, py: Python<'_>) -> PyResult<()> {

@@ -235,9 +235,17 @@ class Admin:
     ``tenant/ns`` or ``ns`` (tenant ``public``).
     """
 
-    def __init__(self, admin_url: str, *, timeout: float = 30.0) -> None:
+    def __init__(self, admin_url: str, *, timeout: float = 30.0, token: str | None = None) -> None:
         self._admin_url = admin_url.rstrip("/")
         self.timeout = timeout
+        self.token = token
+        """Bearer token for a broker with authentication enabled."""
+
+    def _new_request(self, url: str, data: bytes | None = None, method: str = "GET") -> urllib.request.Request:
+        req = urllib.request.Request(url, data=data, method=method)
+        if self.token:
+            req.add_header("Authorization", f"Bearer {self.token}")
+        return req
 
     @property
     def admin_url(self) -> str:
@@ -252,7 +260,7 @@ class Admin:
         """
         url = self.admin_url + path
         data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(url, data=data, method=method)
+        req = self._new_request(url, data, method)
         req.add_header("Accept", "application/json")
         if data is not None:
             req.add_header("Content-Type", "application/json")
@@ -429,8 +437,8 @@ class Standalone(Admin):
                  http_port: int | None = None, bookkeeper_port: int | None = None,
                  extra_conf: Mapping[str, str] | None = None, startup_timeout: float = DEFAULT_STARTUP_TIMEOUT,
                  heap: str = "1g", jvm_args: Sequence[str] = (), keep_data: bool = False,
-                 wipe_data: bool = False, die_with_parent: bool = True) -> None:
-        super().__init__("http://127.0.0.1:0")
+                 wipe_data: bool = False, die_with_parent: bool = True, admin_token: str | None = None) -> None:
+        super().__init__("http://127.0.0.1:0", token=admin_token)
         self.version = version
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         self._own_data_dir = data_dir is None
@@ -552,7 +560,7 @@ class Standalone(Admin):
             if self._proc.poll() is not None:
                 self._fail(f"the broker JVM exited with code {self._proc.returncode} during start-up")
             try:
-                with urllib.request.urlopen(self.admin_url + _READY_PATH, timeout=5) as resp:
+                with urllib.request.urlopen(self._new_request(self.admin_url + _READY_PATH), timeout=5) as resp:
                     if resp.status == 200:
                         break
             except (OSError, urllib.error.URLError):
