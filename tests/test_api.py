@@ -307,3 +307,18 @@ def test_logging_goes_to_the_magnetar_logger(service_url, topic, caplog):
     client.create_producer(topic)
     client.close()
     assert any(r.name.startswith("magnetar") for r in caplog.records)
+
+
+def test_connection_state_is_observable(service_url, topic):
+    seen: list[str] = []
+    client = magnetar.Client(service_url, on_state_change=seen.append)
+    assert client.state == "idle"
+    producer = client.create_producer(topic)
+    assert client.state == "connected"
+    producer.close()
+    client.close()
+    assert client.state == "closed"
+    deadline = time.monotonic() + 5
+    while "closed" not in seen and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert seen[0] == "idle" and seen[-1] == "closed"

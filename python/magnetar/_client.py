@@ -11,6 +11,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from . import _core
 from ._core import Message, MessageId, SendFuture
+from ._state import StateWatcher
 from ._options import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_KEEPALIVE_INTERVAL,
@@ -303,6 +304,7 @@ class Client:
         authentication: Authentication | None = None,
         initial_backoff: float = 0.1,
         max_backoff: float = 60.0,
+        on_state_change: Callable[[str], object] | None = None,
     ) -> None:
         self._core = _core._Client(
             service_url,
@@ -310,6 +312,15 @@ class Client:
                            authentication, initial_backoff, max_backoff),
         )
         self.service_url = service_url
+        if on_state_change is not None and not callable(on_state_change):
+            raise InvalidConfiguration("on_state_change must be a callable taking the state name")
+        self._watcher = StateWatcher(self._core, on_state_change) if on_state_change else None
+
+    @property
+    def state(self) -> str:
+        """``"idle"`` (nothing created yet), ``"connecting"`` (some producer or consumer is
+        (re)connecting), ``"connected"`` or ``"closed"``."""
+        return self._core.state
 
     def create_producer(
         self,

@@ -155,6 +155,9 @@ class _Client:
     @property
     def closed(self) -> bool:
         """Whether the client was closed."""
+    @property
+    def state(self) -> str:
+        """"idle", "connecting", "connected" or "closed"."""
 
 @final
 class _Producer:

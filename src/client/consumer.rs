@@ -97,6 +97,10 @@ impl Consumer {
             let _ = consumer.close().await;
             return Err(e);
         }
+        let probe = Arc::downgrade(&consumer.inner);
+        client.add_probe(Box::new(move || {
+            probe.upgrade().filter(|i| !i.closed.load(Ordering::Acquire)).map(|inner| (Consumer { inner }).is_connected())
+        }));
         let weak = Arc::downgrade(&consumer.inner);
         client.on_close(Box::new(move || {
             Box::pin(async move {

@@ -25,6 +25,36 @@ pub(crate) struct ClientInner {
     closed: AtomicBool,
     pub memory: super::producer::MemoryLimit,
     closers: Mutex<Vec<Closer>>,
+    /// Whether each live producer or consumer is attached (`None` once it is gone).
+    probes: Mutex<Vec<Probe>>,
+}
+
+/// Reports whether one producer or consumer is attached, or `None` once it is dropped.
+pub(crate) type Probe = Box<dyn Fn() -> Option<bool> + Send>;
+
+/// The client's connection state, as users observe it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientState {
+    /// No producer or consumer yet (nothing to connect).
+    Idle,
+    /// Some producer or consumer is (re)connecting.
+    Connecting,
+    /// Every producer and consumer is attached to its broker.
+    Connected,
+    /// `close()` was called.
+    Closed,
+}
+
+impl ClientState {
+    /// Lower-case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            ClientState::Idle => "idle",
+            ClientState::Connecting => "connecting",
+            ClientState::Connected => "connected",
+            ClientState::Closed => "closed",
+        }
+    }
 }
 
 impl ClientInner {
@@ -46,6 +76,11 @@ impl ClientInner {
         } else {
             Ok(())
         }
+    }
+
+    /// Registers how to tell whether a producer or consumer is attached.
+    pub fn add_probe(&self, probe: Probe) {
+        self.probes.lock().expect("probes lock").push(probe);
     }
 
     /// Registers what to do to a producer or consumer when the client closes.
@@ -75,6 +110,7 @@ impl Client {
                 closed: AtomicBool::new(false),
                 memory,
                 closers: Mutex::new(Vec::new()),
+                probes: Mutex::new(Vec::new()),
             }),
         })
     }
@@ -117,6 +153,30 @@ impl Client {
             let _ = h.await;
         }
         self.inner.pool.close_all();
+    }
+
+    /// The connection state: closed, idle (nothing created yet), connecting (some producer or
+    /// consumer is reattaching), or connected.
+    pub fn state(&self) -> ClientState {
+        if self.inner.is_closed() {
+            return ClientState::Closed;
+        }
+        let mut probes = self.inner.probes.lock().expect("probes lock");
+        let mut seen = false;
+        let mut all = true;
+        probes.retain(|p| match p() {
+            Some(up) => {
+                seen = true;
+                all &= up;
+                true
+            }
+            None => false,
+        });
+        match (seen, all) {
+            (false, _) => ClientState::Idle,
+            (true, true) => ClientState::Connected,
+            (true, false) => ClientState::Connecting,
+        }
     }
 
     /// Whether [`Client::close`] was called.

@@ -21,7 +21,7 @@ mod util;
 
 pub use consumer::Consumer;
 pub use error::{Error, ErrorKind, Result};
-pub use inner::Client;
+pub use inner::{Client, ClientState};
 pub use message::{Message, MessageId, OutgoingMessage};
 pub use options::{ClientOptions, ConsumerOptions, HashingScheme, InitialPosition, ProducerOptions, RoutingMode};
 pub use completion::{Completion, SendCallback};

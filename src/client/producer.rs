@@ -124,6 +124,10 @@ impl Producer {
         if partitions > 0 {
             producer.watch_partitions();
         }
+        let probe = Arc::downgrade(&producer.inner);
+        client.add_probe(Box::new(move || {
+            probe.upgrade().map(|inner| Producer { inner }).filter(|p| !p.is_closed()).map(|p| p.is_connected())
+        }));
         let weak = Arc::downgrade(&producer.inner);
         client.on_close(Box::new(move || {
             Box::pin(async move {

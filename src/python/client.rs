@@ -178,6 +178,12 @@ impl PyClient {
     fn closed(&self) -> bool {
         self.inner.is_closed()
     }
+
+    /// "idle", "connecting", "connected" or "closed".
+    #[getter]
+    fn state(&self) -> &'static str {
+        self.inner.state().name()
+    }
 }
 
 /// A Python callable `router(key, num_partitions) -> int` as the producer's router.
