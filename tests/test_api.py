@@ -322,3 +322,19 @@ def test_connection_state_is_observable(service_url, topic):
     while "closed" not in seen and time.monotonic() < deadline:
         time.sleep(0.05)
     assert seen[0] == "idle" and seen[-1] == "closed"
+
+
+def test_client_memory_limit(service_url, topic):
+    client = magnetar.Client(service_url, memory_limit=1000)
+    try:
+        producer = client.create_producer(topic, block_if_full=False, batch_max_delay=5.0)
+        first = producer.send_async(b"x" * 600)
+        second = producer.send_async(b"y" * 600)
+        with pytest.raises(magnetar.ProducerQueueFull, match="memory"):
+            second.result(timeout=5)
+        producer.flush()
+        assert first.result(timeout=5)
+        # Once acknowledged, the memory is free again.
+        assert producer.send(b"z" * 600)
+    finally:
+        client.close()
