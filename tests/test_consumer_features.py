@@ -271,3 +271,17 @@ def test_memoryview_of_a_message_is_zero_copy(client, topic):
     msg = consumer.receive(timeout=10)
     view = memoryview(msg)
     assert view.readonly and bytes(view) == b"zero-copy payload" and len(msg) == len(view)
+
+
+def test_ack_with_receipt(api, topic):
+    producer = api.call(api.client, "create_producer", topic, batching=False)
+    consumer = api.call(api.client, "subscribe", topic, "rcpt", initial_position="earliest")
+    for i in range(3):
+        api.call(producer, "send", b"%d" % i)
+    got = drain(api, consumer, 3)
+    api.call(consumer, "ack_with_receipt", got[0])
+    api.call(consumer, "ack_with_receipt", got[2], cumulative=True)
+    api.call(consumer, "close")
+    again = api.call(api.client, "subscribe", topic, "rcpt")
+    with pytest.raises(magnetar.Timeout):
+        api.call(again, "receive", timeout=0.5)

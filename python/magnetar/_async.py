@@ -160,6 +160,10 @@ class AsyncConsumer:
     def ack_cumulative(self, message: Message | MessageId) -> None:
         self._core.ack_cumulative(message)
 
+    async def ack_with_receipt(self, message: Message | MessageId, *, cumulative: bool = False) -> None:
+        """Acknowledges and returns once the broker confirms it."""
+        await _call(self._core.aio_ack_with_receipt, message, cumulative)
+
     def nack(self, message: Message | MessageId) -> None:
         self._core.nack(message)
 

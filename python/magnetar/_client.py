@@ -177,6 +177,12 @@ class Consumer:
         """Acknowledges every message up to this one (not on Shared subscriptions)."""
         self._core.ack_cumulative(message)
 
+    def ack_with_receipt(self, message: Message | MessageId, *, cumulative: bool = False) -> None:
+        """Acknowledges and waits until the broker confirms it (within the operation timeout;
+        :class:`~magnetar.Timeout` otherwise). Part of a batch is confirmed once the whole
+        batch is acknowledged, unless ``batch_index_ack`` is on."""
+        self._core.ack_with_receipt(message, cumulative)
+
     def nack(self, message: Message | MessageId) -> None:
         """Asks for redelivery after ``nack_redelivery_delay``."""
         self._core.nack(message)

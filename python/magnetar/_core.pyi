@@ -234,6 +234,10 @@ class _Consumer:
         """Acknowledges one message."""
     def ack_cumulative(self, message: Message | MessageId) -> None:
         """Acknowledges up to a message."""
+    def ack_with_receipt(self, message: Message | MessageId, cumulative: bool = False) -> None:
+        """Acknowledges and waits for the broker's confirmation."""
+    def aio_ack_with_receipt(self, fut: asyncio.Future[Any], message: Message | MessageId, cumulative: bool = False) -> None:
+        """As ``ack_with_receipt``, resolving ``fut``."""
     def nack(self, message: Message | MessageId) -> None:
         """Negative acknowledgement."""
     def redeliver_unacknowledged(self) -> None:

@@ -345,6 +345,21 @@ impl Consumer {
         self.command(id, Command::Ack { id: id.clone(), cumulative: true })
     }
 
+    /// Acknowledges one message (or, `cumulative`, every message up to it) and waits until the
+    /// broker confirms, within the operation timeout.
+    pub async fn ack_with_receipt(&self, id: &MessageId, cumulative: bool) -> Result<()> {
+        if cumulative && matches!(self.inner.opts.sub_type, SubType::Shared | SubType::KeyShared) {
+            return Err(Error::invalid("cumulative acknowledgement is not allowed on Shared or Key_Shared subscriptions"));
+        }
+        let (tx, rx) = oneshot::channel();
+        self.command(id, Command::AckWithReceipt { id: id.clone(), cumulative, reply: tx })?;
+        let timeout = self.inner.client.opts.connection.operation_timeout;
+        match tokio::time::timeout(timeout, rx).await {
+            Ok(r) => r.map_err(|_| Error::closed("consumer"))?,
+            Err(_) => Err(Error::timeout("acknowledgement receipt")),
+        }
+    }
+
     /// Asks for redelivery of one message after the negative-ack delay.
     pub fn nack(&self, id: &MessageId) -> Result<()> {
         self.command(id, Command::Nack(id.clone()))

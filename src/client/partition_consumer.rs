@@ -41,6 +41,7 @@ pub enum SeekTarget {
 pub(crate) enum Command {
     Flow(u32),
     Ack { id: MessageId, cumulative: bool },
+    AckWithReceipt { id: MessageId, cumulative: bool, reply: oneshot::Sender<Result<()>> },
     Nack(MessageId),
     Delivered(MessageId),
     RedeliverAll,
@@ -283,6 +284,10 @@ impl Actor {
         match cmd {
             Command::Flow(n) => self.grant(n),
             Command::Ack { id, cumulative } => self.ack(id, cumulative),
+            Command::AckWithReceipt { id, cumulative, reply } => {
+                self.record_ack(id, cumulative);
+                let _ = reply.send(self.flush_acks_with_receipt().await);
+            }
             Command::Nack(id) => {
                 self.unacked.remove(&(id.ledger_id, id.entry_id));
                 self.nacks.push((Instant::now() + self.opts.nack_redelivery_delay, id));
@@ -351,6 +356,39 @@ impl Actor {
     }
 
     fn ack(&mut self, id: MessageId, cumulative: bool) {
+        self.record_ack(id, cumulative);
+        if self.opts.ack_group_time.is_zero() || self.individual_acks.len() >= self.opts.ack_group_max {
+            self.flush_acks();
+        } else if self.acks_due.is_none() {
+            self.acks_due = Some(Instant::now() + self.opts.ack_group_time);
+        }
+    }
+
+    /// Sends every grouped ack with a request id and waits for the broker to confirm them.
+    async fn flush_acks_with_receipt(&mut self) -> Result<()> {
+        self.acks_due = None;
+        let conn = self.conn.clone().ok_or_else(|| Error::new(ErrorKind::Connect, "not connected; the ack was not confirmed"))?;
+        let mut batches = Vec::new();
+        if !self.individual_acks.is_empty() {
+            batches.push((AckType::Individual, std::mem::take(&mut self.individual_acks)));
+        }
+        if let Some(id) = self.cumulative_ack.take() {
+            batches.push((AckType::Cumulative, vec![id.entry_data()]));
+        }
+        for (kind, ids) in batches {
+            let f = conn.request(|rid| commands::ack(self.consumer_id, kind, ids, None, Some(rid))).await?;
+            if let Some(r) = f.command.ack_response {
+                if let Some(code) = r.error {
+                    let code = crate::protocol::pb::ServerError::try_from(code).unwrap_or(crate::protocol::pb::ServerError::UnknownError);
+                    return Err(Error::from_server(code, r.message.as_deref().unwrap_or("")));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Books an ack: what can go to the broker joins the grouped acks.
+    fn record_ack(&mut self, id: MessageId, cumulative: bool) {
         let key = (id.ledger_id, id.entry_id);
         // Hashing costs more than the rest of an ack: skip the maps that are not in use.
         if !self.unacked.is_empty() {
@@ -392,11 +430,6 @@ impl Actor {
             }
         } else {
             self.individual_acks.push(id.entry_data());
-        }
-        if self.opts.ack_group_time.is_zero() || self.individual_acks.len() >= self.opts.ack_group_max {
-            self.flush_acks();
-        } else if self.acks_due.is_none() {
-            self.acks_due = Some(Instant::now() + self.opts.ack_group_time);
         }
     }
 
@@ -866,7 +899,7 @@ impl Actor {
         self.rx.close();
         while let Ok(cmd) = self.rx.try_recv() {
             match cmd {
-                Command::Seek(_, r) | Command::Unsubscribe(r) | Command::Close(r) => {
+                Command::Seek(_, r) | Command::Unsubscribe(r) | Command::Close(r) | Command::AckWithReceipt { reply: r, .. } => {
                     let _ = r.send(Err(Error::closed("consumer")));
                 }
                 Command::LastMessageId(r) => {

@@ -510,6 +510,22 @@ impl PyConsumer {
         self.inner.ack_cumulative(&message_id_of(message)?).map_err(to_pyerr)
     }
 
+    #[pyo3(signature = (message, cumulative=false))]
+    fn ack_with_receipt(&self, py: Python<'_>, message: &Bound<'_, PyAny>, cumulative: bool) -> PyResult<()> {
+        self.guard.check()?;
+        let id = message_id_of(message)?;
+        let c = self.inner.clone();
+        wait(py, async move { c.ack_with_receipt(&id, cumulative).await })
+    }
+
+    #[pyo3(signature = (fut, message, cumulative=false))]
+    fn aio_ack_with_receipt(&self, py: Python<'_>, fut: Py<PyAny>, message: &Bound<'_, PyAny>, cumulative: bool) -> PyResult<()> {
+        self.guard.check()?;
+        let id = message_id_of(message)?;
+        let c = self.inner.clone();
+        spawn_for_asyncio(py, fut, async move { c.ack_with_receipt(&id, cumulative).await }, none)
+    }
+
     fn nack(&self, message: &Bound<'_, PyAny>) -> PyResult<()> {
         self.guard.check()?;
         self.inner.nack(&message_id_of(message)?).map_err(to_pyerr)
