@@ -10,10 +10,11 @@ from __future__ import annotations
 import asyncio
 import datetime as _dt
 import os
-from typing import Any, AsyncIterator, Callable, Mapping, Sequence
+from typing import Any, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 
 from . import _core
 from ._core import Message, MessageId
+from ._listener import AsyncListenerRunner
 from ._state import StateWatcher
 from ._options import (
     DEFAULT_CONNECT_TIMEOUT,
@@ -110,6 +111,7 @@ class AsyncConsumer:
 
     def __init__(self, core: _core._Consumer) -> None:
         self._core = core
+        self._runner: AsyncListenerRunner | None = None
 
     @property
     def topics(self) -> list[str]:
@@ -190,6 +192,8 @@ class AsyncConsumer:
         await _call(self._core.aio_unsubscribe)
 
     async def close(self) -> None:
+        if self._runner is not None:
+            await self._runner.stop()
         await _call(self._core.aio_close)
 
     def __aiter__(self) -> AsyncIterator[Message]:
@@ -333,7 +337,15 @@ class AsyncClient:
         discovery_period: float = 60.0,
         max_redeliver_count: int | None = None,
         dead_letter_topic: str | None = None,
+        listener: Callable[[Message], Awaitable[object]] | None = None,
+        listener_concurrency: int = 1,
     ) -> AsyncConsumer:
+        """As :meth:`magnetar.Client.subscribe`; a ``listener`` here is a coroutine function,
+        run as up to ``listener_concurrency`` tasks, in order per key."""
+        if listener is not None and not callable(listener):
+            raise InvalidConfiguration("listener must be a coroutine function taking a Message")
+        if isinstance(listener_concurrency, bool) or not isinstance(listener_concurrency, int) or listener_concurrency < 1:
+            raise InvalidConfiguration("listener_concurrency must be an int >= 1")
         check_topic(topic)
         opts = consumer_options(
             subscription_type, initial_position, consumer_name=consumer_name,
@@ -346,7 +358,10 @@ class AsyncClient:
             dead_letter_topic=dead_letter_topic,
         )
         topics = topic if isinstance(topic, str) else list(topic)
-        return AsyncConsumer(await _call(self._core.aio_subscribe, topics, subscription, opts, pattern))
+        consumer = AsyncConsumer(await _call(self._core.aio_subscribe, topics, subscription, opts, pattern))
+        if listener is not None:
+            consumer._runner = AsyncListenerRunner(consumer, listener, listener_concurrency)
+        return consumer
 
     async def create_reader(
         self,

@@ -11,6 +11,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from . import _core
 from ._core import Message, MessageId, SendFuture
+from ._listener import ListenerRunner
 from ._state import StateWatcher
 from ._options import (
     DEFAULT_CONNECT_TIMEOUT,
@@ -142,8 +143,10 @@ class Consumer:
     """Receives messages of a subscription. Iterate over it to receive until it is closed or
     its topics are terminated."""
 
-    def __init__(self, core: _core._Consumer) -> None:
+    def __init__(self, core: _core._Consumer, listener: Callable[[Message], object] | None = None,
+                 listener_concurrency: int = 1) -> None:
         self._core = core
+        self._runner = ListenerRunner(core, listener, listener_concurrency) if listener else None
 
     @property
     def topics(self) -> list[str]:
@@ -217,7 +220,10 @@ class Consumer:
         self._core.unsubscribe()
 
     def close(self) -> None:
-        """Sends pending acknowledgements and detaches."""
+        """Stops the listener (waiting for running handlers), sends pending acknowledgements
+        and detaches."""
+        if self._runner is not None:
+            self._runner.stop()
         self._core.close()
 
     def __iter__(self) -> Iterator[Message]:
@@ -387,9 +393,20 @@ class Client:
         discovery_period: float = 60.0,
         max_redeliver_count: int | None = None,
         dead_letter_topic: str | None = None,
+        listener: Callable[[Message], object] | None = None,
+        listener_concurrency: int = 1,
     ) -> Consumer:
         """Subscribes to a topic, a list of topics, or (``pattern=True``) every topic matching
-        a regular expression; attaches before returning."""
+        a regular expression; attaches before returning.
+
+        With ``listener``, messages are pushed to ``listener(msg)`` on up to
+        ``listener_concurrency`` threads, in order per key; a message is acked when the listener
+        returns and negatively acked (redelivered, dead-lettered after ``max_redeliver_count``)
+        when it raises."""
+        if listener is not None and not callable(listener):
+            raise InvalidConfiguration("listener must be a callable taking a Message")
+        if isinstance(listener_concurrency, bool) or not isinstance(listener_concurrency, int) or listener_concurrency < 1:
+            raise InvalidConfiguration("listener_concurrency must be an int >= 1")
         check_topic(topic)
         opts = consumer_options(
             subscription_type, initial_position, consumer_name=consumer_name,
@@ -401,7 +418,8 @@ class Client:
             discovery_period=discovery_period, max_redeliver_count=max_redeliver_count,
             dead_letter_topic=dead_letter_topic,
         )
-        return Consumer(self._core.subscribe(topic if isinstance(topic, str) else list(topic), subscription, opts, pattern))
+        core = self._core.subscribe(topic if isinstance(topic, str) else list(topic), subscription, opts, pattern)
+        return Consumer(core, listener, listener_concurrency)
 
     def create_reader(
         self,
