@@ -338,3 +338,10 @@ def test_client_memory_limit(service_url, topic):
         assert producer.send(b"z" * 600)
     finally:
         client.close()
+
+
+def test_an_engine_panic_is_a_pulsar_error_not_a_crash():
+    with pytest.raises(magnetar.PulsarError, match="internal error in the engine"):
+        magnetar._core._panic_in_engine()
+    # The runtime survives: the engine still works.
+    assert magnetar.MessageId(1, 2).serialize()

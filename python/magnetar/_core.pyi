@@ -15,6 +15,7 @@ __all__ = [
     "__version__",
     "_error_class_names",
     "_key_hash",
+    "_panic_in_engine",
     "_protocol_version",
 ]
 
@@ -277,3 +278,6 @@ def _protocol_version() -> int:
 
 def _key_hash(key: str, scheme: str = "java_string") -> int:
     """The default router's key hash."""
+
+def _panic_in_engine() -> None:
+    """Panics inside an engine task (tests only): raises PulsarError."""

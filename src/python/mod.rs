@@ -32,6 +32,17 @@ fn _key_hash(key: &str, scheme: &str) -> PyResult<u32> {
     }
 }
 
+/// Panics inside an engine task, to prove the panic arrives as a `PulsarError` (tests only).
+#[pyfunction]
+fn _panic_in_engine(py: Python<'_>) -> PyResult<()> {
+    runtime::wait(py, async {
+        if std::hint::black_box(true) {
+            panic!("deliberate test panic");
+        }
+        Ok(())
+    })
+}
+
 #[pymodule]
 #[pyo3(name = "_core")]
 fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -50,6 +61,7 @@ fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_error_class_names, m)?)?;
     m.add_function(wrap_pyfunction!(_protocol_version, m)?)?;
     m.add_function(wrap_pyfunction!(_key_hash, m)?)?;
+    m.add_function(wrap_pyfunction!(_panic_in_engine, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }
