@@ -90,6 +90,7 @@ fn dispatch_loop(rx: mpsc::Receiver<Job>) {
                     Err(_) => break,
                 }
             }
+            flush_asyncio_resolutions(py);
         });
     }
 }
@@ -172,7 +173,46 @@ pub fn panicked(join: tokio::task::JoinError) -> Error {
     Error::new(crate::client::ErrorKind::Other, format!("internal error in the engine: {what}"))
 }
 
-static RESOLVE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+static RESOLVE_MANY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+/// An asyncio future to complete: its loop, the future, the value, the exception.
+type Resolution = (Py<PyAny>, Py<PyAny>, Py<PyAny>, Py<PyAny>);
+
+thread_local! {
+    /// Resolutions gathered during one burst of the dispatch thread, handed to each event loop
+    /// in a single `call_soon_threadsafe` rather than one per future.
+    static RESOLUTIONS: std::cell::RefCell<Vec<Resolution>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+fn flush_asyncio_resolutions(py: Python<'_>) {
+    let pending = RESOLUTIONS.with(|r| std::mem::take(&mut *r.borrow_mut()));
+    if pending.is_empty() {
+        return;
+    }
+    let resolve_many = match RESOLVE_MANY.get_or_try_init(py, || -> PyResult<_> {
+        Ok(py.import("magnetar._aio")?.getattr("resolve_many")?.unbind())
+    }) {
+        Ok(f) => f.clone_ref(py),
+        Err(e) => return log::error!("cannot load magnetar._aio: {e}"),
+    };
+    // Group by loop, keeping each loop's order.
+    let mut groups: Vec<(Py<PyAny>, Vec<(Py<PyAny>, Py<PyAny>, Py<PyAny>)>)> = Vec::new();
+    for (loop_, fut, value, error) in pending {
+        match groups.iter_mut().find(|(l, _)| l.as_ptr() == loop_.as_ptr()) {
+            Some((_, items)) => items.push((fut, value, error)),
+            None => groups.push((loop_, vec![(fut, value, error)])),
+        }
+    }
+    for (loop_, items) in groups {
+        let call = pyo3::types::PyList::new(py, items).and_then(|list| {
+            loop_.bind(py).call_method1("call_soon_threadsafe", (resolve_many.clone_ref(py), list))
+        });
+        if let Err(e) = call {
+            // The loop is closed: nobody is waiting any more.
+            log::debug!("cannot resolve asyncio futures: {e}");
+        }
+    }
+}
 
 /// Spawns `fut` and resolves the asyncio future `aio_future` with its outcome, converted by
 /// `convert` on the dispatch thread. A future cancelled meanwhile is left alone.
@@ -183,9 +223,6 @@ where
     C: FnOnce(Python<'_>, T) -> PyResult<Py<PyAny>> + Send + 'static,
 {
     let loop_ = aio_future.bind(py).call_method0("get_loop")?.unbind();
-    let resolve = RESOLVE
-        .get_or_try_init(py, || -> PyResult<_> { Ok(py.import("magnetar._aio")?.getattr("resolve")?.unbind()) })?
-        .clone_ref(py);
     let rt = runtime();
     rt.spawn(async move {
         let outcome = tokio::spawn(fut).await;
@@ -198,10 +235,7 @@ where
                 Ok(Err(e)) => (py.None(), to_pyerr(e).into_value(py).into_any()),
                 Err(join) => (py.None(), to_pyerr(panicked(join)).into_value(py).into_any()),
             };
-            if let Err(e) = loop_.bind(py).call_method1("call_soon_threadsafe", (resolve, aio_future, value, error)) {
-                // The loop is closed: nobody is waiting any more.
-                log::debug!("cannot resolve an asyncio future: {e}");
-            }
+            RESOLUTIONS.with(|r| r.borrow_mut().push((loop_, aio_future, value, error)));
         }));
     });
     Ok(())
