@@ -210,14 +210,18 @@ def outcomes(futures: list[Any], timeout: float) -> tuple[list[int], dict[str, i
     return ok, failed
 
 
-def drain(client: magnetar.Client, topic: str, idle: float = 3.0, limit: float = 60.0) -> list[int]:
-    """Every payload stored in ``topic``, in order, read by a fresh subscription from the earliest."""
+def drain(client: magnetar.Client, topic: str, idle: float = 3.0, limit: float = 60.0,
+          expect: int = 0, slow_idle: float = 30.0) -> list[int]:
+    """Every payload stored in ``topic``, in order, read by a fresh subscription from the earliest.
+    Reading stops after ``idle`` s without a message, or ``slow_idle`` s while fewer than
+    ``expect`` were read (a broker recovering the ledgers of a crash can pause reads)."""
     consumer = client.subscribe(topic, f"drain-{uuid.uuid4().hex[:6]}", initial_position="earliest",
                                 receiver_queue_size=2000)
     values: list[int] = []
     deadline = time.monotonic() + limit
     last = time.monotonic()
-    while time.monotonic() < deadline and time.monotonic() - last < idle:
+    while time.monotonic() < deadline and \
+            time.monotonic() - last < (idle if len(values) >= expect else slow_idle):
         msgs = consumer.receive_many(2000, timeout=0.5)
         if msgs:
             last = time.monotonic()
@@ -558,13 +562,23 @@ class ConfirmingReceiver:
     it knows which messages the broker has confirmed as acknowledged. Any later delivery of a
     confirmed message is a duplicate after ack (Pulsar allows duplicates of unacked messages
     only). An entry holding a batch of messages counts as confirmed once the ack covers its
-    last message (without batch-index acks the broker redelivers partly acked batches whole)."""
+    last message (without batch-index acks the broker redelivers partly acked batches whole).
+
+    A broker killed -9 may lose acks it had confirmed: it persists a cursor's mark-delete
+    position asynchronously (rate-limited), so after a crash it redelivers from the last
+    persisted position. :meth:`note_crash` marks such a crash: redeliveries of messages acked
+    before it are counted in ``after_crash`` (allowed), until the consumer has acked past them
+    again on the restarted broker.
+    """
 
     def __init__(self, consumer: magnetar.Consumer) -> None:
         self.consumer = consumer
         self.values: list[int] = []
         self.confirmed = -1  # highest index of a confirmed, fully acked entry
         self.after_ack: list[int] = []  # deliveries of messages at or below ``confirmed``
+        self.after_crash: list[int] = []  # the same, for acks a broker crash may have lost
+        self.crash_floor = -1  # ``confirmed`` at the last crash, until acked past it again
+        self._crashed_at = 0.0
         self.ack_failures: dict[str, int] = {}
         self.errors: list[BaseException] = []
         self._entry: tuple[int, int] | None = None
@@ -588,7 +602,9 @@ class ConfirmingReceiver:
                 continue
             for m in msgs:
                 v = index(m.data)
-                if v <= self.confirmed:
+                if v <= self.crash_floor:
+                    self.after_crash.append(v)
+                elif v <= self.confirmed:
                     self.after_ack.append(v)
                 self.values.append(v)
                 mid = m.message_id
@@ -602,6 +618,7 @@ class ConfirmingReceiver:
             mid = last.message_id
             whole = mid.batch_size <= 1 or mid.batch_index == mid.batch_size - 1
             covered = index(last.data) if whole else self._before_entry
+            ack_started = time.monotonic()
             try:
                 self.consumer.ack_with_receipt(last, cumulative=True)
             except magnetar.AlreadyClosed:
@@ -610,6 +627,13 @@ class ConfirmingReceiver:
                 self.ack_failures[type(e).__name__] = self.ack_failures.get(type(e).__name__, 0) + 1
                 continue
             self.confirmed = max(self.confirmed, covered)
+            if ack_started > self._crashed_at and covered >= self.crash_floor:
+                self.crash_floor = -1  # acked past it on the restarted broker
+
+    def note_crash(self) -> None:
+        """Called just before the broker is killed -9."""
+        self._crashed_at = time.monotonic()
+        self.crash_floor = self.confirmed
 
     def wait_for(self, expected: set[int], timeout: float) -> bool:
         deadline = time.monotonic() + timeout
@@ -659,6 +683,7 @@ def test_broker_killed_twice_and_topic_unloaded_twice(rbroker: Any, proxy: Fault
                 f"the sender stalled at {len(futures)}/{n} before the {what} at {frac:.0%}"
             t0 = time.monotonic()
             if what == "kill":
+                rx.note_crash()
                 kill9(rbroker)
                 startup = restart(rbroker)
                 ready = time.monotonic()
@@ -687,11 +712,12 @@ def test_broker_killed_twice_and_topic_unloaded_twice(rbroker: Any, proxy: Fault
     report = classify(rx.values, range(n))
     figure(f"kill -9 x2 + unload x2 during {n} msgs: all sends done after {sends_done - t_start:.1f} s, "
            f"consumer complete after {received - t_start:.1f} s; consumer {report}, "
-           f"delivered again after a confirmed ack: {len(rx.after_ack)}, ack failures {rx.ack_failures}")
+           f"delivered again after a confirmed ack: {len(rx.after_ack)} (and {len(rx.after_crash)} whose confirmed "
+           f"ack the kill -9 lost), ack failures {rx.ack_failures}")
     for e in events:
         figure(f"  {e}")
     assert not failed and len(ok) == n, f"failed sends: {failed}"
-    stored = drain(clients(rbroker.service_url), topic, limit=120)
+    stored = drain(clients(rbroker.service_url), topic, limit=120, expect=n)
     stored_report = classify(stored, range(n))
     figure(f"  stored: {stored_report}")
     assert stored_report["lost"] == 0 and stored_report["duplicated"] == 0, stored_report
@@ -839,7 +865,7 @@ def test_soak_with_rotating_faults(rbroker: Any, proxy: FaultProxy, clients: Any
            f"(unacked redelivery), gaps {counters['gaps']}, faults {sum(injected.values())} {injected}")
     figure(f"  RSS MiB after {warmup:.0f} s warm-up .. end: "
            + " ".join(f"{t:.0f}s:{b / mib:.1f}" for t, b in samples) + f"; growth {growth / mib:+.1f} MiB")
-    assert sum(injected.values()) >= seconds / 3 - 2, injected
+    assert sum(injected.values()) >= seconds / 5, injected  # one every 3 s, plus the blackholes' and spikes' length
     assert all_done, f"{submitted - counters['completed']} sends never completed"
     assert not failures and len(sent_ok) == submitted, f"failed sends: {failures}"
     assert all_received and lost == 0, f"{lost} acknowledged sends never consumed"
