@@ -679,7 +679,8 @@ def test_broker_killed_twice_and_topic_unloaded_twice(rbroker: Any, proxy: Fault
     try:
         sender.start()
         for frac, what in schedule:
-            assert wait_until(lambda frac=frac: len(futures) >= frac * n, 180, 0.02), \
+            target = frac * n
+            assert wait_until(lambda: len(futures) >= target, 180, 0.02), \
                 f"the sender stalled at {len(futures)}/{n} before the {what} at {frac:.0%}"
             t0 = time.monotonic()
             if what == "kill":
