@@ -166,12 +166,12 @@ def test_queue_full_without_blocking(client, topic):
     assert first.result(timeout=5)
 
 
-def test_exclusive_producer_access(client, topic):
-    first = client.create_producer(topic, access_mode="exclusive")
+def test_exclusive_producer_access(api, topic):
+    first = api.call(api.client, "create_producer", topic, access_mode="exclusive")
     with pytest.raises(magnetar.ProducerBusy):
-        client.create_producer(topic, access_mode="exclusive")
-    first.close()
-    client.create_producer(topic, access_mode="exclusive").close()
+        api.call(api.client, "create_producer", topic, access_mode="exclusive")
+    api.call(first, "close")
+    api.call(api.call(api.client, "create_producer", topic, access_mode="exclusive"), "close")
 
 
 def test_explicit_and_initial_sequence_ids(client, topic):
@@ -184,14 +184,14 @@ def test_explicit_and_initial_sequence_ids(client, topic):
     assert producer.last_sequence_id >= 100
 
 
-def test_delayed_delivery(client, topic):
-    producer = client.create_producer(topic)
-    consumer = client.subscribe(topic, "s", subscription_type="shared", initial_position="earliest")
+def test_delayed_delivery(api, topic):
+    producer = api.call(api.client, "create_producer", topic)
+    consumer = api.call(api.client, "subscribe", topic, "s", subscription_type="shared", initial_position="earliest")
     t0 = time.monotonic()
-    producer.send(b"later", deliver_after=1.5)
-    producer.send(b"now")
-    assert consumer.receive(timeout=10).data == b"now"
-    late = consumer.receive(timeout=10)
+    api.call(producer, "send", b"later", deliver_after=1.5)
+    api.call(producer, "send", b"now")
+    assert api.call(consumer, "receive", timeout=10).data == b"now"
+    late = api.call(consumer, "receive", timeout=10)
     assert late.data == b"later"
     assert time.monotonic() - t0 >= 1.2
 

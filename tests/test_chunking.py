@@ -13,18 +13,18 @@ BIG = 12 * 1024 * 1024
 
 
 @pytest.mark.parametrize("compression", [None, "lz4"])
-def test_chunked_round_trip(client, topic, compression):
-    producer = client.create_producer(topic, chunking=True, batching=False, compression=compression)
-    consumer = client.subscribe(topic, "s", initial_position="earliest")
+def test_chunked_round_trip(api, topic, compression):
+    producer = api.call(api.client, "create_producer", topic, chunking=True, batching=False, compression=compression)
+    consumer = api.call(api.client, "subscribe", topic, "s", initial_position="earliest")
     big = os.urandom(BIG // 2) * 2
     small = b"after"
-    producer.send(big, key="k", properties={"p": "v"})
-    producer.send(small)
-    got = consumer.receive(timeout=30)
+    api.call(producer, "send", big, key="k", properties={"p": "v"})
+    api.call(producer, "send", small)
+    got = api.call(consumer, "receive", timeout=30)
     assert len(got.data) == len(big) and got.data == big
     assert got.key == "k" and got.properties == {"p": "v"}
-    consumer.ack(got)
-    assert consumer.receive(timeout=10).data == small
+    api.call(consumer, "ack", got)
+    assert api.call(consumer, "receive", timeout=10).data == small
 
 
 def test_chunked_message_acked_is_not_redelivered(client, topic):

@@ -129,16 +129,16 @@ def test_multi_topic_subscription(api, topic):
         api.call(consumer, "ack", m.message_id)
 
 
-def test_pattern_subscription_picks_up_new_topics(client, topic):
+def test_pattern_subscription_picks_up_new_topics(api, topic):
     base = topic.rsplit("/", 1)[1]
-    first = client.create_producer(f"{base}-p1")
-    consumer = client.subscribe(f"persistent://public/default/{base}-p.*", "sub", pattern=True,
-                                initial_position="earliest", discovery_period=0.5)
-    first.send(b"one")
-    assert consumer.receive(timeout=10).data == b"one"
-    second = client.create_producer(f"{base}-p2")
-    second.send(b"two")
-    assert consumer.receive(timeout=15).data == b"two"
+    first = api.call(api.client, "create_producer", f"{base}-p1")
+    consumer = api.call(api.client, "subscribe", f"persistent://public/default/{base}-p.*", "sub", pattern=True,
+                        initial_position="earliest", discovery_period=0.5)
+    api.call(first, "send", b"one")
+    assert api.call(consumer, "receive", timeout=10).data == b"one"
+    second = api.call(api.client, "create_producer", f"{base}-p2")
+    api.call(second, "send", b"two")
+    assert api.call(consumer, "receive", timeout=15).data == b"two"
 
 
 def test_partitioned_topic_produce_and_consume(api, broker, topic):
@@ -164,13 +164,13 @@ def test_keyed_messages_stay_on_their_partition(client, broker, topic):
         assert f.result(timeout=10).partition == magnetar._core._key_hash(k) % 5
 
 
-def test_partitions_added_later_are_consumed(client, broker, topic):
+def test_partitions_added_later_are_consumed(api, broker, topic):
     broker.create_partitioned_topic(topic, 2)
-    consumer = client.subscribe(topic, "sub", initial_position="earliest", discovery_period=0.5)
+    consumer = api.call(api.client, "subscribe", topic, "sub", initial_position="earliest", discovery_period=0.5)
     broker.update_partitioned_topic(topic, 3)
-    p2 = client.create_producer(topic + "-partition-2")
-    p2.send(b"new-partition")
-    assert consumer.receive(timeout=15).data == b"new-partition"
+    p2 = api.call(api.client, "create_producer", topic + "-partition-2")
+    api.call(p2, "send", b"new-partition")
+    assert api.call(consumer, "receive", timeout=15).data == b"new-partition"
 
 
 def test_terminated_topic_ends_iteration(client, broker, topic):
@@ -224,13 +224,13 @@ def test_consumer_stats(api, topic):
     assert stats[0]["unacked_messages"] >= 0 and "msg_backlog" in stats[0]
 
 
-def test_custom_router(client, broker, topic):
+def test_custom_router(api, broker, topic):
     broker.create_partitioned_topic(topic, 3)
-    producer = client.create_producer(topic, router=lambda key, n: 2)
-    assert producer.send(b"x", key="anything").partition == 2
-    bad = client.create_producer(topic, router=lambda key, n: 7)
+    producer = api.call(api.client, "create_producer", topic, router=lambda key, n: 2)
+    assert api.call(producer, "send", b"x", key="anything").partition == 2
+    bad = api.call(api.client, "create_producer", topic, router=lambda key, n: 7)
     with pytest.raises(magnetar.InvalidConfiguration):
-        bad.send(b"x")
+        api.call(bad, "send", b"x")
 
 
 def test_producer_picks_up_added_partitions(client, broker, topic):
