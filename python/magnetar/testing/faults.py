@@ -566,6 +566,9 @@ def kill9(broker: Any, timeout: float = 10.0) -> float:
 
         _LIVE.discard(broker)
     _wait_port_free(broker.port, timeout)
+    if getattr(broker, "bookkeeper_port", 0):
+        # The restarted bookie must get its own address back, or its ledgers are unreadable.
+        _wait_port_free(broker.bookkeeper_port, timeout)
     return time.monotonic() - t0
 
 
@@ -581,11 +584,34 @@ def _wait_port_free(port: int, timeout: float) -> None:
                 time.sleep(0.1)
 
 
-def restart(broker: Any) -> float:
-    """Starts a killed broker again on the same ports and data; returns the start-up seconds."""
+def restart(broker: Any, attempts: int = 3) -> float:
+    """Starts a killed broker again on the same ports and data; returns the start-up seconds.
+
+    The admin API answering does not prove the bookie is back: a write is tried, and a broker
+    whose bookie did not come back (its port was briefly taken, say) is killed and started
+    again, up to ``attempts`` times."""
     if broker.is_running():
         raise RuntimeError("the broker is still running; kill9() it first")
     broker.wipe_data = False
     t0 = time.monotonic()
-    broker.start()
+    for attempt in range(attempts):
+        broker.start()
+        if _can_write(broker.service_url) or attempt + 1 == attempts:
+            break
+        kill9(broker)
     return time.monotonic() - t0
+
+
+def _can_write(service_url: str) -> bool:
+    """Whether a message can be stored (the bookie works)."""
+    import magnetar
+
+    client = magnetar.Client(service_url, operation_timeout=15, connect_timeout=10)
+    try:
+        client.create_producer(f"persistent://public/default/__restart-probe-{os.getpid()}", batching=False,
+                               send_timeout=15).send(b"probe")
+        return True
+    except magnetar.PulsarError:
+        return False
+    finally:
+        client.close()
