@@ -3,8 +3,7 @@
 
 fn main() {
     println!("cargo:rerun-if-changed=proto/PulsarApi.proto");
-    let descriptors = protox::compile(["PulsarApi.proto"], ["proto"])
-        .expect("proto/PulsarApi.proto must compile");
+    let descriptors = protox::compile(["PulsarApi.proto"], ["proto"]).expect("proto/PulsarApi.proto must compile");
     prost_build::Config::new()
         .bytes(["."])
         .compile_fds(descriptors)

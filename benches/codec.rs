@@ -19,7 +19,9 @@ use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criteri
 use magnetar::protocol::batch::{decode_entries, encode_entry};
 use magnetar::protocol::commands::send;
 use magnetar::protocol::frame::{decode, encode_payload_command, DEFAULT_MAX_MESSAGE_SIZE, FRAME_PADDING};
-use magnetar::protocol::pb::{base_command::Type, BaseCommand, CommandMessage, MessageIdData, MessageMetadata, SingleMessageMetadata};
+use magnetar::protocol::pb::{
+    base_command::Type, BaseCommand, CommandMessage, MessageIdData, MessageMetadata, SingleMessageMetadata,
+};
 
 const BATCH: usize = 1000;
 const MAX_FRAME: usize = DEFAULT_MAX_MESSAGE_SIZE + FRAME_PADDING;
@@ -42,7 +44,11 @@ fn metadata(sequence_id: u64, n: usize, size: usize) -> MessageMetadata {
 
 /// The per-entry metadata of a batch: what magnetar writes for a plain `send(payload)`.
 fn entry_meta(size: usize, sequence_id: u64) -> SingleMessageMetadata {
-    SingleMessageMetadata { payload_size: size as i32, sequence_id: Some(sequence_id), ..Default::default() }
+    SingleMessageMetadata {
+        payload_size: size as i32,
+        sequence_id: Some(sequence_id),
+        ..Default::default()
+    }
 }
 
 fn batch_body(n: usize, size: usize) -> Bytes {
@@ -60,7 +66,11 @@ fn message_frame(n: usize, body: &[u8], dst: &mut BytesMut) {
         r#type: Type::Message as i32,
         message: Some(CommandMessage {
             consumer_id: 1,
-            message_id: MessageIdData { ledger_id: 12, entry_id: 345, ..Default::default() },
+            message_id: MessageIdData {
+                ledger_id: 12,
+                entry_id: 345,
+                ..Default::default()
+            },
             ..Default::default()
         }),
         ..Default::default()
@@ -160,9 +170,11 @@ fn batch_unpack(c: &mut Criterion) {
     for size in [100usize, 1024] {
         let body = batch_body(BATCH, size);
         g.throughput(Throughput::Elements(BATCH as u64));
-        g.bench_with_input(BenchmarkId::new("entries_1000", format!("{size}B")), &body, |b, body| {
-            b.iter(|| decode_entries(black_box(body.clone()), BATCH).unwrap())
-        });
+        g.bench_with_input(
+            BenchmarkId::new("entries_1000", format!("{size}B")),
+            &body,
+            |b, body| b.iter(|| decode_entries(black_box(body.clone()), BATCH).unwrap()),
+        );
     }
     g.finish();
 }
@@ -192,13 +204,27 @@ fn receive_path(c: &mut Criterion) {
 fn crc32c(c: &mut Criterion) {
     let mut g = c.benchmark_group("crc32c");
     // Per message of 100 B and 1 KiB, and per 1000-message batch of 100 B (~112 KB checked).
-    for (name, bytes, msgs) in [("msg_100B", 100usize, 1u64), ("msg_1KiB", 1024, 1), ("batch_1000x100B", batch_body(BATCH, 100).len(), BATCH as u64)] {
+    for (name, bytes, msgs) in [
+        ("msg_100B", 100usize, 1u64),
+        ("msg_1KiB", 1024, 1),
+        ("batch_1000x100B", batch_body(BATCH, 100).len(), BATCH as u64),
+    ] {
         let data = payload(bytes);
         g.throughput(Throughput::Elements(msgs));
-        g.bench_with_input(BenchmarkId::from_parameter(name), &data, |b, d| b.iter(|| ::crc32c::crc32c(black_box(d))));
+        g.bench_with_input(BenchmarkId::from_parameter(name), &data, |b, d| {
+            b.iter(|| ::crc32c::crc32c(black_box(d)))
+        });
     }
     g.finish();
 }
 
-criterion_group!(benches, frame_encode, frame_decode, batch_pack, batch_unpack, receive_path, crc32c);
+criterion_group!(
+    benches,
+    frame_encode,
+    frame_decode,
+    batch_pack,
+    batch_unpack,
+    receive_path,
+    crc32c
+);
 criterion_main!(benches);

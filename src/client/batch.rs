@@ -2,8 +2,8 @@
 
 use bytes::BytesMut;
 
-use super::message::{single_metadata, OutgoingMessage};
 use super::completion::Completion;
+use super::message::{single_metadata, OutgoingMessage};
 use crate::protocol::batch::encode_entry;
 
 /// Messages collected for one batch, with their sequence ids and completion callbacks.
@@ -44,7 +44,13 @@ impl OpenBatch {
             encode_entry(&single_metadata(&msg, seq), &msg.payload, &mut payload);
             callbacks.push(done);
         }
-        TakenBatch { payload, first_seq, last_seq, callbacks, bytes }
+        TakenBatch {
+            payload,
+            first_seq,
+            last_seq,
+            callbacks,
+            bytes,
+        }
     }
 }
 

@@ -47,7 +47,11 @@ pub struct Slots {
 impl Slots {
     /// A table for `n` messages.
     pub fn new(n: usize) -> Arc<Slots> {
-        Arc::new(Slots { results: Mutex::new(vec![None; n]), remaining: AtomicUsize::new(n), all_done: Notify::new() })
+        Arc::new(Slots {
+            results: Mutex::new(vec![None; n]),
+            remaining: AtomicUsize::new(n),
+            all_done: Notify::new(),
+        })
     }
 
     fn fill(&self, i: usize, result: Result<MessageId>) {

@@ -15,8 +15,8 @@ use super::inbox::{Inbox, Take};
 use super::inner::ClientInner;
 use super::message::{Message, MessageId};
 use super::options::ConsumerOptions;
-pub use super::partition_consumer::{ConsumerStats, SeekTarget};
 use super::partition_consumer::{self, Command, PartitionShared};
+pub use super::partition_consumer::{ConsumerStats, SeekTarget};
 use super::topic::TopicName;
 use crate::net::lookup;
 use crate::protocol::pb::command_subscribe::SubType;
@@ -75,8 +75,13 @@ impl Consumer {
                 (v, None)
             }
             TopicSelection::Pattern(p) => {
-                let full = if p.contains("://") { p.clone() } else { format!("persistent://public/default/{p}") };
-                let regex = Regex::new(&format!("^(?:{full})$")).map_err(|e| Error::invalid(format!("invalid topic pattern: {e}")))?;
+                let full = if p.contains("://") {
+                    p.clone()
+                } else {
+                    format!("persistent://public/default/{p}")
+                };
+                let regex = Regex::new(&format!("^(?:{full})$"))
+                    .map_err(|e| Error::invalid(format!("invalid topic pattern: {e}")))?;
                 (Vec::new(), Some((full, regex)))
             }
         };
@@ -99,7 +104,10 @@ impl Consumer {
         }
         let probe = Arc::downgrade(&consumer.inner);
         client.add_probe(Box::new(move || {
-            probe.upgrade().filter(|i| !i.closed.load(Ordering::Acquire)).map(|inner| (Consumer { inner }).is_connected())
+            probe
+                .upgrade()
+                .filter(|i| !i.closed.load(Ordering::Acquire))
+                .map(|inner| (Consumer { inner }).is_connected())
         }));
         let weak = Arc::downgrade(&consumer.inner);
         client.on_close(Box::new(move || {
@@ -142,7 +150,11 @@ impl Consumer {
             let mut it = rest.splitn(3, '/');
             let ns = match (it.next(), it.next(), it.next()) {
                 (Some(t), Some(n), Some(_)) if !t.is_empty() && !n.is_empty() => format!("{t}/{n}"),
-                _ => return Err(Error::invalid(format!("pattern {full:?} must name tenant/namespace literally"))),
+                _ => {
+                    return Err(Error::invalid(format!(
+                        "pattern {full:?} must name tenant/namespace literally"
+                    )))
+                }
             };
             for t in lookup::topics_of_namespace(&inner.client.pool, &ns).await? {
                 let base = match t.rsplit_once("-partition-") {
@@ -225,7 +237,10 @@ impl Consumer {
             return Some(Error::closed("consumer"));
         }
         let parts = self.parts();
-        if !parts.is_empty() && self.inner.pattern.is_none() && parts.iter().all(|p| p.reached_end.load(Ordering::Acquire)) {
+        if !parts.is_empty()
+            && self.inner.pattern.is_none()
+            && parts.iter().all(|p| p.reached_end.load(Ordering::Acquire))
+        {
             return Some(Error::new(ErrorKind::TopicTerminated, "reached the end of the topic"));
         }
         None
@@ -322,7 +337,9 @@ impl Consumer {
                 return Ok(matching[0].clone());
             }
         }
-        Err(Error::invalid(format!("message id {id} does not say which of this consumer's topics it belongs to")))
+        Err(Error::invalid(format!(
+            "message id {id} does not say which of this consumer's topics it belongs to"
+        )))
     }
 
     fn command(&self, id: &MessageId, cmd: Command) -> Result<()> {
@@ -334,25 +351,48 @@ impl Consumer {
 
     /// Acknowledges one message.
     pub fn ack(&self, id: &MessageId) -> Result<()> {
-        self.command(id, Command::Ack { id: id.clone(), cumulative: false })
+        self.command(
+            id,
+            Command::Ack {
+                id: id.clone(),
+                cumulative: false,
+            },
+        )
     }
 
     /// Acknowledges every message up to and including `id` (not on Shared subscriptions).
     pub fn ack_cumulative(&self, id: &MessageId) -> Result<()> {
         if matches!(self.inner.opts.sub_type, SubType::Shared | SubType::KeyShared) {
-            return Err(Error::invalid("cumulative acknowledgement is not allowed on Shared or Key_Shared subscriptions"));
+            return Err(Error::invalid(
+                "cumulative acknowledgement is not allowed on Shared or Key_Shared subscriptions",
+            ));
         }
-        self.command(id, Command::Ack { id: id.clone(), cumulative: true })
+        self.command(
+            id,
+            Command::Ack {
+                id: id.clone(),
+                cumulative: true,
+            },
+        )
     }
 
     /// Acknowledges one message (or, `cumulative`, every message up to it) and waits until the
     /// broker confirms, within the operation timeout.
     pub async fn ack_with_receipt(&self, id: &MessageId, cumulative: bool) -> Result<()> {
         if cumulative && matches!(self.inner.opts.sub_type, SubType::Shared | SubType::KeyShared) {
-            return Err(Error::invalid("cumulative acknowledgement is not allowed on Shared or Key_Shared subscriptions"));
+            return Err(Error::invalid(
+                "cumulative acknowledgement is not allowed on Shared or Key_Shared subscriptions",
+            ));
         }
         let (tx, rx) = oneshot::channel();
-        self.command(id, Command::AckWithReceipt { id: id.clone(), cumulative, reply: tx })?;
+        self.command(
+            id,
+            Command::AckWithReceipt {
+                id: id.clone(),
+                cumulative,
+                reply: tx,
+            },
+        )?;
         let timeout = self.inner.client.opts.connection.operation_timeout;
         match tokio::time::timeout(timeout, rx).await {
             Ok(r) => r.map_err(|_| Error::closed("consumer"))?,
@@ -399,7 +439,9 @@ impl Consumer {
             SeekTarget::Id(id) if self.parts().len() > 1 && *id != MessageId::EARLIEST && *id != MessageId::LATEST => {
                 let part = self.part_for(id)?;
                 let (tx, rx) = oneshot::channel();
-                part.tx.send(Command::Seek(target.clone(), tx)).map_err(|_| Error::closed("consumer"))?;
+                part.tx
+                    .send(Command::Seek(target.clone(), tx))
+                    .map_err(|_| Error::closed("consumer"))?;
                 rx.await.map_err(|_| Error::closed("consumer"))?
             }
             _ => self.each(|tx| Command::Seek(target.clone(), tx)).await.map(|_| ()),
@@ -475,8 +517,11 @@ impl Consumer {
             }
             let taken = part.last_dequeued.lock().expect("last_dequeued lock").clone();
             let more = match taken {
-                Some(t) => (last.ledger_id, last.entry_id) > (t.ledger_id, t.entry_id)
-                    || (last.ledger_id, last.entry_id) == (t.ledger_id, t.entry_id) && last.batch_index > t.batch_index,
+                Some(t) => {
+                    (last.ledger_id, last.entry_id) > (t.ledger_id, t.entry_id)
+                        || (last.ledger_id, last.entry_id) == (t.ledger_id, t.entry_id)
+                            && last.batch_index > t.batch_index
+                }
                 None => match &self.inner.opts.start_message_id {
                     Some(start) if !self.inner.opts.durable => {
                         if *start == MessageId::LATEST {

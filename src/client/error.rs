@@ -54,7 +54,11 @@ pub type Result<T> = std::result::Result<T, Error>;
 impl Error {
     /// An error of `kind` with `message`.
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        Error { kind, message: message.into(), server_code: None }
+        Error {
+            kind,
+            message: message.into(),
+            server_code: None,
+        }
     }
 
     /// Invalid configuration or argument.
@@ -117,12 +121,21 @@ impl Error {
             ServerError::TopicTerminatedError => ErrorKind::TopicTerminated,
             ServerError::InvalidTopicName => ErrorKind::InvalidConfiguration,
             ServerError::ChecksumError => ErrorKind::Protocol,
-            ServerError::ProducerBlockedQuotaExceededError
-            | ServerError::ProducerBlockedQuotaExceededException => ErrorKind::ProducerQueueFull,
+            ServerError::ProducerBlockedQuotaExceededError | ServerError::ProducerBlockedQuotaExceededException => {
+                ErrorKind::ProducerQueueFull
+            }
             _ => ErrorKind::Other,
         };
-        let message = if message.is_empty() { format!("{code:?}") } else { format!("{code:?}: {message}") };
-        Error { kind, message, server_code: Some(code as i32) }
+        let message = if message.is_empty() {
+            format!("{code:?}")
+        } else {
+            format!("{code:?}: {message}")
+        };
+        Error {
+            kind,
+            message,
+            server_code: Some(code as i32),
+        }
     }
 }
 

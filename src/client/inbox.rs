@@ -38,7 +38,10 @@ pub(crate) enum Take {
 impl Inbox {
     pub fn new() -> Self {
         Inbox {
-            state: Mutex::new(State { queue: VecDeque::new(), ended: None }),
+            state: Mutex::new(State {
+                queue: VecDeque::new(),
+                ended: None,
+            }),
             cond: Condvar::new(),
             notify: Notify::new(),
             corrupt: AtomicU64::new(0),

@@ -124,7 +124,12 @@ impl Client {
     }
 
     /// Subscribes to one topic, a list, or a pattern; attaches before returning.
-    pub async fn subscribe(&self, topics: TopicSelection, subscription: &str, opts: ConsumerOptions) -> Result<Consumer> {
+    pub async fn subscribe(
+        &self,
+        topics: TopicSelection,
+        subscription: &str,
+        opts: ConsumerOptions,
+    ) -> Result<Consumer> {
         self.inner.check_open()?;
         opts.validate()?;
         if subscription.is_empty() {

@@ -39,7 +39,14 @@ impl MessageId {
 
     /// An id without batch size or topic.
     pub const fn new(ledger_id: i64, entry_id: i64, partition: i32, batch_index: i32) -> Self {
-        MessageId { ledger_id, entry_id, partition, batch_index, batch_size: 0, topic: None }
+        MessageId {
+            ledger_id,
+            entry_id,
+            partition,
+            batch_index,
+            batch_size: 0,
+            topic: None,
+        }
     }
 
     /// From the wire form.
@@ -83,7 +90,8 @@ impl MessageId {
 
     /// Parses bytes made by [`MessageId::serialize`] or by another Pulsar client.
     pub fn deserialize(bytes: &[u8]) -> Result<MessageId> {
-        let d = MessageIdData::decode(bytes).map_err(|e| Error::invalid(format!("not a serialized message id: {e}")))?;
+        let d =
+            MessageIdData::decode(bytes).map_err(|e| Error::invalid(format!("not a serialized message id: {e}")))?;
         Ok(Self::from_data(&d))
     }
 
@@ -121,7 +129,11 @@ impl Ord for MessageId {
 
 impl std::fmt::Display for MessageId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}:{}:{}:{}", self.ledger_id, self.entry_id, self.partition, self.batch_index)
+        write!(
+            f,
+            "{}:{}:{}:{}",
+            self.ledger_id, self.entry_id, self.partition, self.batch_index
+        )
     }
 }
 
@@ -149,14 +161,21 @@ pub struct OutgoingMessage {
 impl OutgoingMessage {
     /// A message with just a payload.
     pub fn new(payload: impl Into<Bytes>) -> Self {
-        OutgoingMessage { payload: payload.into(), ..Default::default() }
+        OutgoingMessage {
+            payload: payload.into(),
+            ..Default::default()
+        }
     }
 
     /// Rough byte footprint, for the batch size limit and the memory limit.
     pub fn footprint(&self) -> usize {
         self.payload.len()
             + self.key.as_ref().map_or(0, |k| k.len())
-            + self.properties.iter().map(|(k, v)| k.len() + v.len() + 4).sum::<usize>()
+            + self
+                .properties
+                .iter()
+                .map(|(k, v)| k.len() + v.len() + 4)
+                .sum::<usize>()
     }
 }
 
@@ -244,7 +263,10 @@ pub(crate) fn single_metadata(msg: &OutgoingMessage, sequence_id: u64) -> Single
         properties: msg
             .properties
             .iter()
-            .map(|(k, v)| crate::protocol::pb::KeyValue { key: k.clone(), value: v.clone() })
+            .map(|(k, v)| crate::protocol::pb::KeyValue {
+                key: k.clone(),
+                value: v.clone(),
+            })
             .collect(),
         partition_key: msg.key.clone(),
         payload_size: msg.payload.len() as i32,
@@ -254,7 +276,6 @@ pub(crate) fn single_metadata(msg: &OutgoingMessage, sequence_id: u64) -> Single
         ..Default::default()
     }
 }
-
 
 #[cfg(test)]
 mod tests {
@@ -275,7 +296,10 @@ mod tests {
         let back = MessageId::deserialize(&id.serialize()).unwrap();
         assert_eq!(back, id);
         assert_eq!(back.batch_size, 8);
-        assert_eq!(MessageId::deserialize(&MessageId::EARLIEST.serialize()).unwrap(), MessageId::EARLIEST);
+        assert_eq!(
+            MessageId::deserialize(&MessageId::EARLIEST.serialize()).unwrap(),
+            MessageId::EARLIEST
+        );
         assert!(MessageId::deserialize(b"\xff\xff").is_err());
     }
 }

@@ -19,11 +19,11 @@ mod partition_consumer;
 mod partition_producer;
 mod util;
 
+pub use completion::{Completion, SendCallback};
 pub use consumer::Consumer;
 pub use error::{Error, ErrorKind, Result};
 pub use inner::{Client, ClientState};
 pub use message::{Message, MessageId, OutgoingMessage};
 pub use options::{ClientOptions, ConsumerOptions, HashingScheme, InitialPosition, ProducerOptions, RoutingMode};
-pub use completion::{Completion, SendCallback};
 pub use producer::Producer;
 pub use topic::TopicName;

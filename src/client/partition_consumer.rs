@@ -24,8 +24,10 @@ use super::util::{next_event, sleep_until_opt};
 use crate::net::backoff::Backoff;
 use crate::net::{lookup, Connection, Event, HandlerId};
 use crate::protocol::pb::{
-    base_command::Type, command_ack::{AckType, ValidationError}, command_subscribe::{self, SubType}, BaseCommand,
-    CompressionType, KeySharedMeta, KeySharedMode, KeyValue, MessageIdData,
+    base_command::Type,
+    command_ack::{AckType, ValidationError},
+    command_subscribe::{self, SubType},
+    BaseCommand, CompressionType, KeySharedMeta, KeySharedMode, KeyValue, MessageIdData,
 };
 use crate::protocol::{batch, commands, compression, frame::Payload};
 
@@ -40,8 +42,15 @@ pub enum SeekTarget {
 
 pub(crate) enum Command {
     Flow(u32),
-    Ack { id: MessageId, cumulative: bool },
-    AckWithReceipt { id: MessageId, cumulative: bool, reply: oneshot::Sender<Result<()>> },
+    Ack {
+        id: MessageId,
+        cumulative: bool,
+    },
+    AckWithReceipt {
+        id: MessageId,
+        cumulative: bool,
+        reply: oneshot::Sender<Result<()>>,
+    },
     Nack(MessageId),
     Delivered(MessageId),
     RedeliverAll,
@@ -193,7 +202,10 @@ pub(crate) async fn create(
 }
 
 fn random_name() -> String {
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
     format!("magnetar-{:05x}{:05x}", std::process::id() & 0xfffff, nanos & 0xfffff)
 }
 
@@ -294,7 +306,9 @@ impl Actor {
             }
             Command::Delivered(id) => {
                 let deadline = Instant::now() + self.opts.ack_timeout;
-                self.unacked.entry((id.ledger_id, id.entry_id)).or_insert((deadline, id));
+                self.unacked
+                    .entry((id.ledger_id, id.entry_id))
+                    .or_insert((deadline, id));
             }
             Command::RedeliverAll => self.redeliver(Vec::new()),
             Command::Seek(target, reply) => {
@@ -367,7 +381,10 @@ impl Actor {
     /// Sends every grouped ack with a request id and waits for the broker to confirm them.
     async fn flush_acks_with_receipt(&mut self) -> Result<()> {
         self.acks_due = None;
-        let conn = self.conn.clone().ok_or_else(|| Error::new(ErrorKind::Connect, "not connected; the ack was not confirmed"))?;
+        let conn = self
+            .conn
+            .clone()
+            .ok_or_else(|| Error::new(ErrorKind::Connect, "not connected; the ack was not confirmed"))?;
         let mut batches = Vec::new();
         if !self.individual_acks.is_empty() {
             batches.push((AckType::Individual, std::mem::take(&mut self.individual_acks)));
@@ -376,10 +393,13 @@ impl Actor {
             batches.push((AckType::Cumulative, vec![id.entry_data()]));
         }
         for (kind, ids) in batches {
-            let f = conn.request(|rid| commands::ack(self.consumer_id, kind, ids, None, Some(rid))).await?;
+            let f = conn
+                .request(|rid| commands::ack(self.consumer_id, kind, ids, None, Some(rid)))
+                .await?;
             if let Some(r) = f.command.ack_response {
                 if let Some(code) = r.error {
-                    let code = crate::protocol::pb::ServerError::try_from(code).unwrap_or(crate::protocol::pb::ServerError::UnknownError);
+                    let code = crate::protocol::pb::ServerError::try_from(code)
+                        .unwrap_or(crate::protocol::pb::ServerError::UnknownError);
                     return Err(Error::from_server(code, r.message.as_deref().unwrap_or("")));
                 }
             }
@@ -394,9 +414,16 @@ impl Actor {
         if !self.unacked.is_empty() {
             self.unacked.remove(&key);
         }
-        if let Some(entries) = (!self.chunk_entries.is_empty()).then(|| self.chunk_entries.remove(&key)).flatten() {
+        if let Some(entries) = (!self.chunk_entries.is_empty())
+            .then(|| self.chunk_entries.remove(&key))
+            .flatten()
+        {
             // The earlier chunks are separate entries; the last one is acked below.
-            self.individual_acks.extend(entries.into_iter().filter(|e| (e.ledger_id as i64, e.entry_id as i64) != key));
+            self.individual_acks.extend(
+                entries
+                    .into_iter()
+                    .filter(|e| (e.ledger_id as i64, e.entry_id as i64) != key),
+            );
         }
         if cumulative {
             let mut target = id.clone();
@@ -441,13 +468,21 @@ impl Actor {
             let _ = conn.send_command(&commands::ack(self.consumer_id, AckType::Individual, ids, None, None));
         }
         if let Some(id) = self.cumulative_ack.take() {
-            let _ = conn.send_command(&commands::ack(self.consumer_id, AckType::Cumulative, vec![id.entry_data()], None, None));
+            let _ = conn.send_command(&commands::ack(
+                self.consumer_id,
+                AckType::Cumulative,
+                vec![id.entry_data()],
+                None,
+                None,
+            ));
         }
     }
 
     fn redeliver_nacked(&mut self) {
         let now = Instant::now();
-        let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.nacks).into_iter().partition(|(t, _)| *t <= now);
+        let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.nacks)
+            .into_iter()
+            .partition(|(t, _)| *t <= now);
         self.nacks = later;
         let ids: Vec<MessageId> = due.into_iter().map(|(_, id)| id).collect();
         self.redeliver(ids);
@@ -455,12 +490,25 @@ impl Actor {
 
     fn redeliver_timed_out(&mut self) {
         let now = Instant::now();
-        let expired: Vec<EntryKey> = self.unacked.iter().filter(|(_, (t, _))| *t <= now).map(|(k, _)| *k).collect();
+        let expired: Vec<EntryKey> = self
+            .unacked
+            .iter()
+            .filter(|(_, (t, _))| *t <= now)
+            .map(|(k, _)| *k)
+            .collect();
         if expired.is_empty() {
             return;
         }
-        let ids: Vec<MessageId> = expired.iter().filter_map(|k| self.unacked.remove(k)).map(|(_, id)| id).collect();
-        log::info!("{}: {} messages not acked within the ack timeout; redelivering", self.shared.topic, ids.len());
+        let ids: Vec<MessageId> = expired
+            .iter()
+            .filter_map(|k| self.unacked.remove(k))
+            .map(|(_, id)| id)
+            .collect();
+        log::info!(
+            "{}: {} messages not acked within the ack timeout; redelivering",
+            self.shared.topic,
+            ids.len()
+        );
         self.redeliver(ids);
     }
 
@@ -468,7 +516,10 @@ impl Actor {
     /// subscription type cannot redeliver single messages).
     fn redeliver(&mut self, ids: Vec<MessageId>) {
         let Some(conn) = self.conn.clone() else { return };
-        let individual = matches!(SubType::try_from(self.opts.sub_type as i32), Ok(SubType::Shared | SubType::KeyShared));
+        let individual = matches!(
+            SubType::try_from(self.opts.sub_type as i32),
+            Ok(SubType::Shared | SubType::KeyShared)
+        );
         if ids.is_empty() || !individual {
             // The broker resends everything unacked, including what sits in the inbox.
             let dropped = self.inbox.drop_origin(self.shared.index) as u32;
@@ -481,7 +532,10 @@ impl Actor {
         for id in ids {
             self.batches.remove(&(id.ledger_id, id.entry_id));
             let d = id.entry_data();
-            if !entries.iter().any(|e| e.ledger_id == d.ledger_id && e.entry_id == d.entry_id) {
+            if !entries
+                .iter()
+                .any(|e| e.ledger_id == d.ledger_id && e.entry_id == d.entry_id)
+            {
                 entries.push(d);
             }
         }
@@ -489,13 +543,17 @@ impl Actor {
     }
 
     async fn seek(&mut self, target: SeekTarget) -> Result<()> {
-        let conn = self.conn.clone().ok_or_else(|| Error::new(ErrorKind::Connect, "not connected; cannot seek now"))?;
+        let conn = self
+            .conn
+            .clone()
+            .ok_or_else(|| Error::new(ErrorKind::Connect, "not connected; cannot seek now"))?;
         self.flush_acks();
         let (id, time) = match &target {
             SeekTarget::Id(id) => (Some(id.entry_data()), None),
             SeekTarget::PublishTime(t) => (None, Some(*t)),
         };
-        conn.request(|rid| commands::seek(self.consumer_id, rid, id.clone(), time)).await?;
+        conn.request(|rid| commands::seek(self.consumer_id, rid, id.clone(), time))
+            .await?;
         // The broker disconnects the consumer after a seek; drop what was queued before it.
         self.epoch_bump();
         self.batches.clear();
@@ -523,8 +581,13 @@ impl Actor {
     }
 
     async fn last_message_id(&mut self) -> Result<MessageId> {
-        let conn = self.conn.clone().ok_or_else(|| Error::new(ErrorKind::Connect, "not connected"))?;
-        let f = conn.request(|rid| commands::get_last_message_id(self.consumer_id, rid)).await?;
+        let conn = self
+            .conn
+            .clone()
+            .ok_or_else(|| Error::new(ErrorKind::Connect, "not connected"))?;
+        let f = conn
+            .request(|rid| commands::get_last_message_id(self.consumer_id, rid))
+            .await?;
         let resp = f.command.get_last_message_id_response.unwrap_or_default();
         let mut id = MessageId::from_data(&resp.last_message_id);
         id.topic = Some(self.shared.topic.clone());
@@ -532,11 +595,17 @@ impl Actor {
     }
 
     async fn stats(&mut self) -> Result<ConsumerStats> {
-        let conn = self.conn.clone().ok_or_else(|| Error::new(ErrorKind::Connect, "not connected"))?;
-        let f = conn.request(|rid| commands::consumer_stats(self.consumer_id, rid)).await?;
+        let conn = self
+            .conn
+            .clone()
+            .ok_or_else(|| Error::new(ErrorKind::Connect, "not connected"))?;
+        let f = conn
+            .request(|rid| commands::consumer_stats(self.consumer_id, rid))
+            .await?;
         let r = f.command.consumer_stats_response.unwrap_or_default();
         if let Some(code) = r.error_code {
-            let code = crate::protocol::pb::ServerError::try_from(code).unwrap_or(crate::protocol::pb::ServerError::UnknownError);
+            let code = crate::protocol::pb::ServerError::try_from(code)
+                .unwrap_or(crate::protocol::pb::ServerError::UnknownError);
             return Err(Error::from_server(code, r.error_message.as_deref().unwrap_or("")));
         }
         Ok(ConsumerStats {
@@ -592,13 +661,22 @@ impl Actor {
     }
 
     fn discard(&mut self, id: &MessageIdData, why: ValidationError, permits: u32) {
-        log::warn!("{}: discarding corrupt message {}:{} ({why:?})", self.shared.topic, id.ledger_id, id.entry_id);
+        log::warn!(
+            "{}: discarding corrupt message {}:{} ({why:?})",
+            self.shared.topic,
+            id.ledger_id,
+            id.entry_id
+        );
         self.inbox.count_corrupt();
         if let Some(conn) = &self.conn {
             let _ = conn.send_command(&commands::ack(
                 self.consumer_id,
                 AckType::Individual,
-                vec![MessageIdData { ledger_id: id.ledger_id, entry_id: id.entry_id, ..Default::default() }],
+                vec![MessageIdData {
+                    ledger_id: id.ledger_id,
+                    entry_id: id.entry_id,
+                    ..Default::default()
+                }],
                 Some(why),
                 None,
             ));
@@ -623,13 +701,21 @@ impl Actor {
         let codec = CompressionType::try_from(meta.compression.unwrap_or(0)).unwrap_or(CompressionType::None);
         // The declared size comes from the peer: bound what it can make us allocate. Chunked
         // messages legitimately exceed the frame limit.
-        let limit = if meta.num_chunks_from_msg.unwrap_or(0) > 1 { MAX_CHUNKED_MESSAGE_SIZE } else {
-            self.conn.as_ref().map_or(crate::protocol::frame::DEFAULT_MAX_MESSAGE_SIZE, |c| c.max_message_size()) * 2
+        let limit = if meta.num_chunks_from_msg.unwrap_or(0) > 1 {
+            MAX_CHUNKED_MESSAGE_SIZE
+        } else {
+            self.conn
+                .as_ref()
+                .map_or(crate::protocol::frame::DEFAULT_MAX_MESSAGE_SIZE, |c| {
+                    c.max_message_size()
+                })
+                * 2
         };
-        let data = match compression::decompress(codec, payload.data, meta.uncompressed_size.unwrap_or(0) as usize, limit) {
-            Ok(d) => d,
-            Err(_) => return self.discard(&id_data, ValidationError::DecompressionError, count),
-        };
+        let data =
+            match compression::decompress(codec, payload.data, meta.uncompressed_size.unwrap_or(0) as usize, limit) {
+                Ok(d) => d,
+                Err(_) => return self.discard(&id_data, ValidationError::DecompressionError, count),
+            };
         let redelivery_count = cmd.redelivery_count.unwrap_or(0);
         let epoch = self.shared.epoch.load(Ordering::Acquire);
         let mut base = MessageId::from_data(&id_data);
@@ -656,7 +742,11 @@ impl Actor {
                 Err(_) => return self.discard(&id_data, ValidationError::BatchDeSerializeError, count),
             };
             let acked = |i: usize| {
-                !cmd.ack_set.is_empty() && cmd.ack_set.get(i / 64).is_some_and(|w| (*w as u64) & (1u64 << (i % 64)) == 0)
+                !cmd.ack_set.is_empty()
+                    && cmd
+                        .ack_set
+                        .get(i / 64)
+                        .is_some_and(|w| (*w as u64) & (1u64 << (i % 64)) == 0)
             };
             for (i, (single, p)) in entries.into_iter().enumerate() {
                 let mut id = base.clone();
@@ -687,20 +777,42 @@ impl Actor {
     }
 
     /// Adds one chunk; returns the whole (still compressed) payload once the last arrives.
-    fn on_chunk(&mut self, id: &MessageIdData, meta: &crate::protocol::pb::MessageMetadata, data: bytes::Bytes) -> Option<bytes::Bytes> {
+    fn on_chunk(
+        &mut self,
+        id: &MessageIdData,
+        meta: &crate::protocol::pb::MessageMetadata,
+        data: bytes::Bytes,
+    ) -> Option<bytes::Bytes> {
         let uuid = meta.uuid.clone().unwrap_or_default();
         let chunk_id = meta.chunk_id.unwrap_or(0);
         let total_chunks = meta.num_chunks_from_msg.unwrap_or(0);
         let total_size = meta.total_chunk_msg_size.unwrap_or(0).max(0) as usize;
-        let entry = MessageIdData { ledger_id: id.ledger_id, entry_id: id.entry_id, ..Default::default() };
+        let entry = MessageIdData {
+            ledger_id: id.ledger_id,
+            entry_id: id.entry_id,
+            ..Default::default()
+        };
         if chunk_id == 0 {
             if self.chunks.len() >= MAX_PENDING_CHUNKED {
-                if let Some(oldest) = self.chunks.iter().min_by_key(|(_, c)| c.started).map(|(k, _)| k.clone()) {
-                    log::warn!("{}: too many incomplete chunked messages; dropping {oldest}", self.shared.topic);
+                if let Some(oldest) = self
+                    .chunks
+                    .iter()
+                    .min_by_key(|(_, c)| c.started)
+                    .map(|(k, _)| k.clone())
+                {
+                    log::warn!(
+                        "{}: too many incomplete chunked messages; dropping {oldest}",
+                        self.shared.topic
+                    );
                     self.chunks.remove(&oldest);
                 }
             }
-            let limit = self.conn.as_ref().map_or(crate::protocol::frame::DEFAULT_MAX_MESSAGE_SIZE, |c| c.max_message_size());
+            let limit = self
+                .conn
+                .as_ref()
+                .map_or(crate::protocol::frame::DEFAULT_MAX_MESSAGE_SIZE, |c| {
+                    c.max_message_size()
+                });
             self.chunks.insert(
                 uuid.clone(),
                 Chunked {
@@ -717,7 +829,11 @@ impl Actor {
             return None;
         };
         if chunk_id != ctx.next {
-            log::warn!("{}: chunk {chunk_id} of {uuid} out of order (expected {}); dropping it", self.shared.topic, ctx.next);
+            log::warn!(
+                "{}: chunk {chunk_id} of {uuid} out of order (expected {}); dropping it",
+                self.shared.topic,
+                ctx.next
+            );
             self.chunks.remove(&uuid);
             self.shared.return_permits(1);
             return None;
@@ -730,7 +846,8 @@ impl Actor {
             return None;
         }
         let ctx = self.chunks.remove(&uuid).expect("present");
-        self.chunk_entries.insert((id.ledger_id as i64, id.entry_id as i64), ctx.entries);
+        self.chunk_entries
+            .insert((id.ledger_id as i64, id.entry_id as i64), ctx.entries);
         Some(ctx.data.freeze())
     }
 
@@ -738,24 +855,42 @@ impl Actor {
     fn before_start(&self, id: &MessageId) -> bool {
         match (&self.opts.start_message_id, self.opts.durable) {
             (Some(start), false) if *start != MessageId::EARLIEST && *start != MessageId::LATEST => {
-                let cmp = (id.ledger_id, id.entry_id, id.batch_index).cmp(&(start.ledger_id, start.entry_id, start.batch_index));
-                if self.opts.start_inclusive { cmp.is_lt() } else { cmp.is_le() }
+                let cmp = (id.ledger_id, id.entry_id, id.batch_index).cmp(&(
+                    start.ledger_id,
+                    start.entry_id,
+                    start.batch_index,
+                ));
+                if self.opts.start_inclusive {
+                    cmp.is_lt()
+                } else {
+                    cmp.is_le()
+                }
             }
             _ => false,
         }
     }
 
     async fn dead_letter(&mut self, msgs: Vec<Message>) {
-        let topic = self.opts.dead_letter_topic.clone().unwrap_or_else(|| {
-            format!("{}-{}-DLQ", strip_partition(&self.shared.topic), self.subscription)
-        });
+        let topic = self
+            .opts
+            .dead_letter_topic
+            .clone()
+            .unwrap_or_else(|| format!("{}-{}-DLQ", strip_partition(&self.shared.topic), self.subscription));
         if self.dlq.is_none() {
-            let client = super::inner::Client { inner: self.client.clone() };
-            let opts = super::options::ProducerOptions { batching: false, ..Default::default() };
+            let client = super::inner::Client {
+                inner: self.client.clone(),
+            };
+            let opts = super::options::ProducerOptions {
+                batching: false,
+                ..Default::default()
+            };
             match client.create_producer(&topic, opts).await {
                 Ok(p) => self.dlq = Some(p),
                 Err(e) => {
-                    log::error!("{}: cannot create dead-letter producer for {topic}: {e}; delivering instead", self.shared.topic);
+                    log::error!(
+                        "{}: cannot create dead-letter producer for {topic}: {e}; delivering instead",
+                        self.shared.topic
+                    );
                     self.inbox.push_many(msgs);
                     return;
                 }
@@ -763,9 +898,13 @@ impl Actor {
         }
         let dlq = self.dlq.clone().expect("set above");
         for m in msgs {
-            let mut properties: Vec<(String, String)> = m.properties().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+            let mut properties: Vec<(String, String)> =
+                m.properties().map(|(k, v)| (k.to_string(), v.to_string())).collect();
             properties.push(("REAL_TOPIC".into(), self.shared.topic.to_string()));
-            properties.push(("ORIGIN_MESSAGE_ID".into(), format!("{}:{}:{}", m.id.ledger_id, m.id.entry_id, m.id.partition)));
+            properties.push((
+                "ORIGIN_MESSAGE_ID".into(),
+                format!("{}:{}:{}", m.id.ledger_id, m.id.entry_id, m.id.partition),
+            ));
             let out = OutgoingMessage {
                 payload: m.payload.clone(),
                 key: m.key().map(str::to_string),
@@ -777,7 +916,10 @@ impl Actor {
             match dlq.send(out).await {
                 Ok(_) => self.ack(m.id.clone(), false),
                 Err(e) => {
-                    log::error!("{}: dead-letter publish failed ({e}); message stays unacked", self.shared.topic);
+                    log::error!(
+                        "{}: dead-letter publish failed ({e}); message stays unacked",
+                        self.shared.topic
+                    );
                 }
             }
         }
@@ -801,7 +943,12 @@ impl Actor {
             return;
         }
         let cmd = self.prepare_subscribe();
-        self.attaching = Some(Box::pin(subscribe_on(self.client.clone(), self.shared.topic.clone(), self.consumer_id, cmd)));
+        self.attaching = Some(Box::pin(subscribe_on(
+            self.client.clone(),
+            self.shared.topic.clone(),
+            self.consumer_id,
+            cmd,
+        )));
     }
 
     fn on_attach_result(&mut self, result: Result<Subscribed>) {
@@ -834,16 +981,27 @@ impl Actor {
                 self.not_before_ms = None;
             }
         }
-        let start = self.opts.start_message_id.clone().filter(|_| !self.opts.durable).map(|s| {
-            let mut d = s.to_data();
-            let sentinel = s == MessageId::EARLIEST || s == MessageId::LATEST;
-            if !sentinel && self.opts.start_inclusive && s.batch_index < 0 {
-                // A batch index makes the broker start at the entry itself, not after it.
-                d.batch_index = Some(0);
-            }
-            d
-        });
-        let mut cmd = commands::subscribe(&self.shared.topic, &self.subscription, self.opts.sub_type, self.consumer_id, 0);
+        let start = self
+            .opts
+            .start_message_id
+            .clone()
+            .filter(|_| !self.opts.durable)
+            .map(|s| {
+                let mut d = s.to_data();
+                let sentinel = s == MessageId::EARLIEST || s == MessageId::LATEST;
+                if !sentinel && self.opts.start_inclusive && s.batch_index < 0 {
+                    // A batch index makes the broker start at the entry itself, not after it.
+                    d.batch_index = Some(0);
+                }
+                d
+            });
+        let mut cmd = commands::subscribe(
+            &self.shared.topic,
+            &self.subscription,
+            self.opts.sub_type,
+            self.consumer_id,
+            0,
+        );
         let s = cmd.subscribe.as_mut().expect("subscribe body");
         s.consumer_name = Some(self.name.clone());
         s.priority_level = Some(self.opts.priority_level);
@@ -863,7 +1021,10 @@ impl Actor {
         }
         s.subscription_properties = kvs(&self.opts.subscription_properties);
         if self.opts.sub_type == SubType::KeyShared {
-            s.key_shared_meta = Some(KeySharedMeta { key_shared_mode: KeySharedMode::AutoSplit as i32, ..Default::default() });
+            s.key_shared_meta = Some(KeySharedMeta {
+                key_shared_mode: KeySharedMode::AutoSplit as i32,
+                ..Default::default()
+            });
         }
         cmd
     }
@@ -887,7 +1048,9 @@ impl Actor {
         self.shared.closed.store(true, Ordering::Release);
         if let Some(conn) = self.conn.take() {
             if !unsubscribed {
-                let _ = conn.request(|rid| commands::close_consumer(self.consumer_id, rid)).await;
+                let _ = conn
+                    .request(|rid| commands::close_consumer(self.consumer_id, rid))
+                    .await;
             }
             conn.unregister(HandlerId::Consumer(self.consumer_id));
         }
@@ -899,7 +1062,10 @@ impl Actor {
         self.rx.close();
         while let Ok(cmd) = self.rx.try_recv() {
             match cmd {
-                Command::Seek(_, r) | Command::Unsubscribe(r) | Command::Close(r) | Command::AckWithReceipt { reply: r, .. } => {
+                Command::Seek(_, r)
+                | Command::Unsubscribe(r)
+                | Command::Close(r)
+                | Command::AckWithReceipt { reply: r, .. } => {
                     let _ = r.send(Err(Error::closed("consumer")));
                 }
                 Command::LastMessageId(r) => {
@@ -918,7 +1084,13 @@ impl Actor {
 }
 
 fn kvs(pairs: &[(String, String)]) -> Vec<KeyValue> {
-    pairs.iter().map(|(k, v)| KeyValue { key: k.clone(), value: v.clone() }).collect()
+    pairs
+        .iter()
+        .map(|(k, v)| KeyValue {
+            key: k.clone(),
+            value: v.clone(),
+        })
+        .collect()
 }
 
 fn full_bitset(size: usize) -> Vec<u64> {
@@ -931,7 +1103,10 @@ fn full_bitset(size: usize) -> Vec<u64> {
 
 /// The partition index in a `...-partition-N` name, or -1.
 pub(crate) fn topic_partition(topic: &str) -> i32 {
-    topic.rsplit_once("-partition-").and_then(|(_, n)| n.parse().ok()).unwrap_or(-1)
+    topic
+        .rsplit_once("-partition-")
+        .and_then(|(_, n)| n.parse().ok())
+        .unwrap_or(-1)
 }
 
 fn strip_partition(topic: &str) -> &str {
@@ -976,7 +1151,12 @@ async fn attach_done(f: &mut Option<Attaching>) -> Result<Subscribed> {
 }
 
 /// Looks the topic up and sends `cmd` (a `Subscribe`) with a fresh request id.
-async fn subscribe_on(client: Arc<ClientInner>, topic: Arc<str>, consumer_id: u64, cmd: BaseCommand) -> Result<Subscribed> {
+async fn subscribe_on(
+    client: Arc<ClientInner>,
+    topic: Arc<str>,
+    consumer_id: u64,
+    cmd: BaseCommand,
+) -> Result<Subscribed> {
     let conn = lookup::lookup_topic(&client.pool, &topic).await?;
     let hid = HandlerId::Consumer(consumer_id);
     let events = conn.register(hid)?;

@@ -12,16 +12,16 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use tokio::sync::{mpsc, oneshot, Semaphore};
 use prost::Message as _;
+use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio::time::Instant;
 
 use super::batch::{OpenBatch, TakenBatch};
+use super::completion::Completion;
 use super::error::{Error, ErrorKind, Result};
 use super::inner::ClientInner;
 use super::message::{MessageId, OutgoingMessage};
 use super::options::ProducerOptions;
-use super::completion::Completion;
 use super::util::{next_event, now_ms, sleep_until_opt};
 use crate::net::backoff::Backoff;
 use crate::net::{lookup, Connection, Event, HandlerId};
@@ -29,7 +29,11 @@ use crate::protocol::pb::{base_command::Type, CompressionType, KeyValue, Message
 use crate::protocol::{commands, compression, frame};
 
 pub(crate) enum Command {
-    Send { msg: OutgoingMessage, done: Completion, flush: bool },
+    Send {
+        msg: OutgoingMessage,
+        done: Completion,
+        flush: bool,
+    },
     Flush(oneshot::Sender<Result<()>>),
     Close(oneshot::Sender<Result<()>>),
 }
@@ -135,7 +139,12 @@ impl PartitionProducer {
         .await?;
         actor.apply(first);
         tokio::spawn(actor.run());
-        Ok(PartitionProducer { tx, wake, permits, state })
+        Ok(PartitionProducer {
+            tx,
+            wake,
+            permits,
+            state,
+        })
     }
 }
 
@@ -282,11 +291,19 @@ impl Actor {
             done.complete(Err(e.clone()));
             return;
         }
-        let batchable = self.opts.batching && msg.deliver_at.is_none() && msg.payload.len() <= self.opts.batch_max_bytes;
+        let batchable =
+            self.opts.batching && msg.deliver_at.is_none() && msg.payload.len() <= self.opts.batch_max_bytes;
         if batchable {
             // Key-based batches are numbered when they are cut, so ids rise batch after batch.
-            let seq = if self.opts.key_based_batching { 0 } else { self.take_sequence_id(&msg) };
-            if self.batch.would_overflow(&msg, self.opts.batch_max_messages, self.opts.batch_max_bytes) {
+            let seq = if self.opts.key_based_batching {
+                0
+            } else {
+                self.take_sequence_id(&msg)
+            };
+            if self
+                .batch
+                .would_overflow(&msg, self.opts.batch_max_messages, self.opts.batch_max_bytes)
+            {
                 self.flush_batch();
             }
             if self.batch.is_empty() {
@@ -294,9 +311,7 @@ impl Actor {
             }
             self.batch.push(msg, seq, done);
             self.flush_requested |= flush;
-            if self.batch.len() >= self.opts.batch_max_messages
-                || self.batch.bytes >= self.opts.batch_max_bytes
-            {
+            if self.batch.len() >= self.opts.batch_max_messages || self.batch.bytes >= self.opts.batch_max_bytes {
                 self.flush_batch();
             }
         } else {
@@ -326,7 +341,14 @@ impl Actor {
         let mut meta = self.metadata(seq);
         meta.partition_key = msg.key.clone();
         meta.ordering_key = msg.ordering_key.clone().map(Into::into);
-        meta.properties = msg.properties.iter().map(|(k, v)| KeyValue { key: k.clone(), value: v.clone() }).collect();
+        meta.properties = msg
+            .properties
+            .iter()
+            .map(|(k, v)| KeyValue {
+                key: k.clone(),
+                value: v.clone(),
+            })
+            .collect();
         meta.event_time = msg.event_time;
         meta.deliver_at_time = msg.deliver_at;
         meta.replicate_to = msg.replication_clusters.clone();
@@ -360,7 +382,15 @@ impl Actor {
     /// Splits a (compressed) payload larger than the broker's limit into chunks that share the
     /// sequence id and a uuid; consumers reassemble them. Only the last chunk's receipt
     /// completes the send.
-    fn send_chunks(&mut self, meta: MessageMetadata, payload: &[u8], seq: u64, done: Completion, bytes: usize, max: usize) {
+    fn send_chunks(
+        &mut self,
+        meta: MessageMetadata,
+        payload: &[u8],
+        seq: u64,
+        done: Completion,
+        bytes: usize,
+        max: usize,
+    ) {
         // Leave room for the metadata, as the broker's limit covers the whole entry.
         let chunk_size = max.saturating_sub(meta.encoded_len() + 64).max(1024);
         let total = payload.len();
@@ -385,7 +415,11 @@ impl Actor {
                 sequence_id: seq,
                 highest_sequence_id: seq,
                 frame: buf.freeze(),
-                callbacks: if last { done.take().into_iter().collect() } else { Vec::new() },
+                callbacks: if last {
+                    done.take().into_iter().collect()
+                } else {
+                    Vec::new()
+                },
                 batched: false,
                 sent_at: Instant::now(),
                 bytes: if last { bytes } else { 0 },
@@ -409,7 +443,13 @@ impl Actor {
     }
 
     fn send_batch(&mut self, taken: TakenBatch, key: Option<String>, ordering_key: Option<Vec<u8>>) {
-        let TakenBatch { payload, first_seq, last_seq, callbacks, bytes } = taken;
+        let TakenBatch {
+            payload,
+            first_seq,
+            last_seq,
+            callbacks,
+            bytes,
+        } = taken;
         let n = callbacks.len();
         let mut meta = self.metadata(first_seq);
         meta.num_messages_in_batch = Some(n as i32);
@@ -454,7 +494,10 @@ impl Actor {
         }
         meta.compression = Some(self.opts.compression as i32);
         meta.uncompressed_size = Some(data.len() as u32);
-        Ok(std::borrow::Cow::Owned(compression::compress(self.opts.compression, data)?))
+        Ok(std::borrow::Cow::Owned(compression::compress(
+            self.opts.compression,
+            data,
+        )?))
     }
 
     fn dispatch(&mut self, op: InFlight) {
@@ -480,7 +523,12 @@ impl Actor {
                 Ok(Type::SendError) => {
                     let e = f.command.send_error.unwrap_or_default();
                     let code = ServerError::try_from(e.error).unwrap_or(ServerError::UnknownError);
-                    log::warn!("{}: send error {code:?} for sequence {}: {}", self.topic, e.sequence_id, e.message);
+                    log::warn!(
+                        "{}: send error {code:?} for sequence {}: {}",
+                        self.topic,
+                        e.sequence_id,
+                        e.message
+                    );
                     if code == ServerError::TopicTerminatedError {
                         self.fail_all(Error::from_server(code, &e.message));
                     } else {
@@ -519,7 +567,11 @@ impl Actor {
             return;
         }
         if seq > front.sequence_id {
-            log::warn!("{}: receipt for {seq} while {} is pending; resending", self.topic, front.sequence_id);
+            log::warn!(
+                "{}: receipt for {seq} while {} is pending; resending",
+                self.topic,
+                front.sequence_id
+            );
             self.disconnect(Duration::ZERO);
             return;
         }
@@ -553,7 +605,10 @@ impl Actor {
             self.release(op.callbacks.len(), op.bytes);
             for done in op.callbacks {
                 failed += 1;
-                done.complete(Err(Error::new(ErrorKind::Timeout, format!("send to {} timed out", self.topic))));
+                done.complete(Err(Error::new(
+                    ErrorKind::Timeout,
+                    format!("send to {} timed out", self.topic),
+                )));
             }
         }
         if failed > 0 {
@@ -620,7 +675,11 @@ impl Actor {
         match result {
             Ok(a) => {
                 self.apply(a);
-                log::info!("{}: producer reattached; resending {} pending", self.topic, self.pending.len());
+                log::info!(
+                    "{}: producer reattached; resending {} pending",
+                    self.topic,
+                    self.pending.len()
+                );
                 if let Some(conn) = &self.conn {
                     for op in &self.pending {
                         let _ = conn.write(op.frame.clone());
@@ -649,7 +708,9 @@ impl Actor {
             }
         }
         self.epoch += 1;
-        self.state.max_message_size.store(a.conn.max_message_size(), Ordering::Relaxed);
+        self.state
+            .max_message_size
+            .store(a.conn.max_message_size(), Ordering::Relaxed);
         self.state.connected.store(true, Ordering::Release);
         self.backoff.reset();
         self.conn = Some(a.conn);
@@ -659,7 +720,9 @@ impl Actor {
     async fn finish_close(mut self) {
         self.state.closed.store(true, Ordering::Release);
         if let Some(conn) = self.conn.take() {
-            let _ = conn.request(|rid| commands::close_producer(self.producer_id, rid)).await;
+            let _ = conn
+                .request(|rid| commands::close_producer(self.producer_id, rid))
+                .await;
             conn.unregister(HandlerId::Producer(self.producer_id));
         }
         self.state.connected.store(false, Ordering::Release);
@@ -725,7 +788,14 @@ async fn attach(
             p.user_provided_producer_name = Some(user_named);
             p.epoch = Some(epoch);
             p.producer_access_mode = Some(opts.access_mode as i32);
-            p.metadata = opts.properties.iter().map(|(k, v)| KeyValue { key: k.clone(), value: v.clone() }).collect();
+            p.metadata = opts
+                .properties
+                .iter()
+                .map(|(k, v)| KeyValue {
+                    key: k.clone(),
+                    value: v.clone(),
+                })
+                .collect();
             cmd
         })
         .await;
@@ -737,5 +807,10 @@ async fn attach(
         }
     };
     let ok = frame.command.producer_success.unwrap_or_default();
-    Ok(Attached { conn, events, name: ok.producer_name, last_sequence_id: ok.last_sequence_id })
+    Ok(Attached {
+        conn,
+        events,
+        name: ok.producer_name,
+        last_sequence_id: ok.last_sequence_id,
+    })
 }

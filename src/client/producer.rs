@@ -16,7 +16,6 @@ use super::util::now_ms;
 use crate::net::lookup;
 use crate::protocol::hash;
 
-
 /// Chooses a partition for a message: `(message, partition count) -> index`.
 pub type Router = Arc<dyn Fn(&OutgoingMessage, usize) -> Result<usize> + Send + Sync>;
 
@@ -29,7 +28,11 @@ pub(crate) struct MemoryLimit {
 
 impl MemoryLimit {
     pub fn new(limit: usize) -> Self {
-        MemoryLimit { limit, used: AtomicUsize::new(0), freed: Notify::new() }
+        MemoryLimit {
+            limit,
+            used: AtomicUsize::new(0),
+            freed: Notify::new(),
+        }
     }
 
     /// Takes `n` bytes if they fit; one message may overshoot an empty budget so a message
@@ -43,7 +46,10 @@ impl MemoryLimit {
             if cur > 0 && cur + n > self.limit {
                 return false;
             }
-            match self.used.compare_exchange_weak(cur, cur + n, Ordering::AcqRel, Ordering::Relaxed) {
+            match self
+                .used
+                .compare_exchange_weak(cur, cur + n, Ordering::AcqRel, Ordering::Relaxed)
+            {
                 Ok(_) => return true,
                 Err(now) => cur = now,
             }
@@ -67,7 +73,6 @@ impl MemoryLimit {
         self.used.fetch_sub(n, Ordering::AcqRel);
         self.freed.notify_waiters();
     }
-
 }
 
 /// A send that could not be queued without waiting; gives the message back.
@@ -94,10 +99,13 @@ impl Producer {
         let partitions = lookup::partition_count(&client.pool, topic.as_str()).await?;
         let mut parts = Vec::new();
         if partitions == 0 {
-            parts.push(Arc::new(PartitionProducer::create(client.clone(), topic.to_string(), -1, opts.clone()).await?));
+            parts.push(Arc::new(
+                PartitionProducer::create(client.clone(), topic.to_string(), -1, opts.clone()).await?,
+            ));
         } else {
             for i in 0..partitions {
-                let p = PartitionProducer::create(client.clone(), topic.partition_name(i), i as i32, opts.clone()).await;
+                let p =
+                    PartitionProducer::create(client.clone(), topic.partition_name(i), i as i32, opts.clone()).await;
                 match p {
                     Ok(p) => parts.push(Arc::new(p)),
                     Err(e) => {
@@ -126,7 +134,11 @@ impl Producer {
         }
         let probe = Arc::downgrade(&producer.inner);
         client.add_probe(Box::new(move || {
-            probe.upgrade().map(|inner| Producer { inner }).filter(|p| !p.is_closed()).map(|p| p.is_connected())
+            probe
+                .upgrade()
+                .map(|inner| Producer { inner })
+                .filter(|p| !p.is_closed())
+                .map(|p| p.is_connected())
         }));
         let weak = Arc::downgrade(&producer.inner);
         client.on_close(Box::new(move || {
@@ -198,7 +210,11 @@ impl Producer {
 
     /// The highest sequence id acknowledged by the broker (-1 before the first).
     pub fn last_sequence_id(&self) -> i64 {
-        self.parts().iter().map(|p| p.state.last_sequence_id.load(Ordering::Relaxed)).max().unwrap_or(-1)
+        self.parts()
+            .iter()
+            .map(|p| p.state.last_sequence_id.load(Ordering::Relaxed))
+            .max()
+            .unwrap_or(-1)
     }
 
     /// Whether every partition is attached to a broker right now.
@@ -267,7 +283,10 @@ impl Producer {
         if msg.payload.len() > max && !self.inner.opts.chunking {
             return Err(Error::new(
                 ErrorKind::MessageTooLarge,
-                format!("message of {} bytes exceeds the broker's limit of {max} bytes", msg.payload.len()),
+                format!(
+                    "message of {} bytes exceeds the broker's limit of {max} bytes",
+                    msg.payload.len()
+                ),
             ));
         }
         Ok(())
@@ -275,7 +294,12 @@ impl Producer {
 
     /// Queues `msg` if a pending slot and memory are free right now; `done` gets the outcome.
     /// `flush` asks for the open batch to go out as soon as the producer is idle.
-    pub fn try_enqueue(&self, msg: OutgoingMessage, flush: bool, done: impl Into<Completion>) -> std::result::Result<(), WouldBlock> {
+    pub fn try_enqueue(
+        &self,
+        msg: OutgoingMessage,
+        flush: bool,
+        done: impl Into<Completion>,
+    ) -> std::result::Result<(), WouldBlock> {
         let done: Completion = done.into();
         let part = match self.choose(&msg).and_then(|p| self.check(&p, &msg).map(|()| p)) {
             Ok(p) => p,
@@ -294,7 +318,10 @@ impl Producer {
                 if self.inner.opts.block_if_full {
                     return Err(WouldBlock(msg, done));
                 }
-                done.complete(Err(Error::new(ErrorKind::ProducerQueueFull, "producer queue is full (max_pending reached)")));
+                done.complete(Err(Error::new(
+                    ErrorKind::ProducerQueueFull,
+                    "producer queue is full (max_pending reached)",
+                )));
                 return Ok(());
             }
         }
@@ -303,7 +330,10 @@ impl Producer {
             if self.inner.opts.block_if_full {
                 return Err(WouldBlock(msg, done));
             }
-            done.complete(Err(Error::new(ErrorKind::ProducerQueueFull, "client memory limit reached")));
+            done.complete(Err(Error::new(
+                ErrorKind::ProducerQueueFull,
+                "client memory limit reached",
+            )));
             return Ok(());
         }
         self.post(&part, msg, flush, done);

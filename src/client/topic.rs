@@ -48,7 +48,10 @@ impl TopicName {
         let partition = local
             .rfind(PARTITION_SUFFIX)
             .and_then(|i| local[i + PARTITION_SUFFIX.len()..].parse::<u32>().ok());
-        Ok(TopicName { full: format!("{domain}://{tenant}/{namespace}/{local}"), partition })
+        Ok(TopicName {
+            full: format!("{domain}://{tenant}/{namespace}/{local}"),
+            partition,
+        })
     }
 
     /// The full name.
@@ -97,12 +100,25 @@ mod tests {
         assert_eq!(p.partition(), Some(3));
         assert!(!p.is_persistent());
         assert_eq!(p.namespace(), "a/b");
-        assert_eq!(TopicName::parse("t").unwrap().partition_name(2), "persistent://public/default/t-partition-2");
+        assert_eq!(
+            TopicName::parse("t").unwrap().partition_name(2),
+            "persistent://public/default/t-partition-2"
+        );
     }
 
     #[test]
     fn rejects_invalid_names() {
-        for bad in ["", " ", "a b", "http://a/b/c", "a/b", "persistent://a/b/", "persistent://a/b/c/d", "a/b c/t", "x://"] {
+        for bad in [
+            "",
+            " ",
+            "a b",
+            "http://a/b/c",
+            "a/b",
+            "persistent://a/b/",
+            "persistent://a/b/c/d",
+            "a/b c/t",
+            "x://",
+        ] {
             assert!(TopicName::parse(bad).is_err(), "{bad:?}");
         }
     }

@@ -9,7 +9,10 @@ use crate::net::Event;
 
 /// Milliseconds since the epoch.
 pub fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }
 
 /// Sleeps until `at`, or forever when `None` (a disabled `select!` branch).

@@ -19,7 +19,12 @@ impl Backoff {
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(0x9e37_79b9)
             ^ (std::process::id() as u64) << 32;
-        Backoff { initial, max, next: initial, seed: seed | 1 }
+        Backoff {
+            initial,
+            max,
+            next: initial,
+            seed: seed | 1,
+        }
     }
 
     /// The client defaults: 100 ms doubling to 60 s.

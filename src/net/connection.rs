@@ -66,7 +66,11 @@ pub enum Event {
 }
 
 enum Outbound {
-    Request { request_id: u64, frame: BytesMut, reply: oneshot::Sender<Result<Frame, NetError>> },
+    Request {
+        request_id: u64,
+        frame: BytesMut,
+        reply: oneshot::Sender<Result<Frame, NetError>>,
+    },
     Cancel(u64),
     Write(Bytes),
     Register(HandlerId, mpsc::UnboundedSender<Event>),
@@ -92,14 +96,20 @@ pub struct Connection {
 
 impl std::fmt::Debug for Connection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Connection").field("addr", &self.shared.addr).field("closed", &self.is_closed()).finish()
+        f.debug_struct("Connection")
+            .field("addr", &self.shared.addr)
+            .field("closed", &self.is_closed())
+            .finish()
     }
 }
 
 impl Connection {
     /// Opens a TCP connection to `addr` (`host:port`) and performs the handshake.
     pub async fn connect(addr: &str, opts: &ConnectionOptions) -> Result<Connection, NetError> {
-        let connect_err = |reason: String| NetError::Connect { addr: addr.to_string(), reason };
+        let connect_err = |reason: String| NetError::Connect {
+            addr: addr.to_string(),
+            reason,
+        };
         let handshake = async {
             let mut stream = TcpStream::connect(addr).await.map_err(|e| connect_err(e.to_string()))?;
             stream.set_nodelay(true).map_err(|e| connect_err(e.to_string()))?;
@@ -139,7 +149,10 @@ impl Connection {
                         }
                     }
                 }
-                let n = stream.read_buf(&mut buf).await.map_err(|e| connect_err(e.to_string()))?;
+                let n = stream
+                    .read_buf(&mut buf)
+                    .await
+                    .map_err(|e| connect_err(e.to_string()))?;
                 if n == 0 {
                     return Err(connect_err("closed by the broker during the handshake".into()));
                 }
@@ -174,7 +187,10 @@ impl Connection {
             closed,
         };
         tokio::spawn(actor.run(stream, leftover, rx));
-        log::debug!("connected to {addr} (protocol {}, max message {max_message_size})", shared.protocol_version);
+        log::debug!(
+            "connected to {addr} (protocol {}, max message {max_message_size})",
+            shared.protocol_version
+        );
         Ok(Connection { shared })
     }
 
@@ -214,7 +230,11 @@ impl Connection {
         let mut frame = BytesMut::new();
         frame::encode_command(&build(request_id), &mut frame);
         let (reply, rx) = oneshot::channel();
-        self.post(Outbound::Request { request_id, frame, reply })?;
+        self.post(Outbound::Request {
+            request_id,
+            frame,
+            reply,
+        })?;
         let response = match tokio::time::timeout(timeout, rx).await {
             Ok(Ok(r)) => r?,
             Ok(Err(_)) => return Err(NetError::Closed("connection task ended".into())),
@@ -264,7 +284,10 @@ impl Connection {
 
     fn post(&self, msg: Outbound) -> Result<(), NetError> {
         if self.is_closed() {
-            return Err(NetError::Closed(format!("connection to {} is closed", self.shared.addr)));
+            return Err(NetError::Closed(format!(
+                "connection to {} is closed",
+                self.shared.addr
+            )));
         }
         self.shared
             .tx
@@ -359,7 +382,11 @@ impl Actor {
 
     fn handle_outbound(&mut self, msg: Outbound, out: &mut BytesMut) {
         match msg {
-            Outbound::Request { request_id, frame, reply } => {
+            Outbound::Request {
+                request_id,
+                frame,
+                reply,
+            } => {
                 self.pending.insert(request_id, reply);
                 out.extend_from_slice(&frame);
             }
@@ -377,7 +404,12 @@ impl Actor {
         }
     }
 
-    fn drain_frames(&mut self, buf: &mut BytesMut, out: &mut BytesMut, awaiting_pong: &mut bool) -> Result<(), NetError> {
+    fn drain_frames(
+        &mut self,
+        buf: &mut BytesMut,
+        out: &mut BytesMut,
+        awaiting_pong: &mut bool,
+    ) -> Result<(), NetError> {
         while let Some(f) = frame::decode(buf, self.max_frame_size)? {
             self.dispatch(f, out, awaiting_pong)?;
         }
@@ -399,17 +431,37 @@ impl Actor {
                 self.answer_challenge(out);
                 return Ok(());
             }
-            Type::SendReceipt => f.command.send_receipt.as_ref().map(|c| HandlerId::Producer(c.producer_id)),
-            Type::SendError => f.command.send_error.as_ref().map(|c| HandlerId::Producer(c.producer_id)),
-            Type::CloseProducer => f.command.close_producer.as_ref().map(|c| HandlerId::Producer(c.producer_id)),
+            Type::SendReceipt => f
+                .command
+                .send_receipt
+                .as_ref()
+                .map(|c| HandlerId::Producer(c.producer_id)),
+            Type::SendError => f
+                .command
+                .send_error
+                .as_ref()
+                .map(|c| HandlerId::Producer(c.producer_id)),
+            Type::CloseProducer => f
+                .command
+                .close_producer
+                .as_ref()
+                .map(|c| HandlerId::Producer(c.producer_id)),
             Type::Message => f.command.message.as_ref().map(|c| HandlerId::Consumer(c.consumer_id)),
-            Type::ReachedEndOfTopic => {
-                f.command.reached_end_of_topic.as_ref().map(|c| HandlerId::Consumer(c.consumer_id))
-            }
-            Type::CloseConsumer => f.command.close_consumer.as_ref().map(|c| HandlerId::Consumer(c.consumer_id)),
-            Type::ActiveConsumerChange => {
-                f.command.active_consumer_change.as_ref().map(|c| HandlerId::Consumer(c.consumer_id))
-            }
+            Type::ReachedEndOfTopic => f
+                .command
+                .reached_end_of_topic
+                .as_ref()
+                .map(|c| HandlerId::Consumer(c.consumer_id)),
+            Type::CloseConsumer => f
+                .command
+                .close_consumer
+                .as_ref()
+                .map(|c| HandlerId::Consumer(c.consumer_id)),
+            Type::ActiveConsumerChange => f
+                .command
+                .active_consumer_change
+                .as_ref()
+                .map(|c| HandlerId::Consumer(c.consumer_id)),
             Type::TopicMigrated => None,
             // Commands only a client sends (also what an empty command decodes as): a broker
             // sending one is not speaking the protocol.
@@ -429,7 +481,9 @@ impl Actor {
             | Type::GetTopicsOfNamespace
             | Type::GetSchema
             | Type::AuthResponse => {
-                return Err(NetError::UnexpectedResponse(format!("the broker sent {kind:?}, a client-only command")));
+                return Err(NetError::UnexpectedResponse(format!(
+                    "the broker sent {kind:?}, a client-only command"
+                )));
             }
             _ => {
                 let Some(request_id) = response_request_id(&f.command) else {

@@ -4,8 +4,7 @@ use super::url::broker_address;
 use super::{Connection, ConnectionPool, NetError};
 use crate::protocol::commands;
 use crate::protocol::pb::{
-    command_lookup_topic_response::LookupType, command_partitioned_topic_metadata_response,
-    ServerError,
+    command_lookup_topic_response::LookupType, command_partitioned_topic_metadata_response, ServerError,
 };
 
 /// Redirects followed before giving up (the C++ client's limit).
@@ -26,21 +25,26 @@ pub async fn lookup_topic(pool: &ConnectionPool, topic: &str) -> Result<Connecti
                 if resp.proxy_through_service_url == Some(true) {
                     return Ok(conn);
                 }
-                let url = resp.broker_service_url.as_deref().ok_or_else(|| {
-                    NetError::UnexpectedResponse("lookup answer without a broker URL".into())
-                })?;
+                let url = resp
+                    .broker_service_url
+                    .as_deref()
+                    .ok_or_else(|| NetError::UnexpectedResponse("lookup answer without a broker URL".into()))?;
                 return pool.get(&broker_address(url)?).await;
             }
             Ok(LookupType::Redirect) => {
-                let url = resp.broker_service_url.as_deref().ok_or_else(|| {
-                    NetError::UnexpectedResponse("redirect without a broker URL".into())
-                })?;
+                let url = resp
+                    .broker_service_url
+                    .as_deref()
+                    .ok_or_else(|| NetError::UnexpectedResponse("redirect without a broker URL".into()))?;
                 authoritative = resp.authoritative.unwrap_or(false);
                 conn = pool.get(&broker_address(url)?).await?;
             }
             _ => {
                 return Err(NetError::Server {
-                    code: resp.error.and_then(|e| ServerError::try_from(e).ok()).unwrap_or(ServerError::UnknownError),
+                    code: resp
+                        .error
+                        .and_then(|e| ServerError::try_from(e).ok())
+                        .unwrap_or(ServerError::UnknownError),
                     message: resp.message.unwrap_or_else(|| "lookup failed".into()),
                 })
             }
@@ -53,12 +57,16 @@ pub async fn lookup_topic(pool: &ConnectionPool, topic: &str) -> Result<Connecti
 pub async fn partition_count(pool: &ConnectionPool, topic: &str) -> Result<u32, NetError> {
     let conn = pool.get_service().await?;
     let frame = conn.request(|id| commands::partitioned_metadata(topic, id)).await?;
-    let resp = frame.command.partition_metadata_response.ok_or_else(|| {
-        NetError::UnexpectedResponse("PartitionedMetadataResponse without its body".into())
-    })?;
+    let resp = frame
+        .command
+        .partition_metadata_response
+        .ok_or_else(|| NetError::UnexpectedResponse("PartitionedMetadataResponse without its body".into()))?;
     if resp.response == Some(command_partitioned_topic_metadata_response::LookupType::Failed as i32) {
         return Err(NetError::Server {
-            code: resp.error.and_then(|e| ServerError::try_from(e).ok()).unwrap_or(ServerError::UnknownError),
+            code: resp
+                .error
+                .and_then(|e| ServerError::try_from(e).ok())
+                .unwrap_or(ServerError::UnknownError),
             message: resp.message.unwrap_or_else(|| "partition metadata failed".into()),
         });
     }
@@ -68,9 +76,12 @@ pub async fn partition_count(pool: &ConnectionPool, topic: &str) -> Result<u32, 
 /// Persistent topics of `namespace` (`tenant/ns`), partitions listed one by one.
 pub async fn topics_of_namespace(pool: &ConnectionPool, namespace: &str) -> Result<Vec<String>, NetError> {
     let conn = pool.get_service().await?;
-    let frame = conn.request(|id| commands::get_topics_of_namespace(namespace, id)).await?;
-    let resp = frame.command.get_topics_of_namespace_response.ok_or_else(|| {
-        NetError::UnexpectedResponse("GetTopicsOfNamespaceResponse without its body".into())
-    })?;
+    let frame = conn
+        .request(|id| commands::get_topics_of_namespace(namespace, id))
+        .await?;
+    let resp = frame
+        .command
+        .get_topics_of_namespace_response
+        .ok_or_else(|| NetError::UnexpectedResponse("GetTopicsOfNamespaceResponse without its body".into()))?;
     Ok(resp.topics)
 }

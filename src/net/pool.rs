@@ -24,7 +24,12 @@ pub struct ConnectionPool {
 impl ConnectionPool {
     /// A pool for the brokers behind `service`.
     pub fn new(service: ServiceUrl, opts: ConnectionOptions) -> Self {
-        ConnectionPool { opts, service, slots: Default::default(), next_host: AtomicUsize::new(0) }
+        ConnectionPool {
+            opts,
+            service,
+            slots: Default::default(),
+            next_host: AtomicUsize::new(0),
+        }
     }
 
     /// The connection settings.

@@ -12,7 +12,10 @@ pub struct ServiceUrl {
 impl ServiceUrl {
     /// Parses `pulsar://h1:6650,h2:6650`; a missing port defaults to 6650.
     pub fn parse(url: &str) -> Result<Self, NetError> {
-        let invalid = |reason: &str| NetError::InvalidUrl { url: url.to_string(), reason: reason.to_string() };
+        let invalid = |reason: &str| NetError::InvalidUrl {
+            url: url.to_string(),
+            reason: reason.to_string(),
+        };
         let rest = if let Some(r) = url.strip_prefix("pulsar://") {
             r
         } else if url.starts_with("pulsar+ssl://") {
@@ -55,7 +58,10 @@ mod tests {
 
     #[test]
     fn parses_single_and_multi_host_urls() {
-        assert_eq!(ServiceUrl::parse("pulsar://127.0.0.1:6650").unwrap().hosts, vec!["127.0.0.1:6650"]);
+        assert_eq!(
+            ServiceUrl::parse("pulsar://127.0.0.1:6650").unwrap().hosts,
+            vec!["127.0.0.1:6650"]
+        );
         assert_eq!(
             ServiceUrl::parse("pulsar://a:1,b:2/").unwrap().hosts,
             vec!["a:1".to_string(), "b:2".to_string()]
@@ -65,7 +71,14 @@ mod tests {
 
     #[test]
     fn rejects_bad_urls() {
-        for bad in ["http://h:1", "pulsar://", "pulsar://h:notaport", "pulsar://:1", "pulsar://a:1,,b:2", "pulsar+ssl://h:6651"] {
+        for bad in [
+            "http://h:1",
+            "pulsar://",
+            "pulsar://h:notaport",
+            "pulsar://:1",
+            "pulsar://a:1,,b:2",
+            "pulsar+ssl://h:6651",
+        ] {
             assert!(ServiceUrl::parse(bad).is_err(), "{bad}");
         }
     }

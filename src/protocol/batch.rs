@@ -17,10 +17,7 @@ pub fn encode_entry(meta: &SingleMessageMetadata, payload: &[u8], dst: &mut Byte
 }
 
 /// Splits an uncompressed batch into its `count` entries. Payloads share `data`'s memory.
-pub fn decode_entries(
-    mut data: Bytes,
-    count: usize,
-) -> Result<Vec<(SingleMessageMetadata, Bytes)>, ProtocolError> {
+pub fn decode_entries(mut data: Bytes, count: usize) -> Result<Vec<(SingleMessageMetadata, Bytes)>, ProtocolError> {
     // `count` comes from the peer; never pre-allocate more than the bytes could hold.
     let mut out = Vec::with_capacity(count.min(data.len() / 4 + 1));
     for _ in 0..count {
@@ -31,10 +28,11 @@ pub fn decode_entries(
         if size > data.len() {
             return Err(ProtocolError::BadBatch("entry metadata exceeds the batch"));
         }
-        let meta = SingleMessageMetadata::decode(data.split_to(size))
-            .map_err(|e| ProtocolError::Protobuf { what: "SingleMessageMetadata", reason: e.to_string() })?;
-        let len = usize::try_from(meta.payload_size)
-            .map_err(|_| ProtocolError::BadBatch("negative payload size"))?;
+        let meta = SingleMessageMetadata::decode(data.split_to(size)).map_err(|e| ProtocolError::Protobuf {
+            what: "SingleMessageMetadata",
+            reason: e.to_string(),
+        })?;
+        let len = usize::try_from(meta.payload_size).map_err(|_| ProtocolError::BadBatch("negative payload size"))?;
         if len > data.len() {
             return Err(ProtocolError::BadBatch("entry payload exceeds the batch"));
         }

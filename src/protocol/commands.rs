@@ -4,7 +4,10 @@
 use super::pb::{self, base_command::Type, BaseCommand};
 
 fn base(kind: Type) -> BaseCommand {
-    BaseCommand { r#type: kind as i32, ..Default::default() }
+    BaseCommand {
+        r#type: kind as i32,
+        ..Default::default()
+    }
 }
 
 /// Features this client supports, announced in `Connect`.
@@ -97,7 +100,11 @@ pub fn send(producer_id: u64, sequence_id: u64, num_messages: i32) -> BaseComman
 /// `CloseProducer`.
 pub fn close_producer(producer_id: u64, request_id: u64) -> BaseCommand {
     let mut cmd = base(Type::CloseProducer);
-    cmd.close_producer = Some(pb::CommandCloseProducer { producer_id, request_id, ..Default::default() });
+    cmd.close_producer = Some(pb::CommandCloseProducer {
+        producer_id,
+        request_id,
+        ..Default::default()
+    });
     cmd
 }
 
@@ -124,7 +131,10 @@ pub fn subscribe(
 /// `Flow`: grant the broker `permits` more messages for this consumer.
 pub fn flow(consumer_id: u64, permits: u32) -> BaseCommand {
     let mut cmd = base(Type::Flow);
-    cmd.flow = Some(pb::CommandFlow { consumer_id, message_permits: permits });
+    cmd.flow = Some(pb::CommandFlow {
+        consumer_id,
+        message_permits: permits,
+    });
     cmd
 }
 
@@ -162,14 +172,22 @@ pub fn redeliver(consumer_id: u64, ids: Vec<pb::MessageIdData>) -> BaseCommand {
 /// `Unsubscribe`.
 pub fn unsubscribe(consumer_id: u64, request_id: u64) -> BaseCommand {
     let mut cmd = base(Type::Unsubscribe);
-    cmd.unsubscribe = Some(pb::CommandUnsubscribe { consumer_id, request_id, ..Default::default() });
+    cmd.unsubscribe = Some(pb::CommandUnsubscribe {
+        consumer_id,
+        request_id,
+        ..Default::default()
+    });
     cmd
 }
 
 /// `CloseConsumer`.
 pub fn close_consumer(consumer_id: u64, request_id: u64) -> BaseCommand {
     let mut cmd = base(Type::CloseConsumer);
-    cmd.close_consumer = Some(pb::CommandCloseConsumer { consumer_id, request_id, ..Default::default() });
+    cmd.close_consumer = Some(pb::CommandCloseConsumer {
+        consumer_id,
+        request_id,
+        ..Default::default()
+    });
     cmd
 }
 
@@ -193,14 +211,20 @@ pub fn seek(
 /// `GetLastMessageId`.
 pub fn get_last_message_id(consumer_id: u64, request_id: u64) -> BaseCommand {
     let mut cmd = base(Type::GetLastMessageId);
-    cmd.get_last_message_id = Some(pb::CommandGetLastMessageId { consumer_id, request_id });
+    cmd.get_last_message_id = Some(pb::CommandGetLastMessageId {
+        consumer_id,
+        request_id,
+    });
     cmd
 }
 
 /// `ConsumerStats`.
 pub fn consumer_stats(consumer_id: u64, request_id: u64) -> BaseCommand {
     let mut cmd = base(Type::ConsumerStats);
-    cmd.consumer_stats = Some(pb::CommandConsumerStats { request_id, consumer_id });
+    cmd.consumer_stats = Some(pb::CommandConsumerStats {
+        request_id,
+        consumer_id,
+    });
     cmd
 }
 
@@ -275,7 +299,10 @@ mod tests {
     #[test]
     fn responses_name_their_request() {
         let mut cmd = base(Type::Success);
-        cmd.success = Some(pb::CommandSuccess { request_id: 42, schema: None });
+        cmd.success = Some(pb::CommandSuccess {
+            request_id: 42,
+            schema: None,
+        });
         assert_eq!(response_request_id(&cmd), Some(42));
         assert_eq!(response_request_id(&ping()), None);
     }

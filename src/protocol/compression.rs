@@ -10,7 +10,10 @@ use super::ProtocolError;
 
 /// Compresses `data` with `codec`. `CompressionType::None` returns the bytes unchanged.
 pub fn compress(codec: CompressionType, data: &[u8]) -> Result<Vec<u8>, ProtocolError> {
-    let fail = |reason: String| ProtocolError::Compression { codec: codec_name(codec), reason };
+    let fail = |reason: String| ProtocolError::Compression {
+        codec: codec_name(codec),
+        reason,
+    };
     match codec {
         CompressionType::None => Ok(data.to_vec()),
         CompressionType::Lz4 => Ok(lz4_flex::block::compress(data)),
@@ -20,7 +23,9 @@ pub fn compress(codec: CompressionType, data: &[u8]) -> Result<Vec<u8>, Protocol
             enc.finish().map_err(|e| fail(e.to_string()))
         }
         CompressionType::Zstd => zstd::bulk::compress(data, 3).map_err(|e| fail(e.to_string())),
-        CompressionType::Snappy => snap::raw::Encoder::new().compress_vec(data).map_err(|e| fail(e.to_string())),
+        CompressionType::Snappy => snap::raw::Encoder::new()
+            .compress_vec(data)
+            .map_err(|e| fail(e.to_string())),
     }
 }
 
@@ -35,7 +40,10 @@ pub fn decompress(
     if codec == CompressionType::None {
         return Ok(data);
     }
-    let fail = |reason: String| ProtocolError::Compression { codec: codec_name(codec), reason };
+    let fail = |reason: String| ProtocolError::Compression {
+        codec: codec_name(codec),
+        reason,
+    };
     if uncompressed_size > limit {
         return Err(fail(format!("uncompressed size {uncompressed_size} exceeds {limit}")));
     }
@@ -52,19 +60,22 @@ pub fn decompress(
                 .map_err(|e| fail(e.to_string()))?;
             out
         }
-        CompressionType::Zstd => {
-            zstd::bulk::decompress(&data, uncompressed_size).map_err(|e| fail(e.to_string()))?
-        }
+        CompressionType::Zstd => zstd::bulk::decompress(&data, uncompressed_size).map_err(|e| fail(e.to_string()))?,
         CompressionType::Snappy => {
             let n = snap::raw::decompress_len(&data).map_err(|e| fail(e.to_string()))?;
             if n != uncompressed_size {
                 return Err(fail(format!("snappy length {n} != declared {uncompressed_size}")));
             }
-            snap::raw::Decoder::new().decompress_vec(&data).map_err(|e| fail(e.to_string()))?
+            snap::raw::Decoder::new()
+                .decompress_vec(&data)
+                .map_err(|e| fail(e.to_string()))?
         }
     };
     if out.len() != uncompressed_size {
-        return Err(fail(format!("expanded to {} bytes, declared {uncompressed_size}", out.len())));
+        return Err(fail(format!(
+            "expanded to {} bytes, declared {uncompressed_size}",
+            out.len()
+        )));
     }
     Ok(Bytes::from(out))
 }

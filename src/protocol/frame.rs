@@ -58,12 +58,7 @@ pub fn encode_command(command: &BaseCommand, dst: &mut BytesMut) {
 }
 
 /// Appends a payload frame: `command`, then the checksummed `metadata` and `payload`.
-pub fn encode_payload_command(
-    command: &BaseCommand,
-    metadata: &MessageMetadata,
-    payload: &[u8],
-    dst: &mut BytesMut,
-) {
+pub fn encode_payload_command(command: &BaseCommand, metadata: &MessageMetadata, payload: &[u8], dst: &mut BytesMut) {
     let cmd_size = command.encoded_len();
     let meta_size = metadata.encoded_len();
     let total = 4 + cmd_size + 2 + 4 + 4 + meta_size + payload.len();
@@ -93,10 +88,15 @@ pub fn decode(src: &mut BytesMut, max_frame_size: usize) -> Result<Option<Frame>
     }
     let total = u32::from_be_bytes([src[0], src[1], src[2], src[3]]) as usize;
     if total > max_frame_size {
-        return Err(ProtocolError::FrameTooLarge { size: total, limit: max_frame_size });
+        return Err(ProtocolError::FrameTooLarge {
+            size: total,
+            limit: max_frame_size,
+        });
     }
     if total < 4 {
-        return Err(ProtocolError::Malformed("total size smaller than the command size field"));
+        return Err(ProtocolError::Malformed(
+            "total size smaller than the command size field",
+        ));
     }
     if src.len() < 4 + total {
         src.reserve(4 + total - src.len());
@@ -112,13 +112,18 @@ fn parse_frame(mut frame: Bytes) -> Result<Frame, ProtocolError> {
     if cmd_size > frame.len() {
         return Err(ProtocolError::Malformed("command size exceeds the frame"));
     }
-    let command = BaseCommand::decode(frame.split_to(cmd_size)).map_err(|e| {
-        ProtocolError::Protobuf { what: "BaseCommand", reason: e.to_string() }
+    let command = BaseCommand::decode(frame.split_to(cmd_size)).map_err(|e| ProtocolError::Protobuf {
+        what: "BaseCommand",
+        reason: e.to_string(),
     })?;
     if Type::try_from(command.r#type).is_err() {
         return Err(ProtocolError::UnknownCommand(command.r#type));
     }
-    let payload = if frame.is_empty() { None } else { Some(parse_payload(frame)?) };
+    let payload = if frame.is_empty() {
+        None
+    } else {
+        Some(parse_payload(frame)?)
+    };
     Ok(Frame { command, payload })
 }
 
@@ -130,8 +135,9 @@ fn parse_payload(mut rest: Bytes) -> Result<Payload, ProtocolError> {
         if size > rest.len() {
             return Err(ProtocolError::Malformed("broker entry metadata size exceeds the frame"));
         }
-        let bem = BrokerEntryMetadata::decode(rest.split_to(size)).map_err(|e| {
-            ProtocolError::Protobuf { what: "BrokerEntryMetadata", reason: e.to_string() }
+        let bem = BrokerEntryMetadata::decode(rest.split_to(size)).map_err(|e| ProtocolError::Protobuf {
+            what: "BrokerEntryMetadata",
+            reason: e.to_string(),
         })?;
         broker_entry_metadata = Some(bem);
         magic = take_u16(&mut rest)?;
@@ -141,14 +147,19 @@ fn parse_payload(mut rest: Bytes) -> Result<Payload, ProtocolError> {
     }
     let expected = take_u32(&mut rest)?;
     if rest.len() < 4 {
-        return Err(ProtocolError::Malformed("payload section shorter than its metadata size"));
+        return Err(ProtocolError::Malformed(
+            "payload section shorter than its metadata size",
+        ));
     }
     let computed = crc32c::crc32c(&rest);
     let meta_size = rest.get_u32() as usize;
     if meta_size > rest.len() {
         return Err(ProtocolError::Malformed("metadata size exceeds the frame"));
     }
-    let mut payload = Payload { broker_entry_metadata, ..Payload::default() };
+    let mut payload = Payload {
+        broker_entry_metadata,
+        ..Payload::default()
+    };
     if computed != expected {
         payload.corruption = Some(ProtocolError::ChecksumMismatch { expected, computed });
         return Ok(payload);

@@ -7,7 +7,10 @@ fn metadata() -> MessageMetadata {
         producer_name: "p".into(),
         sequence_id: 3,
         publish_time: 1_700_000_000_000,
-        properties: vec![KeyValue { key: "a".into(), value: "b".into() }],
+        properties: vec![KeyValue {
+            key: "a".into(),
+            value: "b".into(),
+        }],
         ..Default::default()
     }
 }
@@ -49,7 +52,10 @@ fn payload_frame_layout_magic_and_crc() {
     let crc = u32::from_be_bytes(buf[at + 2..at + 6].try_into().unwrap());
     // The checksum covers the metadata size field, the metadata and the payload.
     assert_eq!(crc, crc32c::crc32c(&buf[at + 6..]));
-    assert_eq!(u32::from_be_bytes(buf[at + 6..at + 10].try_into().unwrap()) as usize, meta_size);
+    assert_eq!(
+        u32::from_be_bytes(buf[at + 6..at + 10].try_into().unwrap()) as usize,
+        meta_size
+    );
     let mut b = buf.clone();
     let frame = decode(&mut b, 1 << 20).unwrap().unwrap();
     let p = frame.payload.unwrap();
@@ -78,7 +84,10 @@ fn corrupt_payload_is_flagged_not_fatal() {
 fn broker_entry_metadata_is_read_before_the_checksum() {
     let cmd = commands::send(1, 3, 1);
     let meta = metadata();
-    let bem = BrokerEntryMetadata { broker_timestamp: Some(5), index: Some(77) };
+    let bem = BrokerEntryMetadata {
+        broker_timestamp: Some(5),
+        index: Some(77),
+    };
     let mut inner = BytesMut::new();
     encode_payload_command(&cmd, &meta, b"x", &mut inner);
     // Splice 0x0e02 + size + BrokerEntryMetadata in after the command and fix the total.
@@ -143,7 +152,10 @@ fn malformed_frames_are_errors() {
     b.put_u32(8);
     b.put_u32(100);
     b.put_u32(0);
-    assert_eq!(decode(&mut b, 1 << 20), Err(ProtocolError::Malformed("command size exceeds the frame")));
+    assert_eq!(
+        decode(&mut b, 1 << 20),
+        Err(ProtocolError::Malformed("command size exceeds the frame"))
+    );
     // garbage protobuf
     let mut b = BytesMut::new();
     b.put_u32(7);
@@ -152,7 +164,13 @@ fn malformed_frames_are_errors() {
     assert!(matches!(decode(&mut b, 1 << 20), Err(ProtocolError::Protobuf { .. })));
     // unknown command type
     let mut b = BytesMut::new();
-    encode_command(&pb::BaseCommand { r#type: 999, ..Default::default() }, &mut b);
+    encode_command(
+        &pb::BaseCommand {
+            r#type: 999,
+            ..Default::default()
+        },
+        &mut b,
+    );
     assert_eq!(decode(&mut b, 1 << 20), Err(ProtocolError::UnknownCommand(999)));
     // bad magic
     let mut b = payload_frame(b"abc");

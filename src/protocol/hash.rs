@@ -61,6 +61,9 @@ mod tests {
         // MurmurHash3_x86_32 with seed 0 (SMHasher reference values), then masked.
         assert_eq!(murmur3_32_hash(b""), 0);
         assert_eq!(murmur3_32_hash(b"hello"), 0x248b_fa47 & 0x7fff_ffff);
-        assert_eq!(murmur3_32_hash(b"The quick brown fox jumps over the lazy dog"), 0x2e4f_f723);
+        assert_eq!(
+            murmur3_32_hash(b"The quick brown fox jumps over the lazy dog"),
+            0x2e4f_f723
+        );
     }
 }

@@ -33,7 +33,9 @@ fn client_options(d: &Bound<'_, PyDict>) -> PyResult<ClientOptions> {
             None => Ok(None),
             Some(v) if v.is_none() => Ok(None),
             Some(v) => {
-                let s: f64 = v.extract().map_err(|_| invalid(format!("{key} must be a number of seconds")))?;
+                let s: f64 = v
+                    .extract()
+                    .map_err(|_| invalid(format!("{key} must be a number of seconds")))?;
                 if !s.is_finite() || s <= 0.0 {
                     return Err(invalid(format!("{key} must be a positive number of seconds, got {s}")));
                 }
@@ -43,7 +45,18 @@ fn client_options(d: &Bound<'_, PyDict>) -> PyResult<ClientOptions> {
     };
     for k in d.keys() {
         let k: String = k.extract()?;
-        if !["operation_timeout", "connect_timeout", "keepalive_interval", "memory_limit", "auth_method", "auth_data", "initial_backoff", "max_backoff"].contains(&k.as_str()) {
+        if ![
+            "operation_timeout",
+            "connect_timeout",
+            "keepalive_interval",
+            "memory_limit",
+            "auth_method",
+            "auth_data",
+            "initial_backoff",
+            "max_backoff",
+        ]
+        .contains(&k.as_str())
+        {
             return Err(invalid(format!("unknown client option {k:?}")));
         }
     }
@@ -64,7 +77,9 @@ fn client_options(d: &Bound<'_, PyDict>) -> PyResult<ClientOptions> {
     }
     if let Some(v) = d.get_item("memory_limit")? {
         if !v.is_none() {
-            let n: i64 = v.extract().map_err(|_| invalid("memory_limit must be an int (bytes)"))?;
+            let n: i64 = v
+                .extract()
+                .map_err(|_| invalid("memory_limit must be an int (bytes)"))?;
             if n < 0 {
                 return Err(invalid("memory_limit must be >= 0 (0 disables it)"));
             }
@@ -86,12 +101,18 @@ fn client_options(d: &Bound<'_, PyDict>) -> PyResult<ClientOptions> {
 
 fn selection(topic: &Bound<'_, PyAny>, pattern: bool) -> PyResult<TopicSelection> {
     if let Ok(s) = topic.extract::<String>() {
-        return Ok(if pattern { TopicSelection::Pattern(s) } else { TopicSelection::One(s) });
+        return Ok(if pattern {
+            TopicSelection::Pattern(s)
+        } else {
+            TopicSelection::One(s)
+        });
     }
     if pattern {
         return Err(invalid("a pattern must be a str"));
     }
-    let list: Vec<String> = topic.extract().map_err(|_| invalid("topic must be a str or a list of str"))?;
+    let list: Vec<String> = topic
+        .extract()
+        .map_err(|_| invalid("topic must be a str or a list of str"))?;
     Ok(TopicSelection::Many(list))
 }
 
@@ -101,51 +122,96 @@ impl PyClient {
     fn new(service_url: &str, options: &Bound<'_, PyDict>) -> PyResult<Self> {
         let opts = client_options(options)?;
         let inner = client::Client::new(service_url, opts).map_err(to_pyerr)?;
-        Ok(PyClient { inner, guard: ForkGuard::new() })
+        Ok(PyClient {
+            inner,
+            guard: ForkGuard::new(),
+        })
     }
 
     #[pyo3(signature = (topic, options, router=None))]
-    fn create_producer(&self, py: Python<'_>, topic: String, options: &Bound<'_, PyDict>, router: Option<Py<PyAny>>) -> PyResult<PyProducer> {
+    fn create_producer(
+        &self,
+        py: Python<'_>,
+        topic: String,
+        options: &Bound<'_, PyDict>,
+        router: Option<Py<PyAny>>,
+    ) -> PyResult<PyProducer> {
         self.guard.check()?;
         let opts = convert::producer_options(options)?;
         let c = self.inner.clone();
         let p = wait(py, async move { c.create_producer(&topic, opts).await })?;
         p.set_router(router.map(python_router));
-        Ok(PyProducer { inner: p, guard: self.guard })
+        Ok(PyProducer {
+            inner: p,
+            guard: self.guard,
+        })
     }
 
     #[pyo3(signature = (fut, topic, options, router=None))]
-    fn aio_create_producer(&self, py: Python<'_>, fut: Py<PyAny>, topic: String, options: &Bound<'_, PyDict>, router: Option<Py<PyAny>>) -> PyResult<()> {
+    fn aio_create_producer(
+        &self,
+        py: Python<'_>,
+        fut: Py<PyAny>,
+        topic: String,
+        options: &Bound<'_, PyDict>,
+        router: Option<Py<PyAny>>,
+    ) -> PyResult<()> {
         self.guard.check()?;
         let opts = convert::producer_options(options)?;
         let c = self.inner.clone();
         let guard = self.guard;
-        spawn_for_asyncio(py, fut, async move { c.create_producer(&topic, opts).await }, move |py, p| {
-            p.set_router(router.map(python_router));
-            Ok(Py::new(py, PyProducer { inner: p, guard })?.into_any())
-        })
+        spawn_for_asyncio(
+            py,
+            fut,
+            async move { c.create_producer(&topic, opts).await },
+            move |py, p| {
+                p.set_router(router.map(python_router));
+                Ok(Py::new(py, PyProducer { inner: p, guard })?.into_any())
+            },
+        )
     }
 
     #[pyo3(signature = (topic, subscription, options, pattern=false))]
-    fn subscribe(&self, py: Python<'_>, topic: &Bound<'_, PyAny>, subscription: String, options: &Bound<'_, PyDict>, pattern: bool) -> PyResult<PyConsumer> {
+    fn subscribe(
+        &self,
+        py: Python<'_>,
+        topic: &Bound<'_, PyAny>,
+        subscription: String,
+        options: &Bound<'_, PyDict>,
+        pattern: bool,
+    ) -> PyResult<PyConsumer> {
         self.guard.check()?;
         let sel = selection(topic, pattern)?;
         let opts = convert::consumer_options(options)?;
         let c = self.inner.clone();
         let consumer = wait(py, async move { c.subscribe(sel, &subscription, opts).await })?;
-        Ok(PyConsumer { inner: consumer, guard: self.guard })
+        Ok(PyConsumer {
+            inner: consumer,
+            guard: self.guard,
+        })
     }
 
     #[pyo3(signature = (fut, topic, subscription, options, pattern=false))]
-    fn aio_subscribe(&self, py: Python<'_>, fut: Py<PyAny>, topic: &Bound<'_, PyAny>, subscription: String, options: &Bound<'_, PyDict>, pattern: bool) -> PyResult<()> {
+    fn aio_subscribe(
+        &self,
+        py: Python<'_>,
+        fut: Py<PyAny>,
+        topic: &Bound<'_, PyAny>,
+        subscription: String,
+        options: &Bound<'_, PyDict>,
+        pattern: bool,
+    ) -> PyResult<()> {
         self.guard.check()?;
         let sel = selection(topic, pattern)?;
         let opts = convert::consumer_options(options)?;
         let c = self.inner.clone();
         let guard = self.guard;
-        spawn_for_asyncio(py, fut, async move { c.subscribe(sel, &subscription, opts).await }, move |py, consumer| {
-            Ok(Py::new(py, PyConsumer { inner: consumer, guard })?.into_any())
-        })
+        spawn_for_asyncio(
+            py,
+            fut,
+            async move { c.subscribe(sel, &subscription, opts).await },
+            move |py, consumer| Ok(Py::new(py, PyConsumer { inner: consumer, guard })?.into_any()),
+        )
     }
 
     fn partition_count(&self, py: Python<'_>, topic: String) -> PyResult<u32> {
@@ -168,10 +234,15 @@ impl PyClient {
     fn aio_close(&self, py: Python<'_>, fut: Py<PyAny>) -> PyResult<()> {
         self.guard.check()?;
         let c = self.inner.clone();
-        spawn_for_asyncio(py, fut, async move {
-            c.close().await;
-            Ok(())
-        }, none)
+        spawn_for_asyncio(
+            py,
+            fut,
+            async move {
+                c.close().await;
+                Ok(())
+            },
+            none,
+        )
     }
 
     #[getter]
@@ -280,7 +351,12 @@ impl PyProducer {
 
     /// Sends every payload (bytes-like) and waits for all receipts; returns their ids.
     #[pyo3(signature = (payloads, keys=None))]
-    fn send_many<'py>(&self, py: Python<'py>, payloads: &Bound<'py, PyAny>, keys: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyList>> {
+    fn send_many<'py>(
+        &self,
+        py: Python<'py>,
+        payloads: &Bound<'py, PyAny>,
+        keys: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyList>> {
         self.guard.check()?;
         let msgs = many(payloads, keys)?;
         let p = self.inner.clone();
@@ -293,7 +369,13 @@ impl PyProducer {
     }
 
     #[pyo3(signature = (fut, payloads, keys=None))]
-    fn aio_send_many(&self, py: Python<'_>, fut: Py<PyAny>, payloads: &Bound<'_, PyAny>, keys: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+    fn aio_send_many(
+        &self,
+        py: Python<'_>,
+        fut: Py<PyAny>,
+        payloads: &Bound<'_, PyAny>,
+        keys: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
         self.guard.check()?;
         let msgs = many(payloads, keys)?;
         let p = self.inner.clone();
@@ -361,11 +443,15 @@ impl PyProducer {
 }
 
 fn many(payloads: &Bound<'_, PyAny>, keys: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<client::OutgoingMessage>> {
-    let msgs: Vec<client::OutgoingMessage> =
-        convert::payloads(payloads)?.into_iter().map(client::OutgoingMessage::new).collect();
+    let msgs: Vec<client::OutgoingMessage> = convert::payloads(payloads)?
+        .into_iter()
+        .map(client::OutgoingMessage::new)
+        .collect();
     let mut msgs = msgs;
     if let Some(keys) = keys {
-        let keys: Vec<Option<String>> = keys.extract().map_err(|_| invalid("keys must be a list of str or None"))?;
+        let keys: Vec<Option<String>> = keys
+            .extract()
+            .map_err(|_| invalid("keys must be a list of str or None"))?;
         if keys.len() != msgs.len() {
             return Err(invalid(format!("{} keys for {} payloads", keys.len(), msgs.len())));
         }
@@ -391,7 +477,10 @@ async fn send_all(p: client::Producer, msgs: Vec<client::OutgoingMessage>) -> Re
     }
     match first_error {
         None => Ok(ids),
-        Some(e) => Err(Error::new(e.kind(), format!("{} of {n} messages failed; first error: {}", n - ids.len(), e.message()))),
+        Some(e) => Err(Error::new(
+            e.kind(),
+            format!("{} of {n} messages failed; first error: {}", n - ids.len(), e.message()),
+        )),
     }
 }
 
@@ -409,7 +498,9 @@ fn message_id_of(obj: &Bound<'_, PyAny>) -> PyResult<client::MessageId> {
     if let Ok(id) = obj.cast::<PyMessageId>() {
         return Ok(id.get().inner.clone());
     }
-    Err(pyo3::exceptions::PyTypeError::new_err("expected a Message or a MessageId"))
+    Err(pyo3::exceptions::PyTypeError::new_err(
+        "expected a Message or a MessageId",
+    ))
 }
 
 fn seek_target(target: &Bound<'_, PyAny>) -> PyResult<SeekTarget> {
@@ -418,7 +509,9 @@ fn seek_target(target: &Bound<'_, PyAny>) -> PyResult<SeekTarget> {
     }
     match target.extract::<i64>() {
         Ok(ms) if ms >= 0 => Ok(SeekTarget::PublishTime(ms as u64)),
-        _ => Err(invalid("seek takes a MessageId or a publish time in milliseconds since the epoch")),
+        _ => Err(invalid(
+            "seek takes a MessageId or a publish time in milliseconds since the epoch",
+        )),
     }
 }
 
@@ -467,7 +560,12 @@ impl PyConsumer {
 
     /// Up to `max_messages`: what is queued, or whatever arrives within `timeout` seconds.
     #[pyo3(signature = (max_messages=100, timeout=None))]
-    fn receive_many<'py>(&self, py: Python<'py>, max_messages: usize, timeout: Option<f64>) -> PyResult<Bound<'py, PyList>> {
+    fn receive_many<'py>(
+        &self,
+        py: Python<'py>,
+        max_messages: usize,
+        timeout: Option<f64>,
+    ) -> PyResult<Bound<'py, PyList>> {
         self.guard.check()?;
         if max_messages == 0 {
             return Err(invalid("max_messages must be at least 1"));
@@ -494,10 +592,15 @@ impl PyConsumer {
     fn aio_wait(&self, py: Python<'_>, fut: Py<PyAny>) -> PyResult<()> {
         self.guard.check()?;
         let c = self.inner.clone();
-        spawn_for_asyncio(py, fut, async move {
-            c.wait_for_message().await;
-            Ok(())
-        }, none)
+        spawn_for_asyncio(
+            py,
+            fut,
+            async move {
+                c.wait_for_message().await;
+                Ok(())
+            },
+            none,
+        )
     }
 
     fn ack(&self, message: &Bound<'_, PyAny>) -> PyResult<()> {
@@ -519,7 +622,13 @@ impl PyConsumer {
     }
 
     #[pyo3(signature = (fut, message, cumulative=false))]
-    fn aio_ack_with_receipt(&self, py: Python<'_>, fut: Py<PyAny>, message: &Bound<'_, PyAny>, cumulative: bool) -> PyResult<()> {
+    fn aio_ack_with_receipt(
+        &self,
+        py: Python<'_>,
+        fut: Py<PyAny>,
+        message: &Bound<'_, PyAny>,
+        cumulative: bool,
+    ) -> PyResult<()> {
         self.guard.check()?;
         let id = message_id_of(message)?;
         let c = self.inner.clone();
@@ -669,7 +778,10 @@ impl PyConsumer {
         }
         match got.map_err(to_pyerr)? {
             Some(m) => Ok(m),
-            None => Err(to_pyerr(Error::new(ErrorKind::Timeout, "no message received within the timeout"))),
+            None => Err(to_pyerr(Error::new(
+                ErrorKind::Timeout,
+                "no message received within the timeout",
+            ))),
         }
     }
 }

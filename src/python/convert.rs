@@ -95,7 +95,10 @@ fn get<'py, T: for<'a> FromPyObjectOwned<'py>>(d: &Bound<'py, PyDict>, key: &str
     match d.get_item(key)? {
         None => Ok(None),
         Some(v) if v.is_none() => Ok(None),
-        Some(v) => v.extract::<T>().map(Some).map_err(|_| invalid(format!("invalid value for {key}: {v}"))),
+        Some(v) => v
+            .extract::<T>()
+            .map(Some)
+            .map_err(|_| invalid(format!("invalid value for {key}: {v}"))),
     }
 }
 
@@ -104,9 +107,10 @@ use pyo3::conversion::FromPyObjectOwned;
 fn seconds(d: &Bound<'_, PyDict>, key: &str, allow_zero: bool) -> PyResult<Option<Duration>> {
     match get::<f64>(d, key)? {
         None => Ok(None),
-        Some(s) if !s.is_finite() || s < 0.0 || (!allow_zero && s == 0.0) => {
-            Err(invalid(format!("{key} must be a {} number of seconds, got {s}", if allow_zero { "non-negative" } else { "positive" })))
-        }
+        Some(s) if !s.is_finite() || s < 0.0 || (!allow_zero && s == 0.0) => Err(invalid(format!(
+            "{key} must be a {} number of seconds, got {s}",
+            if allow_zero { "non-negative" } else { "positive" }
+        ))),
         Some(s) => Ok(Some(Duration::from_secs_f64(s))),
     }
 }
@@ -116,10 +120,16 @@ fn pairs(d: &Bound<'_, PyDict>, key: &str) -> PyResult<Option<Vec<(String, Strin
         None => Ok(None),
         Some(v) if v.is_none() => Ok(None),
         Some(v) => {
-            let m = v.cast::<PyDict>().map_err(|_| invalid(format!("{key} must be a dict of str to str")))?;
+            let m = v
+                .cast::<PyDict>()
+                .map_err(|_| invalid(format!("{key} must be a dict of str to str")))?;
             let mut out = Vec::new();
             for (k, v) in m.iter() {
-                out.push((k.extract::<String>()?, v.extract::<String>().map_err(|_| invalid(format!("{key} values must be str")))?));
+                out.push((
+                    k.extract::<String>()?,
+                    v.extract::<String>()
+                        .map_err(|_| invalid(format!("{key} values must be str")))?,
+                ));
             }
             Ok(Some(out))
         }
@@ -149,9 +159,23 @@ pub fn producer_options(d: &Bound<'_, PyDict>) -> PyResult<ProducerOptions> {
     check_keys(
         d,
         &[
-            "name", "batching", "batch_max_messages", "batch_max_bytes", "batch_max_delay", "compression", "max_pending",
-            "block_if_full", "send_timeout", "initial_sequence_id", "access_mode", "chunking", "properties",
-            "routing_mode", "hashing_scheme", "partitions_update_interval", "batching_type",
+            "name",
+            "batching",
+            "batch_max_messages",
+            "batch_max_bytes",
+            "batch_max_delay",
+            "compression",
+            "max_pending",
+            "block_if_full",
+            "send_timeout",
+            "initial_sequence_id",
+            "access_mode",
+            "chunking",
+            "properties",
+            "routing_mode",
+            "hashing_scheme",
+            "partitions_update_interval",
+            "batching_type",
         ],
     )?;
     let mut o = ProducerOptions::default();
@@ -171,7 +195,11 @@ pub fn producer_options(d: &Bound<'_, PyDict>) -> PyResult<ProducerOptions> {
         o.batch_max_delay = v;
     }
     if let Some(v) = get::<String>(d, "compression")? {
-        o.compression = parse_codec(&v).ok_or_else(|| invalid(format!("unknown compression {v:?}; use None, \"lz4\", \"zlib\", \"zstd\" or \"snappy\"")))?;
+        o.compression = parse_codec(&v).ok_or_else(|| {
+            invalid(format!(
+                "unknown compression {v:?}; use None, \"lz4\", \"zlib\", \"zstd\" or \"snappy\""
+            ))
+        })?;
     }
     if let Some(v) = positive(get::<i64>(d, "max_pending")?, "max_pending")? {
         o.max_pending = v;
@@ -207,14 +235,22 @@ pub fn producer_options(d: &Bound<'_, PyDict>) -> PyResult<ProducerOptions> {
         o.routing_mode = match v.to_ascii_lowercase().as_str() {
             "round_robin" => RoutingMode::RoundRobin,
             "single_partition" => RoutingMode::SinglePartition,
-            _ => return Err(invalid(format!("unknown routing_mode {v:?}; use \"round_robin\" or \"single_partition\""))),
+            _ => {
+                return Err(invalid(format!(
+                    "unknown routing_mode {v:?}; use \"round_robin\" or \"single_partition\""
+                )))
+            }
         };
     }
     if let Some(v) = get::<String>(d, "hashing_scheme")? {
         o.hashing_scheme = match v.to_ascii_lowercase().as_str() {
             "java_string" => HashingScheme::JavaString,
             "murmur3" | "murmur3_32" => HashingScheme::Murmur3,
-            _ => return Err(invalid(format!("unknown hashing_scheme {v:?}; use \"java_string\" or \"murmur3\""))),
+            _ => {
+                return Err(invalid(format!(
+                    "unknown hashing_scheme {v:?}; use \"java_string\" or \"murmur3\""
+                )))
+            }
         };
     }
     if let Some(v) = seconds(d, "partitions_update_interval", false)? {
@@ -224,7 +260,11 @@ pub fn producer_options(d: &Bound<'_, PyDict>) -> PyResult<ProducerOptions> {
         o.key_based_batching = match v.to_ascii_lowercase().as_str() {
             "default" => false,
             "key_based" => true,
-            _ => return Err(invalid(format!("unknown batching_type {v:?}; use \"default\" or \"key_based\""))),
+            _ => {
+                return Err(invalid(format!(
+                    "unknown batching_type {v:?}; use \"default\" or \"key_based\""
+                )))
+            }
         };
     }
     o.validate().map_err(super::errors::to_pyerr)?;
@@ -236,10 +276,26 @@ pub fn consumer_options(d: &Bound<'_, PyDict>) -> PyResult<ConsumerOptions> {
     check_keys(
         d,
         &[
-            "subscription_type", "initial_position", "consumer_name", "receiver_queue_size", "nack_redelivery_delay",
-            "ack_timeout", "ack_group_time", "ack_group_max", "durable", "start_message_id", "start_inclusive",
-            "read_compacted", "subscription_properties", "properties", "batch_index_ack", "replicate_subscription_state",
-            "priority_level", "discovery_period", "max_redeliver_count", "dead_letter_topic",
+            "subscription_type",
+            "initial_position",
+            "consumer_name",
+            "receiver_queue_size",
+            "nack_redelivery_delay",
+            "ack_timeout",
+            "ack_group_time",
+            "ack_group_max",
+            "durable",
+            "start_message_id",
+            "start_inclusive",
+            "read_compacted",
+            "subscription_properties",
+            "properties",
+            "batch_index_ack",
+            "replicate_subscription_state",
+            "priority_level",
+            "discovery_period",
+            "max_redeliver_count",
+            "dead_letter_topic",
         ],
     )?;
     let mut o = ConsumerOptions::default();
@@ -256,7 +312,11 @@ pub fn consumer_options(d: &Bound<'_, PyDict>) -> PyResult<ConsumerOptions> {
         o.initial_position = match v.to_ascii_lowercase().as_str() {
             "latest" => InitialPosition::Latest,
             "earliest" => InitialPosition::Earliest,
-            _ => return Err(invalid(format!("initial_position must be \"earliest\" or \"latest\", not {v:?}"))),
+            _ => {
+                return Err(invalid(format!(
+                    "initial_position must be \"earliest\" or \"latest\", not {v:?}"
+                )))
+            }
         };
     }
     if let Some(v) = get::<String>(d, "consumer_name")? {
@@ -282,7 +342,9 @@ pub fn consumer_options(d: &Bound<'_, PyDict>) -> PyResult<ConsumerOptions> {
     }
     if let Some(v) = d.get_item("start_message_id")? {
         if !v.is_none() {
-            let id = v.cast::<super::types::PyMessageId>().map_err(|_| invalid("start_message_id must be a MessageId"))?;
+            let id = v
+                .cast::<super::types::PyMessageId>()
+                .map_err(|_| invalid("start_message_id must be a MessageId"))?;
             o.start_message_id = Some(id.get().inner.clone());
         }
     }

@@ -58,8 +58,7 @@ fn build(py: Python<'_>, class: &str, message: &str, code: Option<i32>) -> PyRes
 /// error code in `.code`.
 pub fn to_pyerr(e: Error) -> PyErr {
     Python::attach(|py| {
-        build(py, class_name(e.kind()), e.message(), e.server_code())
-            .unwrap_or_else(|import_failed| import_failed)
+        build(py, class_name(e.kind()), e.message(), e.server_code()).unwrap_or_else(|import_failed| import_failed)
     })
 }
 

@@ -50,8 +50,10 @@ fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // Rust `log` records go to Python's `logging` under the "magnetar" logger. Levels are not
     // cached, so `logging.getLogger("magnetar").setLevel(...)` takes effect at once; the engine
     // logs only on rare events (connects, reconnects, errors), never per message.
-    let _ = pyo3_log::Logger::new(m.py(), pyo3_log::Caching::Loggers)
-        .map(|l| l.filter_target("magnetar".to_string(), log::LevelFilter::Trace).install());
+    let _ = pyo3_log::Logger::new(m.py(), pyo3_log::Caching::Loggers).map(|l| {
+        l.filter_target("magnetar".to_string(), log::LevelFilter::Trace)
+            .install()
+    });
     m.add_class::<client::PyClient>()?;
     m.add_class::<client::PyProducer>()?;
     m.add_class::<client::PyConsumer>()?;

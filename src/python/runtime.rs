@@ -64,7 +64,11 @@ fn with_current<R>(f: impl FnOnce(&ProcessRuntime) -> R) -> R {
 }
 
 fn start(generation: u64) -> ProcessRuntime {
-    let threads = std::env::var("MAGNETAR_IO_THREADS").ok().and_then(|v| v.parse().ok()).unwrap_or(1usize).max(1);
+    let threads = std::env::var("MAGNETAR_IO_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1usize)
+        .max(1);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads)
         .thread_name("magnetar-io")
@@ -76,7 +80,11 @@ fn start(generation: u64) -> ProcessRuntime {
         .name("magnetar-dispatch".into())
         .spawn(move || dispatch_loop(rx))
         .expect("dispatch thread");
-    ProcessRuntime { generation, runtime: Arc::new(runtime), dispatch: tx }
+    ProcessRuntime {
+        generation,
+        runtime: Arc::new(runtime),
+        dispatch: tx,
+    }
 }
 
 fn dispatch_loop(rx: mpsc::Receiver<Job>) {
@@ -166,11 +174,17 @@ where
 pub fn panicked(join: tokio::task::JoinError) -> Error {
     let what = if join.is_panic() {
         let p = join.into_panic();
-        p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned()).unwrap_or_default()
+        p.downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| p.downcast_ref::<String>().cloned())
+            .unwrap_or_default()
     } else {
         "cancelled".to_string()
     };
-    Error::new(crate::client::ErrorKind::Other, format!("internal error in the engine: {what}"))
+    Error::new(
+        crate::client::ErrorKind::Other,
+        format!("internal error in the engine: {what}"),
+    )
 }
 
 static RESOLVE_MANY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
@@ -205,7 +219,9 @@ fn flush_asyncio_resolutions(py: Python<'_>) {
     }
     for (loop_, items) in groups {
         let call = pyo3::types::PyList::new(py, items).and_then(|list| {
-            loop_.bind(py).call_method1("call_soon_threadsafe", (resolve_many.clone_ref(py), list))
+            loop_
+                .bind(py)
+                .call_method1("call_soon_threadsafe", (resolve_many.clone_ref(py), list))
         });
         if let Err(e) = call {
             // The loop is closed: nobody is waiting any more.

@@ -50,7 +50,14 @@ impl PyMessageId {
         signature = (ledger_id, entry_id, partition=-1, batch_index=-1, batch_size=0, topic=None),
         text_signature = "(ledger_id, entry_id, partition=-1, batch_index=-1, batch_size=0, topic=None)"
     )]
-    fn new(ledger_id: i64, entry_id: i64, partition: i32, batch_index: i32, batch_size: i32, topic: Option<String>) -> Self {
+    fn new(
+        ledger_id: i64,
+        entry_id: i64,
+        partition: i32,
+        batch_index: i32,
+        batch_size: i32,
+        topic: Option<String>,
+    ) -> Self {
         let mut inner = client::MessageId::new(ledger_id, entry_id, partition, batch_index);
         inner.batch_size = batch_size;
         inner.topic = topic.map(|t| Arc::from(t.as_str()));
@@ -60,13 +67,17 @@ impl PyMessageId {
     /// Before the first message of a topic.
     #[classattr]
     fn earliest() -> Self {
-        PyMessageId { inner: client::MessageId::EARLIEST }
+        PyMessageId {
+            inner: client::MessageId::EARLIEST,
+        }
     }
 
     /// After the last message of a topic.
     #[classattr]
     fn latest() -> Self {
-        PyMessageId { inner: client::MessageId::LATEST }
+        PyMessageId {
+            inner: client::MessageId::LATEST,
+        }
     }
 
     #[getter]
@@ -135,7 +146,9 @@ impl PyMessageId {
         )
     }
 
-    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, (i64, i64, i32, i32, i32, Option<String>))> {
+    fn __reduce__<'py>(
+        slf: &Bound<'py, Self>,
+    ) -> PyResult<(Bound<'py, PyAny>, (i64, i64, i32, i32, i32, Option<String>))> {
         let me = slf.get();
         Ok((
             slf.get_type().into_any(),
@@ -224,12 +237,18 @@ impl PyMessage {
     }
 
     /// `memoryview(msg)` exposes the payload without copying it (read-only).
-    unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut pyo3::ffi::Py_buffer, flags: std::os::raw::c_int) -> PyResult<()> {
+    unsafe fn __getbuffer__(
+        slf: Bound<'_, Self>,
+        view: *mut pyo3::ffi::Py_buffer,
+        flags: std::os::raw::c_int,
+    ) -> PyResult<()> {
         if view.is_null() {
             return Err(pyo3::exceptions::PyBufferError::new_err("view is null"));
         }
         if flags & pyo3::ffi::PyBUF_WRITABLE == pyo3::ffi::PyBUF_WRITABLE {
-            return Err(pyo3::exceptions::PyBufferError::new_err("message payloads are read-only"));
+            return Err(pyo3::exceptions::PyBufferError::new_err(
+                "message payloads are read-only",
+            ));
         }
         let payload = &slf.get().inner.payload;
         // The payload is immutable and lives as long as the message, which the view references.
@@ -252,7 +271,12 @@ impl PyMessage {
     unsafe fn __releasebuffer__(&self, _view: *mut pyo3::ffi::Py_buffer) {}
 
     fn __repr__(&self) -> String {
-        format!("Message(topic={:?}, id={}, {} bytes)", &*self.inner.topic, self.inner.id, self.inner.payload.len())
+        format!(
+            "Message(topic={:?}, id={}, {} bytes)",
+            &*self.inner.topic,
+            self.inner.id,
+            self.inner.payload.len()
+        )
     }
 
     fn __reduce__(&self) -> PyResult<()> {
@@ -350,7 +374,12 @@ impl SendFuture {
                     }
                     // Registered under the lock, so a completion after our check sees us.
                     self.cell.waiters.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
-                    st = self.cell.cond.wait_timeout(st, until - now).unwrap_or_else(|e| e.into_inner()).0;
+                    st = self
+                        .cell
+                        .cond
+                        .wait_timeout(st, until - now)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
                     self.cell.waiters.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
                     if Instant::now() >= slice {
                         return None;
@@ -361,7 +390,10 @@ impl SendFuture {
                 return Ok(r);
             }
             if deadline.is_some_and(|d| Instant::now() >= d) {
-                return Err(to_pyerr(Error::new(ErrorKind::Timeout, "send result not ready within the timeout")));
+                return Err(to_pyerr(Error::new(
+                    ErrorKind::Timeout,
+                    "send result not ready within the timeout",
+                )));
             }
             py.check_signals()?;
         }
@@ -390,7 +422,10 @@ impl SendFuture {
 
     /// Whether the send has completed.
     fn done(&self) -> bool {
-        matches!(*self.cell.state.lock().unwrap_or_else(|e| e.into_inner()), FutureState::Done(_))
+        matches!(
+            *self.cell.state.lock().unwrap_or_else(|e| e.into_inner()),
+            FutureState::Done(_)
+        )
     }
 
     /// Sends cannot be cancelled once queued; always False.
