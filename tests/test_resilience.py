@@ -28,6 +28,7 @@ import pytest
 import magnetar
 from magnetar.testing.faults import (
     FaultProxy,
+    can_store,
     free_port,
     kill9,
     proxied_broker_conf,
@@ -101,11 +102,23 @@ def rbroker(proxy_port: int) -> Iterator[Any]:
     with broker:
         broker.create_namespace(DEDUP_NS)
         broker.set_deduplication(DEDUP_NS, True)
+        # Tests check what a topic stores after their consumer acked it all; without retention
+        # the broker deletes fully acked ledgers, and a late reader would see "loss".
+        for ns in (DEDUP_NS, PLAIN_NS):
+            broker.request("POST", f"/admin/v2/namespaces/{ns}/retention",
+                           {"retentionTimeInMinutes": -1, "retentionSizeInMB": -1})
         yield broker
 
 
 @pytest.fixture
 def proxy(rbroker: Any, proxy_port: int) -> Iterator[FaultProxy]:
+    # A restarted standalone's bookie has been seen to stop taking new ledgers minutes later
+    # on loaded machines; that is the test broker's fault, not the client's, so heal it here
+    # rather than fail every later test of the module.
+    if not can_store(rbroker.service_url):
+        figure("the module broker could not store a message before a test: killed and restarted it")
+        kill9(rbroker)
+        restart(rbroker)
     with FaultProxy(rbroker.port, listen_port=proxy_port, max_lifetime=300) as p:
         yield p
 
@@ -650,11 +663,6 @@ class ConfirmingReceiver:
 
 
 @pytest.mark.timeout(600)
-@pytest.mark.skipif(
-    not os.environ.get("MAGNETAR_HEAVY_FAULTS"),
-    reason="flaky on a shared 2-core box (the restarted bookie sometimes comes back faulty); "
-    "run with MAGNETAR_HEAVY_FAULTS=1",
-)
 def test_broker_killed_twice_and_topic_unloaded_twice(rbroker: Any, proxy: FaultProxy, clients: Any) -> None:
     """Scenarios 1 and 2 of the proof: 100,000 send_async (``MAGNETAR_RESILIENCE_SCALE``) on a
     deduplicated topic while the broker is killed -9 and restarted twice and the topic is

@@ -596,14 +596,14 @@ def restart(broker: Any, attempts: int = 3) -> float:
     t0 = time.monotonic()
     for attempt in range(attempts):
         broker.start()
-        if _can_write(broker.service_url) or attempt + 1 == attempts:
+        if can_store(broker.service_url) or attempt + 1 == attempts:
             break
         kill9(broker)
     return time.monotonic() - t0
 
 
-def _can_write(service_url: str) -> bool:
-    """Whether a message can be stored (the bookie works)."""
+def can_store(service_url: str) -> bool:
+    """Whether a message can be stored now (the broker and its bookie work)."""
     import magnetar
 
     client = magnetar.Client(service_url, operation_timeout=15, connect_timeout=10)
