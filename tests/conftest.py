@@ -50,13 +50,21 @@ class Api:
     """A tiny facade over both twins: each method runs the sync call, or the async one on a
     private event loop, so a test states a behaviour once and checks it in both styles."""
 
-    def __init__(self, kind: str, url: str) -> None:
+    def __init__(self, kind: str, url: str, **options: Any) -> None:
         self.kind = kind
         self.loop = asyncio.new_event_loop() if kind == "async" else None
+        options.setdefault("operation_timeout", 20.0)
         if kind == "sync":
-            self.client: Any = magnetar.Client(url, operation_timeout=20.0)
+            self.client: Any = magnetar.Client(url, **options)
         else:
-            self.client = self.run(_make_async_client(url))
+            self.client = self.run(_make_async_client(url, options))
+
+    @classmethod
+    def of(cls, client: magnetar.Client) -> "Api":
+        """A blocking facade around a client the test made (and closes) itself."""
+        api = cls.__new__(cls)
+        api.kind, api.loop, api.client = "sync", None, client
+        return api
 
     def run(self, coro: Any) -> Any:
         assert self.loop is not None
@@ -74,8 +82,14 @@ class Api:
             self.loop.close()
 
 
-async def _make_async_client(url: str) -> magnetar.AsyncClient:
-    return magnetar.AsyncClient(url, operation_timeout=20.0)
+async def _make_async_client(url: str, options: dict[str, Any]) -> magnetar.AsyncClient:
+    return magnetar.AsyncClient(url, **options)
+
+
+@pytest.fixture(params=["sync", "async"])
+def api_kind(request: Any) -> str:
+    """"sync" or "async", for tests that build their own :class:`Api` with client options."""
+    return str(request.param)
 
 
 def pytest_report_header(config: Any) -> str:

@@ -33,6 +33,7 @@ from ._options import (
     reader_start,
     time_ms,
 )
+from ._config import tls_options
 from .exceptions import AlreadyClosed, InvalidConfiguration, Timeout, TopicTerminated
 
 __all__ = ["AsyncClient", "AsyncConsumer", "AsyncProducer", "AsyncReader"]
@@ -249,7 +250,16 @@ class AsyncReader:
 
 
 class AsyncClient:
-    """The asyncio twin of :class:`magnetar.Client`, with the same options."""
+    """The asyncio twin of :class:`magnetar.Client`, with the same options.
+
+    Args:
+        tls_trust_certs_file_path: PEM file of the CA certificates that sign the brokers'
+            certificates (``pulsar+ssl://``); default: the Mozilla roots.
+        tls_allow_insecure_connection: accept any broker certificate (tests only).
+        tls_validate_hostname: also require the certificate to name the host of the URL.
+        tls_certificate_file_path: PEM client certificate for mutual TLS.
+        tls_private_key_file_path: PEM private key of ``tls_certificate_file_path``.
+    """
 
     def __init__(
         self,
@@ -263,11 +273,18 @@ class AsyncClient:
         initial_backoff: float = 0.1,
         max_backoff: float = 60.0,
         on_state_change: Callable[[str], object] | None = None,
+        tls_trust_certs_file_path: str | os.PathLike[str] | None = None,
+        tls_allow_insecure_connection: bool = False,
+        tls_validate_hostname: bool = False,
+        tls_certificate_file_path: str | os.PathLike[str] | None = None,
+        tls_private_key_file_path: str | os.PathLike[str] | None = None,
     ) -> None:
         self._core = _core._Client(
             service_url,
             client_options(operation_timeout, connect_timeout, keepalive_interval, memory_limit,
-                           authentication, initial_backoff, max_backoff),
+                           authentication, initial_backoff, max_backoff)
+            | tls_options(tls_trust_certs_file_path, tls_allow_insecure_connection, tls_validate_hostname,
+                          tls_certificate_file_path, tls_private_key_file_path),
         )
         self.service_url = service_url
         if on_state_change is not None and not callable(on_state_change):

@@ -30,6 +30,7 @@ from ._options import (
     reader_start,
     time_ms,
 )
+from ._config import tls_options
 from .exceptions import AlreadyClosed, InvalidConfiguration, TopicTerminated
 
 __all__ = ["Client", "Consumer", "Producer", "Reader"]
@@ -300,9 +301,29 @@ class Client:
     """A connection to a Pulsar cluster, shared by its producers, consumers and readers.
 
     ``service_url`` is ``pulsar://host:port``, or several hosts
-    (``pulsar://h1:6650,h2:6650``) tried in turn. Options are validated at once
+    (``pulsar://h1:6650,h2:6650``) tried in turn; ``pulsar+ssl://host:6651`` connects with TLS,
+    and lookups then follow the brokers' TLS URLs. Options are validated at once
     (:class:`~magnetar.InvalidConfiguration`); nothing connects until a producer, consumer or
     reader is created.
+
+    TLS options (named as in the official ``pulsar-client``; used with ``pulsar+ssl://``):
+
+    Args:
+        tls_trust_certs_file_path: PEM file of the CA certificates that sign the brokers'
+            certificates. Default: the Mozilla root programme (``webpki-roots``). A missing or
+            unreadable file raises :class:`~magnetar.InvalidConfiguration` here.
+        tls_allow_insecure_connection: accept any broker certificate. The connection is
+            encrypted but the broker is not authenticated; for tests only.
+        tls_validate_hostname: also require the broker's certificate to name the host of the
+            URL (a DNS or IP subject alternative name). Off by default, as in the official
+            client: the chain is verified, the name is not.
+        tls_certificate_file_path: PEM client certificate (chain) presented to brokers that
+            ask for one (mutual TLS); needs ``tls_private_key_file_path``.
+        tls_private_key_file_path: PEM private key (PKCS#8, PKCS#1 or SEC1) of
+            ``tls_certificate_file_path``.
+
+    A broker whose certificate is refused makes ``create_producer``/``subscribe`` raise
+    :class:`~magnetar.ConnectError` with the reason (for example ``UnknownIssuer``).
     """
 
     def __init__(
@@ -317,11 +338,18 @@ class Client:
         initial_backoff: float = 0.1,
         max_backoff: float = 60.0,
         on_state_change: Callable[[str], object] | None = None,
+        tls_trust_certs_file_path: str | os.PathLike[str] | None = None,
+        tls_allow_insecure_connection: bool = False,
+        tls_validate_hostname: bool = False,
+        tls_certificate_file_path: str | os.PathLike[str] | None = None,
+        tls_private_key_file_path: str | os.PathLike[str] | None = None,
     ) -> None:
         self._core = _core._Client(
             service_url,
             client_options(operation_timeout, connect_timeout, keepalive_interval, memory_limit,
-                           authentication, initial_backoff, max_backoff),
+                           authentication, initial_backoff, max_backoff)
+            | tls_options(tls_trust_certs_file_path, tls_allow_insecure_connection, tls_validate_hostname,
+                          tls_certificate_file_path, tls_private_key_file_path),
         )
         self.service_url = service_url
         if on_state_change is not None and not callable(on_state_change):

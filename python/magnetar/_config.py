@@ -14,6 +14,7 @@ there::
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import InitVar, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -34,12 +35,42 @@ if TYPE_CHECKING:
 __all__ = ["ClientConfig"]
 
 
+def tls_options(
+    trust_certs_file_path: str | os.PathLike[str] | None,
+    allow_insecure_connection: bool,
+    validate_hostname: bool,
+    certificate_file_path: str | os.PathLike[str] | None,
+    private_key_file_path: str | os.PathLike[str] | None,
+) -> dict[str, Any]:
+    """The TLS keyword arguments of the clients, checked for type and normalised to ``str``.
+    The files themselves are read by the engine when the client is created."""
+    out: dict[str, Any] = {}
+    for name, path in (("tls_trust_certs_file_path", trust_certs_file_path),
+                       ("tls_certificate_file_path", certificate_file_path),
+                       ("tls_private_key_file_path", private_key_file_path)):
+        value = os.fspath(path) if isinstance(path, os.PathLike) else path
+        if value is not None and not isinstance(value, str):
+            raise InvalidConfiguration(f"{name} must be a path (str or os.PathLike[str]), not {path!r}")
+        out[name] = value or None
+    for name, flag in (("tls_allow_insecure_connection", allow_insecure_connection),
+                       ("tls_validate_hostname", validate_hostname)):
+        if not isinstance(flag, bool):
+            raise InvalidConfiguration(f"{name} must be True or False, not {flag!r}")
+        out[name] = flag
+    if (out["tls_certificate_file_path"] is None) != (out["tls_private_key_file_path"] is None):
+        raise InvalidConfiguration("tls_certificate_file_path and tls_private_key_file_path must be given together")
+    return out
+
+
 @dataclass(frozen=True)
 class ClientConfig:
     """The arguments of :class:`magnetar.Client`, as a frozen, hashable, picklable value.
 
     ``service_url`` is positional, every option is a keyword with the same name and default
-    as in :class:`magnetar.Client`. Credentials are kept as ``auth_method`` + ``auth_data``
+    as in :class:`magnetar.Client`, TLS options included (``tls_trust_certs_file_path``,
+    ``tls_allow_insecure_connection``, ``tls_validate_hostname``, ``tls_certificate_file_path``,
+    ``tls_private_key_file_path``; paths are kept as ``str`` and must exist where the client is
+    created). Credentials are kept as ``auth_method`` + ``auth_data``
     (pass ``authentication=`` for convenience); :attr:`authentication` rebuilds the
     :class:`~magnetar.Authentication`. Options are validated at construction and raise
     :class:`~magnetar.InvalidConfiguration`.
@@ -57,6 +88,16 @@ class ClientConfig:
     max_backoff: float = field(default=60.0, kw_only=True)
     auth_method: str | None = field(default=None, kw_only=True)
     auth_data: bytes | None = field(default=None, kw_only=True, repr=False)
+    tls_trust_certs_file_path: str | None = field(default=None, kw_only=True)
+    """PEM file of the CA certificates that sign the brokers' certificates (``pulsar+ssl://``)."""
+    tls_allow_insecure_connection: bool = field(default=False, kw_only=True)
+    """Accept any broker certificate: encrypted, but the broker is not authenticated."""
+    tls_validate_hostname: bool = field(default=False, kw_only=True)
+    """Also check that the broker's certificate names the host in the URL."""
+    tls_certificate_file_path: str | None = field(default=None, kw_only=True)
+    """PEM client certificate for mutual TLS (with ``tls_private_key_file_path``)."""
+    tls_private_key_file_path: str | None = field(default=None, kw_only=True)
+    """PEM private key of ``tls_certificate_file_path``."""
     authentication: InitVar[Authentication | None] = field(default=None, kw_only=True)
 
     def __post_init__(self, authentication: Authentication | None) -> None:
@@ -76,6 +117,8 @@ class ClientConfig:
                 object.__setattr__(self, "auth_data", bytes(self.auth_data))
             if self.auth_method is None:
                 raise InvalidConfiguration("auth_data needs an auth_method")
+        for name, value in self._tls().items():
+            object.__setattr__(self, name, value)
         # Same validation as the Client constructor, so a bad value fails here, in the
         # process that built the configuration, and not later on a remote worker.
         client_options(self.operation_timeout, self.connect_timeout, self.keepalive_interval,
@@ -88,9 +131,15 @@ class ClientConfig:
             return None
         return Authentication(self.auth_method, self.auth_data or b"")
 
+    def _tls(self) -> dict[str, Any]:
+        return tls_options(self.tls_trust_certs_file_path, self.tls_allow_insecure_connection,
+                           self.tls_validate_hostname, self.tls_certificate_file_path,
+                           self.tls_private_key_file_path)
+
     def client_kwargs(self) -> dict[str, Any]:
         """The keyword arguments of :class:`magnetar.Client` (without ``service_url``)."""
         return {
+            **self._tls(),
             "operation_timeout": self.operation_timeout,
             "connect_timeout": self.connect_timeout,
             "keepalive_interval": self.keepalive_interval,

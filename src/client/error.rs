@@ -152,12 +152,12 @@ impl From<NetError> for Error {
         match e {
             NetError::Server { code, message } => Error::from_server(code, &message),
             NetError::Timeout(what) => Error::new(ErrorKind::Timeout, format!("{what} timed out")),
-            NetError::Connect { .. } | NetError::Io(_) | NetError::Closed(_) => {
+            NetError::Connect { .. } | NetError::Tls { .. } | NetError::Io(_) | NetError::Closed(_) => {
                 Error::new(ErrorKind::Connect, e.to_string())
             }
             NetError::Protocol(_) | NetError::UnexpectedResponse(_) => Error::new(ErrorKind::Protocol, e.to_string()),
             NetError::TooManyRedirects(_) => Error::new(ErrorKind::Connect, e.to_string()),
-            NetError::InvalidUrl { .. } => Error::invalid(e.to_string()),
+            NetError::InvalidUrl { .. } | NetError::TlsConfig(_) => Error::invalid(e.to_string()),
         }
     }
 }

@@ -96,14 +96,16 @@ pub struct Client {
 }
 
 impl Client {
-    /// A client for `service_url` (`pulsar://host:port[,host:port]`). Nothing connects until a
-    /// producer, consumer or lookup needs it.
+    /// A client for `service_url` (`pulsar://host:port[,host:port]`, or `pulsar+ssl://` for
+    /// TLS). Nothing connects until a producer, consumer or lookup needs it, but TLS files are
+    /// read now.
     pub fn new(service_url: &str, opts: ClientOptions) -> Result<Client> {
         let service = ServiceUrl::parse(service_url)?;
+        let pool = ConnectionPool::new(service, opts.connection.clone())?;
         let memory = super::producer::MemoryLimit::new(opts.memory_limit);
         Ok(Client {
             inner: Arc::new(ClientInner {
-                pool: ConnectionPool::new(service, opts.connection.clone()),
+                pool,
                 opts,
                 next_producer_id: AtomicU64::new(0),
                 next_consumer_id: AtomicU64::new(0),

@@ -4,12 +4,14 @@ use std::time::Duration;
 
 use super::error::{Error, Result};
 use crate::net::ConnectionOptions;
+/// TLS settings live with the sockets; they are part of the client's options.
+pub use crate::net::TlsOptions;
 use crate::protocol::pb::{command_subscribe::SubType, CompressionType, ProducerAccessMode};
 
 /// Client-wide settings.
 #[derive(Debug, Clone)]
 pub struct ClientOptions {
-    /// Connection settings (timeouts, keepalive, authentication).
+    /// Connection settings (timeouts, keepalive, authentication, TLS).
     pub connection: ConnectionOptions,
     /// Bytes of pending outgoing messages across producers; 0 disables the limit.
     pub memory_limit: usize,

@@ -11,10 +11,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 
+use super::tls::{tls_verdict, TlsConnector, TlsOptions};
 use super::NetError;
 use crate::protocol::commands::{self, response_request_id};
 use crate::protocol::frame::{self, Frame, DEFAULT_MAX_MESSAGE_SIZE, FRAME_PADDING};
@@ -22,6 +23,11 @@ use crate::protocol::pb::{base_command::Type, BaseCommand, ServerError};
 
 /// Bytes queued for a socket beyond which the connection stops taking new frames.
 const MAX_WRITE_BACKLOG: usize = 16 * 1024 * 1024;
+
+const CLOSED_IN_HANDSHAKE: &str = "closed by the broker during the handshake";
+
+/// How long closing waits for the socket to take its last bytes.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
 
 /// Settings of every connection of a client.
 #[derive(Debug, Clone)]
@@ -34,6 +40,8 @@ pub struct ConnectionOptions {
     pub keepalive_interval: Duration,
     /// Authentication method name and data, sent in `Connect` and in answers to challenges.
     pub auth: Option<(String, Vec<u8>)>,
+    /// TLS settings, used when the service URL is `pulsar+ssl://`.
+    pub tls: TlsOptions,
 }
 
 impl Default for ConnectionOptions {
@@ -43,6 +51,7 @@ impl Default for ConnectionOptions {
             operation_timeout: Duration::from_secs(30),
             keepalive_interval: Duration::from_secs(30),
             auth: None,
+            tls: TlsOptions::default(),
         }
     }
 }
@@ -104,63 +113,97 @@ impl std::fmt::Debug for Connection {
 }
 
 impl Connection {
-    /// Opens a TCP connection to `addr` (`host:port`) and performs the handshake.
-    pub async fn connect(addr: &str, opts: &ConnectionOptions) -> Result<Connection, NetError> {
-        let connect_err = |reason: String| NetError::Connect {
-            addr: addr.to_string(),
-            reason,
-        };
-        let handshake = async {
-            let mut stream = TcpStream::connect(addr).await.map_err(|e| connect_err(e.to_string()))?;
-            stream.set_nodelay(true).map_err(|e| connect_err(e.to_string()))?;
-            let (method, data) = match &opts.auth {
-                Some((m, d)) => (Some(m.as_str()), Some(d.clone())),
-                None => (None, None),
-            };
-            let mut out = BytesMut::new();
-            frame::encode_command(&commands::connect(method, data, None), &mut out);
-            stream.write_all(&out).await.map_err(|e| connect_err(e.to_string()))?;
-            let mut buf = BytesMut::with_capacity(4096);
-            loop {
-                while let Some(f) = frame::decode(&mut buf, DEFAULT_MAX_MESSAGE_SIZE + FRAME_PADDING)? {
-                    match Type::try_from(f.command.r#type) {
-                        Ok(Type::Connected) => {
-                            let c = f.command.connected.unwrap_or_default();
-                            return Ok((stream, buf, c));
-                        }
-                        Ok(Type::Error) => {
-                            let e = f.command.error.unwrap_or_default();
-                            return Err(NetError::Server {
-                                code: ServerError::try_from(e.error).unwrap_or(ServerError::UnknownError),
-                                message: e.message,
-                            });
-                        }
-                        Ok(Type::AuthChallenge) => {
-                            return Err(NetError::Server {
-                                code: ServerError::AuthenticationError,
-                                message: "broker asked for authentication the client is not configured for".into(),
-                            });
-                        }
-                        _ => {
-                            return Err(NetError::UnexpectedResponse(format!(
-                                "type {} during the handshake",
-                                f.command.r#type
-                            )))
-                        }
-                    }
+    /// Opens a TCP connection to `addr` (`host:port`), wraps it in TLS when `tls` is given,
+    /// and performs the Pulsar handshake, all within the connect timeout.
+    pub async fn connect(
+        addr: &str,
+        opts: &ConnectionOptions,
+        tls: Option<&TlsConnector>,
+    ) -> Result<Connection, NetError> {
+        let opening = async {
+            let tcp = TcpStream::connect(addr).await.map_err(|e| connect_err(addr, e))?;
+            tcp.set_nodelay(true).map_err(|e| connect_err(addr, e))?;
+            match tls {
+                // Plain TCP keeps tokio's owned halves, which need no lock between them.
+                None => {
+                    let (rd, wr) = tcp.into_split();
+                    Self::start(addr, opts, rd, wr, false).await.map_err(|e| match e {
+                        // What a TLS port does with a plain Connect: say so.
+                        NetError::Connect { addr, reason } if reason == CLOSED_IN_HANDSHAKE => NetError::Connect {
+                            addr,
+                            reason: format!("{reason} (if this is a TLS port, use pulsar+ssl://)"),
+                        },
+                        other => other,
+                    })
                 }
-                let n = stream
-                    .read_buf(&mut buf)
-                    .await
-                    .map_err(|e| connect_err(e.to_string()))?;
-                if n == 0 {
-                    return Err(connect_err("closed by the broker during the handshake".into()));
+                // rustls may keep ciphertext after accepting plaintext, so these writes are
+                // flushed.
+                Some(tls) => {
+                    let (rd, wr) = tokio::io::split(tls.connect(addr, tcp).await?);
+                    Self::start(addr, opts, rd, wr, true).await
                 }
             }
         };
-        let (stream, leftover, connected) = tokio::time::timeout(opts.connect_timeout, handshake)
+        tokio::time::timeout(opts.connect_timeout, opening)
             .await
-            .map_err(|_| NetError::Timeout("connect"))??;
+            .map_err(|_| NetError::Timeout("connect"))?
+    }
+
+    /// The `Connect`/`Connected` exchange on an open stream, then the actor that owns it.
+    async fn start<R, W>(
+        addr: &str,
+        opts: &ConnectionOptions,
+        mut rd: R,
+        mut wr: W,
+        flush_writes: bool,
+    ) -> Result<Connection, NetError>
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        let (method, data) = match &opts.auth {
+            Some((m, d)) => (Some(m.as_str()), Some(d.clone())),
+            None => (None, None),
+        };
+        let mut out = BytesMut::new();
+        frame::encode_command(&commands::connect(method, data, None), &mut out);
+        wr.write_all(&out).await.map_err(|e| handshake_err(addr, e))?;
+        wr.flush().await.map_err(|e| handshake_err(addr, e))?;
+        let mut leftover = BytesMut::with_capacity(4096);
+        let connected = 'handshake: loop {
+            // The first frame settles the handshake, whatever it is.
+            if let Some(f) = frame::decode(&mut leftover, DEFAULT_MAX_MESSAGE_SIZE + FRAME_PADDING)? {
+                match Type::try_from(f.command.r#type) {
+                    Ok(Type::Connected) => break 'handshake f.command.connected.unwrap_or_default(),
+                    Ok(Type::Error) => {
+                        let e = f.command.error.unwrap_or_default();
+                        return Err(NetError::Server {
+                            code: ServerError::try_from(e.error).unwrap_or(ServerError::UnknownError),
+                            message: e.message,
+                        });
+                    }
+                    Ok(Type::AuthChallenge) => {
+                        return Err(NetError::Server {
+                            code: ServerError::AuthenticationError,
+                            message: "broker asked for authentication the client is not configured for".into(),
+                        });
+                    }
+                    _ => {
+                        return Err(NetError::UnexpectedResponse(format!(
+                            "type {} during the handshake",
+                            f.command.r#type
+                        )))
+                    }
+                }
+            }
+            let n = rd.read_buf(&mut leftover).await.map_err(|e| handshake_err(addr, e))?;
+            if n == 0 {
+                return Err(NetError::Connect {
+                    addr: addr.to_string(),
+                    reason: CLOSED_IN_HANDSHAKE.into(),
+                });
+            }
+        };
         let max_message_size = connected
             .max_message_size
             .filter(|s| *s > 0)
@@ -186,7 +229,7 @@ impl Connection {
             handlers: HashMap::new(),
             closed,
         };
-        tokio::spawn(actor.run(stream, leftover, rx));
+        tokio::spawn(actor.run(rd, wr, flush_writes, leftover, rx));
         log::debug!(
             "connected to {addr} (protocol {}, max message {max_message_size})",
             shared.protocol_version
@@ -296,6 +339,19 @@ impl Connection {
     }
 }
 
+fn connect_err(addr: &str, e: std::io::Error) -> NetError {
+    NetError::Connect {
+        addr: addr.to_string(),
+        reason: e.to_string(),
+    }
+}
+
+/// I/O errors of the Pulsar handshake: over TLS 1.3 the broker may refuse our certificate
+/// only now.
+fn handshake_err(addr: &str, e: std::io::Error) -> NetError {
+    tls_verdict(addr, &e).unwrap_or_else(|| connect_err(addr, e))
+}
+
 struct Actor {
     addr: String,
     max_frame_size: usize,
@@ -307,16 +363,28 @@ struct Actor {
 }
 
 impl Actor {
-    async fn run(mut self, stream: TcpStream, mut read_buf: BytesMut, mut rx: mpsc::UnboundedReceiver<Outbound>) {
-        let (mut rd, mut wr) = stream.into_split();
-        // `out` collects frames; `writing` is what the socket is taking now. Writing is one
-        // branch of the select, so a peer that stops reading never stalls reads, pings or
-        // close: the unanswered ping then ends the connection.
+    async fn run<R, W>(
+        mut self,
+        mut rd: R,
+        mut wr: W,
+        flush_writes: bool,
+        mut read_buf: BytesMut,
+        mut rx: mpsc::UnboundedReceiver<Outbound>,
+    ) where
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin,
+    {
+        // `out` collects frames; `writing` is what the socket is taking now. Writing (and, over
+        // TLS, flushing what rustls holds back) is one branch of the select, so a peer that
+        // stops reading never stalls reads, pings or close: the unanswered ping then ends the
+        // connection.
         let mut out = BytesMut::with_capacity(64 * 1024);
         let mut writing = BytesMut::new();
         let mut ping = tokio::time::interval_at(tokio::time::Instant::now() + self.keepalive, self.keepalive);
         ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut awaiting_pong = false;
+        // Whether the writer may hold bytes that a flush must push out (TLS only).
+        let mut unflushed = false;
         // Frames that arrived with the handshake's last read.
         let mut reason = self.drain_frames(&mut read_buf, &mut out, &mut awaiting_pong).err();
         while reason.is_none() {
@@ -331,9 +399,16 @@ impl Actor {
                     Ok(_) => reason = self.drain_frames(&mut read_buf, &mut out, &mut awaiting_pong).err(),
                     Err(e) => reason = Some(NetError::Io(e.to_string())),
                 },
-                written = wr.write_buf(&mut writing), if !writing.is_empty() => match written {
-                    Ok(0) => reason = Some(NetError::Closed(format!("{} stopped accepting data", self.addr))),
-                    Ok(_) => {}
+                written = async {
+                    if writing.is_empty() {
+                        wr.flush().await.map(|()| None)
+                    } else {
+                        wr.write_buf(&mut writing).await.map(Some)
+                    }
+                }, if !writing.is_empty() || unflushed => match written {
+                    Ok(Some(0)) => reason = Some(NetError::Closed(format!("{} stopped accepting data", self.addr))),
+                    Ok(Some(_)) => unflushed = flush_writes,
+                    Ok(None) => unflushed = false,
                     Err(e) => reason = Some(NetError::Io(e.to_string())),
                 },
                 msg = rx.recv(), if accept_more => {
@@ -362,7 +437,9 @@ impl Actor {
         let reason = reason.expect("loop exits with a reason");
         self.closed.store(true, Ordering::Release);
         log::info!("connection to {} closed: {reason}", self.addr);
-        let _ = wr.shutdown().await;
+        // A TLS close_notify needs the peer to read; one that stopped reading must not keep
+        // the pending requests below waiting.
+        let _ = tokio::time::timeout(SHUTDOWN_GRACE, wr.shutdown()).await;
         for (_, reply) in self.pending.drain() {
             let _ = reply.send(Err(reason.clone()));
         }
@@ -535,5 +612,61 @@ impl Actor {
             ..Default::default()
         };
         frame::encode_command(&cmd, out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::BufWriter;
+
+    use super::*;
+    use crate::protocol::pb::CommandConnected;
+
+    async fn next(buf: &mut BytesMut, stream: &mut tokio::io::DuplexStream) -> Frame {
+        loop {
+            if let Some(f) = frame::decode(buf, DEFAULT_MAX_MESSAGE_SIZE + FRAME_PADDING).unwrap() {
+                return f;
+            }
+            assert!(stream.read_buf(buf).await.unwrap() > 0, "the client closed");
+        }
+    }
+
+    /// A peer on the other end of `stream`: answers `Connect`, then returns the next frame.
+    async fn peer(mut stream: tokio::io::DuplexStream) -> Frame {
+        let mut buf = BytesMut::new();
+        let connect = next(&mut buf, &mut stream).await;
+        assert_eq!(connect.command.r#type, Type::Connect as i32);
+        let mut out = BytesMut::new();
+        let connected = BaseCommand {
+            r#type: Type::Connected as i32,
+            connected: Some(CommandConnected {
+                server_version: "peer".into(),
+                protocol_version: Some(21),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        frame::encode_command(&connected, &mut out);
+        stream.write_all(&out).await.unwrap();
+        next(&mut buf, &mut stream).await
+    }
+
+    /// rustls may keep ciphertext after it has accepted plaintext, as a `BufWriter` keeps
+    /// bytes: a frame written with nothing after it still reaches the peer.
+    #[tokio::test]
+    async fn writes_held_back_by_the_writer_are_flushed() {
+        let (client, server) = tokio::io::duplex(1 << 20);
+        let peer = tokio::spawn(peer(server));
+        let (rd, wr) = tokio::io::split(client);
+        let opts = ConnectionOptions::default();
+        let conn = Connection::start("peer:1", &opts, rd, BufWriter::with_capacity(1 << 20, wr), true)
+            .await
+            .unwrap();
+        conn.send_command(&commands::ping()).unwrap();
+        let got = tokio::time::timeout(Duration::from_secs(10), peer)
+            .await
+            .expect("the ping stayed in the writer's buffer")
+            .unwrap();
+        assert_eq!(got.command.r#type, Type::Ping as i32);
     }
 }

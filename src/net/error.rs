@@ -11,6 +11,12 @@ pub enum NetError {
     /// Could not open a TCP connection to any host.
     #[error("cannot connect to {addr}: {reason}")]
     Connect { addr: String, reason: String },
+    /// The TLS handshake failed: the broker's certificate was refused, or the broker refused ours.
+    #[error("TLS handshake with {addr} failed: {reason}")]
+    Tls { addr: String, reason: String },
+    /// The TLS settings cannot be used (a missing or malformed certificate or key file).
+    #[error("TLS configuration: {0}")]
+    TlsConfig(String),
     /// The socket failed after it was open.
     #[error("i/o error: {0}")]
     Io(String),
@@ -53,6 +59,8 @@ impl NetError {
                     | ServerError::ProducerBlockedQuotaExceededError
                     | ServerError::ConsumerNotFound
             ),
+            // A certificate verdict does not change by retrying, so report it at once.
+            NetError::Tls { .. } | NetError::TlsConfig(_) => false,
             NetError::TooManyRedirects(_) | NetError::InvalidUrl { .. } => false,
         }
     }

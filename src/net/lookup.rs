@@ -4,7 +4,8 @@ use super::url::broker_address;
 use super::{Connection, ConnectionPool, NetError};
 use crate::protocol::commands;
 use crate::protocol::pb::{
-    command_lookup_topic_response::LookupType, command_partitioned_topic_metadata_response, ServerError,
+    command_lookup_topic_response::LookupType, command_partitioned_topic_metadata_response, CommandLookupTopicResponse,
+    ServerError,
 };
 
 /// Redirects followed before giving up (the C++ client's limit).
@@ -25,19 +26,11 @@ pub async fn lookup_topic(pool: &ConnectionPool, topic: &str) -> Result<Connecti
                 if resp.proxy_through_service_url == Some(true) {
                     return Ok(conn);
                 }
-                let url = resp
-                    .broker_service_url
-                    .as_deref()
-                    .ok_or_else(|| NetError::UnexpectedResponse("lookup answer without a broker URL".into()))?;
-                return pool.get(&broker_address(url)?).await;
+                return pool.get(&broker_of(pool, &resp)?).await;
             }
             Ok(LookupType::Redirect) => {
-                let url = resp
-                    .broker_service_url
-                    .as_deref()
-                    .ok_or_else(|| NetError::UnexpectedResponse("redirect without a broker URL".into()))?;
                 authoritative = resp.authoritative.unwrap_or(false);
-                conn = pool.get(&broker_address(url)?).await?;
+                conn = pool.get(&broker_of(pool, &resp)?).await?;
             }
             _ => {
                 return Err(NetError::Server {
@@ -51,6 +44,24 @@ pub async fn lookup_topic(pool: &ConnectionPool, topic: &str) -> Result<Connecti
         }
     }
     Err(NetError::TooManyRedirects(topic.to_string()))
+}
+
+/// `host:port` of the broker a lookup answer names: its TLS URL when the client uses TLS.
+fn broker_of(pool: &ConnectionPool, resp: &CommandLookupTopicResponse) -> Result<String, NetError> {
+    let tls = pool.uses_tls();
+    let url = if tls {
+        resp.broker_service_url_tls.as_deref()
+    } else {
+        resp.broker_service_url.as_deref()
+    };
+    let url = url.ok_or_else(|| {
+        NetError::UnexpectedResponse(if tls {
+            "the lookup answer has no TLS broker URL (brokerServiceUrlTls): is TLS enabled on the broker?".into()
+        } else {
+            "the lookup answer has no broker URL".into()
+        })
+    })?;
+    broker_address(url, tls)
 }
 
 /// Number of partitions of `topic`; 0 means a non-partitioned topic.

@@ -8,6 +8,7 @@ use tokio::sync::Mutex;
 
 use super::backoff::Backoff;
 use super::connection::{Connection, ConnectionOptions};
+use super::tls::TlsConnector;
 use super::url::ServiceUrl;
 use super::NetError;
 
@@ -15,6 +16,8 @@ use super::NetError;
 pub struct ConnectionPool {
     opts: ConnectionOptions,
     service: ServiceUrl,
+    // Set for `pulsar+ssl://`: then every broker, lookup targets included, is dialled with TLS.
+    tls: Option<TlsConnector>,
     // Per-address locks so two callers wanting the same broker share one dial.
     slots: std::sync::Mutex<HashMap<String, Arc<Mutex<Option<Connection>>>>>,
     // Where to start walking the service hosts; moves on past a host that failed.
@@ -22,14 +25,26 @@ pub struct ConnectionPool {
 }
 
 impl ConnectionPool {
-    /// A pool for the brokers behind `service`.
-    pub fn new(service: ServiceUrl, opts: ConnectionOptions) -> Self {
-        ConnectionPool {
+    /// A pool for the brokers behind `service`. Certificate and key files are read here, so
+    /// a bad one fails now, even if the URL does not use TLS.
+    pub fn new(service: ServiceUrl, opts: ConnectionOptions) -> Result<Self, NetError> {
+        let tls = if service.tls || opts.tls.names_files() {
+            Some(TlsConnector::new(&opts.tls)?)
+        } else {
+            None
+        };
+        Ok(ConnectionPool {
+            tls: tls.filter(|_| service.tls),
             opts,
             service,
             slots: Default::default(),
             next_host: AtomicUsize::new(0),
-        }
+        })
+    }
+
+    /// Whether connections use TLS (the service URL is `pulsar+ssl://`).
+    pub fn uses_tls(&self) -> bool {
+        self.tls.is_some()
     }
 
     /// The connection settings.
@@ -49,7 +64,7 @@ impl ConnectionPool {
                 return Ok(conn.clone());
             }
         }
-        let conn = Connection::connect(addr, &self.opts).await?;
+        let conn = Connection::connect(addr, &self.opts, self.tls.as_ref()).await?;
         *slot = Some(conn.clone());
         Ok(conn)
     }

@@ -1,4 +1,4 @@
-//! Service URLs: `pulsar://host:port[,host:port...]` (TLS schemes are rejected until supported).
+//! Service URLs: `pulsar://host:port[,host:port...]`, or `pulsar+ssl://` for TLS.
 
 use super::NetError;
 
@@ -7,22 +7,26 @@ use super::NetError;
 pub struct ServiceUrl {
     /// `host:port` strings, in the order given.
     pub hosts: Vec<String>,
+    /// `pulsar+ssl://`: every connection of the client is TLS.
+    pub tls: bool,
 }
 
 impl ServiceUrl {
-    /// Parses `pulsar://h1:6650,h2:6650`; a missing port defaults to 6650.
+    /// Parses `pulsar://h1:6650,h2:6650`; a missing port defaults to 6650 (6651 with
+    /// `pulsar+ssl://`).
     pub fn parse(url: &str) -> Result<Self, NetError> {
         let invalid = |reason: &str| NetError::InvalidUrl {
             url: url.to_string(),
             reason: reason.to_string(),
         };
-        let rest = if let Some(r) = url.strip_prefix("pulsar://") {
-            r
-        } else if url.starts_with("pulsar+ssl://") {
-            return Err(invalid("TLS (pulsar+ssl://) is not supported yet"));
+        let (rest, tls) = if let Some(r) = url.strip_prefix("pulsar://") {
+            (r, false)
+        } else if let Some(r) = url.strip_prefix("pulsar+ssl://") {
+            (r, true)
         } else {
-            return Err(invalid("must start with pulsar://"));
+            return Err(invalid("must start with pulsar:// or pulsar+ssl://"));
         };
+        let default_port = if tls { 6651 } else { 6650 };
         let rest = rest.trim_end_matches('/');
         if rest.is_empty() {
             return Err(invalid("no host"));
@@ -39,17 +43,25 @@ impl ServiceUrl {
                     part.to_string()
                 }
                 Some(_) => return Err(invalid("empty host")),
-                None => format!("{part}:6650"),
+                None => format!("{part}:{default_port}"),
             };
             hosts.push(host);
         }
-        Ok(ServiceUrl { hosts })
+        Ok(ServiceUrl { hosts, tls })
     }
 }
 
-/// Turns a broker URL from a lookup answer (`pulsar://host:port`) into `host:port`.
-pub fn broker_address(url: &str) -> Result<String, NetError> {
-    Ok(ServiceUrl::parse(url)?.hosts.remove(0))
+/// Turns a broker URL from a lookup answer (`pulsar://host:port` or `pulsar+ssl://host:port`)
+/// into `host:port`, refusing a scheme other than the client's (`tls`).
+pub fn broker_address(url: &str, tls: bool) -> Result<String, NetError> {
+    let mut parsed = ServiceUrl::parse(url)?;
+    if parsed.tls != tls {
+        return Err(NetError::UnexpectedResponse(format!(
+            "the broker URL {url:?} is not {}",
+            if tls { "pulsar+ssl://" } else { "pulsar://" }
+        )));
+    }
+    Ok(parsed.hosts.remove(0))
 }
 
 #[cfg(test)]
@@ -67,6 +79,22 @@ mod tests {
             vec!["a:1".to_string(), "b:2".to_string()]
         );
         assert_eq!(ServiceUrl::parse("pulsar://h").unwrap().hosts, vec!["h:6650"]);
+        assert!(!ServiceUrl::parse("pulsar://h").unwrap().tls);
+    }
+
+    #[test]
+    fn parses_tls_urls_with_their_default_port() {
+        let u = ServiceUrl::parse("pulsar+ssl://a,b:7000/").unwrap();
+        assert!(u.tls);
+        assert_eq!(u.hosts, vec!["a:6651".to_string(), "b:7000".to_string()]);
+    }
+
+    #[test]
+    fn broker_address_must_match_the_clients_scheme() {
+        assert_eq!(broker_address("pulsar+ssl://b:6651", true).unwrap(), "b:6651");
+        assert_eq!(broker_address("pulsar://b:6650", false).unwrap(), "b:6650");
+        assert!(broker_address("pulsar://b:6650", true).is_err());
+        assert!(broker_address("pulsar+ssl://b:6651", false).is_err());
     }
 
     #[test]
@@ -77,7 +105,8 @@ mod tests {
             "pulsar://h:notaport",
             "pulsar://:1",
             "pulsar://a:1,,b:2",
-            "pulsar+ssl://h:6651",
+            "pulsar+ssl://",
+            "https://h:443",
         ] {
             assert!(ServiceUrl::parse(bad).is_err(), "{bad}");
         }

@@ -13,7 +13,7 @@ use super::runtime::{spawn_for_asyncio, wait, ForkGuard};
 use super::types::{new_id, new_message, PyMessage, PyMessageId, SendFuture};
 use crate::client::consumer::{SeekTarget, TopicSelection};
 use crate::client::producer::WouldBlock;
-use crate::client::{self, ClientOptions, Error, ErrorKind};
+use crate::client::{self, Error, ErrorKind};
 
 fn none(py: Python<'_>, _: ()) -> PyResult<Py<PyAny>> {
     Ok(py.None())
@@ -24,79 +24,6 @@ fn none(py: Python<'_>, _: ()) -> PyResult<Py<PyAny>> {
 pub struct PyClient {
     inner: client::Client,
     guard: ForkGuard,
-}
-
-fn client_options(d: &Bound<'_, PyDict>) -> PyResult<ClientOptions> {
-    let mut o = ClientOptions::default();
-    let secs = |key: &str| -> PyResult<Option<Duration>> {
-        match d.get_item(key)? {
-            None => Ok(None),
-            Some(v) if v.is_none() => Ok(None),
-            Some(v) => {
-                let s: f64 = v
-                    .extract()
-                    .map_err(|_| invalid(format!("{key} must be a number of seconds")))?;
-                if !s.is_finite() || s <= 0.0 {
-                    return Err(invalid(format!("{key} must be a positive number of seconds, got {s}")));
-                }
-                Ok(Some(Duration::from_secs_f64(s)))
-            }
-        }
-    };
-    for k in d.keys() {
-        let k: String = k.extract()?;
-        if ![
-            "operation_timeout",
-            "connect_timeout",
-            "keepalive_interval",
-            "memory_limit",
-            "auth_method",
-            "auth_data",
-            "initial_backoff",
-            "max_backoff",
-        ]
-        .contains(&k.as_str())
-        {
-            return Err(invalid(format!("unknown client option {k:?}")));
-        }
-    }
-    if let Some(v) = secs("operation_timeout")? {
-        o.connection.operation_timeout = v;
-    }
-    if let Some(v) = secs("connect_timeout")? {
-        o.connection.connect_timeout = v;
-    }
-    if let Some(v) = secs("keepalive_interval")? {
-        o.connection.keepalive_interval = v;
-    }
-    if let Some(v) = secs("initial_backoff")? {
-        o.initial_backoff = v;
-    }
-    if let Some(v) = secs("max_backoff")? {
-        o.max_backoff = v;
-    }
-    if let Some(v) = d.get_item("memory_limit")? {
-        if !v.is_none() {
-            let n: i64 = v
-                .extract()
-                .map_err(|_| invalid("memory_limit must be an int (bytes)"))?;
-            if n < 0 {
-                return Err(invalid("memory_limit must be >= 0 (0 disables it)"));
-            }
-            o.memory_limit = n as usize;
-        }
-    }
-    if let Some(m) = d.get_item("auth_method")? {
-        if !m.is_none() {
-            let method: String = m.extract()?;
-            let data: Vec<u8> = match d.get_item("auth_data")? {
-                Some(v) if !v.is_none() => convert::payload(&v)?.to_vec(),
-                _ => Vec::new(),
-            };
-            o.connection.auth = Some((method, data));
-        }
-    }
-    Ok(o)
 }
 
 fn selection(topic: &Bound<'_, PyAny>, pattern: bool) -> PyResult<TopicSelection> {
@@ -120,7 +47,7 @@ fn selection(topic: &Bound<'_, PyAny>, pattern: bool) -> PyResult<TopicSelection
 impl PyClient {
     #[new]
     fn new(service_url: &str, options: &Bound<'_, PyDict>) -> PyResult<Self> {
-        let opts = client_options(options)?;
+        let opts = convert::client_options(options)?;
         let inner = client::Client::new(service_url, opts).map_err(to_pyerr)?;
         Ok(PyClient {
             inner,

@@ -1,5 +1,6 @@
 //! Python values to engine values: payloads, options, message fields.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -8,7 +9,10 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString};
 
 use super::errors::invalid;
-use crate::client::{ConsumerOptions, HashingScheme, InitialPosition, OutgoingMessage, ProducerOptions, RoutingMode};
+use crate::client::options::TlsOptions;
+use crate::client::{
+    ClientOptions, ConsumerOptions, HashingScheme, InitialPosition, OutgoingMessage, ProducerOptions, RoutingMode,
+};
 use crate::protocol::compression::parse_codec;
 use crate::protocol::pb::{command_subscribe::SubType, ProducerAccessMode};
 
@@ -152,6 +156,94 @@ fn positive(v: Option<i64>, key: &str) -> PyResult<Option<usize>> {
         Some(n) => Ok(Some(n as usize)),
         None => Ok(None),
     }
+}
+
+/// Client options from the keyword arguments of `Client`.
+pub fn client_options(d: &Bound<'_, PyDict>) -> PyResult<ClientOptions> {
+    let mut o = ClientOptions::default();
+    let secs = |key: &str| -> PyResult<Option<Duration>> {
+        match d.get_item(key)? {
+            None => Ok(None),
+            Some(v) if v.is_none() => Ok(None),
+            Some(v) => {
+                let s: f64 = v
+                    .extract()
+                    .map_err(|_| invalid(format!("{key} must be a number of seconds")))?;
+                if !s.is_finite() || s <= 0.0 {
+                    return Err(invalid(format!("{key} must be a positive number of seconds, got {s}")));
+                }
+                Ok(Some(Duration::from_secs_f64(s)))
+            }
+        }
+    };
+    for k in d.keys() {
+        let k: String = k.extract()?;
+        if ![
+            "operation_timeout",
+            "connect_timeout",
+            "keepalive_interval",
+            "memory_limit",
+            "auth_method",
+            "auth_data",
+            "initial_backoff",
+            "max_backoff",
+            "tls_trust_certs_file_path",
+            "tls_allow_insecure_connection",
+            "tls_validate_hostname",
+            "tls_certificate_file_path",
+            "tls_private_key_file_path",
+        ]
+        .contains(&k.as_str())
+        {
+            return Err(invalid(format!("unknown client option {k:?}")));
+        }
+    }
+    if let Some(v) = secs("operation_timeout")? {
+        o.connection.operation_timeout = v;
+    }
+    if let Some(v) = secs("connect_timeout")? {
+        o.connection.connect_timeout = v;
+    }
+    if let Some(v) = secs("keepalive_interval")? {
+        o.connection.keepalive_interval = v;
+    }
+    if let Some(v) = secs("initial_backoff")? {
+        o.initial_backoff = v;
+    }
+    if let Some(v) = secs("max_backoff")? {
+        o.max_backoff = v;
+    }
+    if let Some(v) = d.get_item("memory_limit")? {
+        if !v.is_none() {
+            let n: i64 = v
+                .extract()
+                .map_err(|_| invalid("memory_limit must be an int (bytes)"))?;
+            if n < 0 {
+                return Err(invalid("memory_limit must be >= 0 (0 disables it)"));
+            }
+            o.memory_limit = n as usize;
+        }
+    }
+    if let Some(m) = d.get_item("auth_method")? {
+        if !m.is_none() {
+            let method: String = m.extract()?;
+            let data: Vec<u8> = match d.get_item("auth_data")? {
+                Some(v) if !v.is_none() => payload(&v)?.to_vec(),
+                _ => Vec::new(),
+            };
+            o.connection.auth = Some((method, data));
+        }
+    }
+    let path =
+        |key: &str| -> PyResult<Option<PathBuf>> { Ok(get::<PathBuf>(d, key)?.filter(|p| !p.as_os_str().is_empty())) };
+    o.connection.tls = TlsOptions {
+        trust_certs_file: path("tls_trust_certs_file_path")?,
+        allow_insecure_connection: get::<bool>(d, "tls_allow_insecure_connection")?.unwrap_or(false),
+        validate_hostname: get::<bool>(d, "tls_validate_hostname")?.unwrap_or(false),
+        certificate_file: path("tls_certificate_file_path")?,
+        private_key_file: path("tls_private_key_file_path")?,
+    };
+    Ok(o)
 }
 
 /// Producer options from the keyword arguments of `create_producer`.

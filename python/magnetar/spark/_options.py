@@ -224,11 +224,25 @@ def _typed_kwargs(prefix: str, func: Any, given: Mapping[str, str], skip: tuple[
 
 # -- the options ----------------------------------------------------------------------------
 
+# The TLS option names of the official Pulsar clients and connectors, and the Client keyword
+# each one sets.
+_TLS_PATHS = {
+    "tlsTrustCertsFilePath": "tls_trust_certs_file_path",
+    "tlsCertificateFilePath": "tls_certificate_file_path",
+    "tlsPrivateKeyFilePath": "tls_private_key_file_path",
+}
+_TLS_FLAGS = {
+    "tlsAllowInsecureConnection": "tls_allow_insecure_connection",
+    "tlsValidateHostname": "tls_validate_hostname",
+}
+_TLS = {**_TLS_PATHS, **_TLS_FLAGS}
+
 _KNOWN = {
     "service_url", "serviceurl", "service.url", "admin_url", "adminurl", "admin.url", "topic", "topics",
     "topicspattern", "startingoffsets", "endingoffsets", "startingtime", "endingtime", "maxmessagespertrigger",
     "failondataloss", "polltimeoutms", "subscriptionname", "subscriptionprefix", "maxentriespersplit",
     "authtoken", "auth_token", "authmethod", "auth_method", "authdata", "auth_data", "recordsperbatch",
+    *(k.lower() for k in _TLS),
 }
 
 
@@ -240,6 +254,7 @@ _CANONICAL = {
     "failondataloss": "failOnDataLoss", "polltimeoutms": "pollTimeoutMs", "subscriptionname": "subscriptionName",
     "subscriptionprefix": "subscriptionPrefix", "maxentriespersplit": "maxEntriesPerSplit",
     "authtoken": "authToken", "authmethod": "authMethod", "authdata": "authData", "recordsperbatch": "recordsPerBatch",
+    **{k.lower(): k for k in _TLS},
 }
 
 
@@ -299,6 +314,10 @@ class SourceOptions:
         method = get("authmethod", "auth_method")
         if token is not None and method is not None:
             raise _err("authToken", "give authToken or authMethod/authData, not both")
+        for option, kw in _TLS.items():
+            value = get(option.lower())
+            if value is not None:
+                client_kw[kw] = _parse_bool(option, value) if option in _TLS_FLAGS else value.strip()
         try:
             if token is not None:
                 client_kw["auth_method"], client_kw["auth_data"] = "token", token.encode()

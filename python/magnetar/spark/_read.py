@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import ssl
 import time
 import urllib.error
 import urllib.parse
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql.datasource import InputPartition
 
 from .._client import Client, Reader
+from .._config import ClientConfig
 from .._core import Message, MessageId
 from ..exceptions import ConnectError, InvalidConfiguration, PulsarError, Timeout
 from . import _workers
@@ -50,7 +52,7 @@ def _admin_get(admin_url: str, path: str, opts: SourceOptions) -> Any:
     if conf.auth_method == "token" and conf.auth_data:
         req.add_header("Authorization", "Bearer " + conf.auth_data.decode())
     try:
-        with urllib.request.urlopen(req, timeout=conf.operation_timeout) as resp:
+        with urllib.request.urlopen(req, timeout=conf.operation_timeout, context=_admin_tls(admin_url, conf)) as resp:
             return json.loads(resp.read() or b"null")
     except urllib.error.HTTPError as e:
         if e.code == 404:
@@ -58,6 +60,23 @@ def _admin_get(admin_url: str, path: str, opts: SourceOptions) -> Any:
         raise InvalidConfiguration(f"pulsar data source: admin request {path} failed: HTTP {e.code} {e.reason}") from None
     except urllib.error.URLError as e:
         raise InvalidConfiguration(f"pulsar data source: option 'admin_url': cannot reach {admin_url}: {e.reason}") from None
+
+
+def _admin_tls(admin_url: str, conf: ClientConfig) -> ssl.SSLContext | None:
+    """An ``https://`` admin URL trusts and authenticates as the binary protocol does."""
+    if not admin_url.lower().startswith("https://"):
+        return None
+    try:
+        ctx = ssl.create_default_context(cafile=conf.tls_trust_certs_file_path)
+        if conf.tls_allow_insecure_connection or not conf.tls_validate_hostname:
+            ctx.check_hostname = False
+        if conf.tls_allow_insecure_connection:
+            ctx.verify_mode = ssl.CERT_NONE
+        if conf.tls_certificate_file_path and conf.tls_private_key_file_path:
+            ctx.load_cert_chain(conf.tls_certificate_file_path, conf.tls_private_key_file_path)
+    except (OSError, ssl.SSLError) as e:
+        raise InvalidConfiguration(f"pulsar data source: TLS files for {admin_url}: {e}") from None
+    return ctx
 
 
 def _topic_path(topic: str) -> str:

@@ -11,6 +11,9 @@ Python::
         broker.create_partitioned_topic("orders", 4)
         client = Client(broker.service_url)
 
+With ``tls=True`` the broker also listens for ``pulsar+ssl://`` with a certificate signed by a
+CA made for it (``broker.service_url_tls``, ``broker.ca_cert_path``).
+
 Shell (the broker outlives the command; state lives in ``<cache_dir>/cli-data``)::
 
     python -m magnetar.testing.standalone start    # prints service_url, admin_url, startup_seconds
@@ -49,12 +52,15 @@ __all__ = [
     "StandaloneError",
     "default_cache_dir",
     "ensure_distribution",
+    "make_tls_files",
 ]
 
 DEFAULT_VERSION = "4.0.8"
 """Newest 4.0.x (LTS) on Maven Central when this was written (4.0.9 did not exist yet)."""
 DEFAULT_PORT = 6650
 DEFAULT_HTTP_PORT = 8080
+DEFAULT_TLS_PORT = 6651
+DEFAULT_TLS_NAMES = ("localhost", "127.0.0.1")
 DEFAULT_STARTUP_TIMEOUT = 180.0
 DEFAULT_STOP_TIMEOUT = 20.0
 STATE_FILE = "standalone.json"
@@ -335,6 +341,50 @@ class Admin:
         self.request("POST", f"/admin/v2/namespaces/{_ns_path(namespace)}/deduplication", bool(enabled))
 
 
+# --------------------------------------------------------------------------- TLS files
+
+
+def make_tls_files(directory: Path, names: Sequence[str] = DEFAULT_TLS_NAMES) -> dict[str, Path]:
+    """A private CA and a server certificate for ``names`` (DNS names or IP addresses, all put
+    in the subject alternative name), made with the ``openssl`` CLI into ``directory``.
+
+    Returns the paths under the keys ``ca_cert``, ``ca_key``, ``cert`` and ``key``; the server
+    key is PKCS#8 PEM, as the broker wants. Existing files are kept (whatever names they were
+    made for), so a restarted broker serves the certificate its clients already trust.
+    """
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        raise StandaloneError("`openssl` is needed to make the test certificates but is not on PATH")
+    directory.mkdir(parents=True, exist_ok=True)
+    files = {k: directory / f for k, f in (("ca_cert", "ca.cert.pem"), ("ca_key", "ca.key.pem"),
+                                           ("cert", "broker.cert.pem"), ("key", "broker.key-pk8.pem"))}
+    if all(f.exists() for f in files.values()):
+        return files
+
+    def ip(name: str) -> bool:
+        with contextlib.suppress(OSError):
+            socket.inet_pton(socket.AF_INET6 if ":" in name else socket.AF_INET, name)
+            return True
+        return False
+
+    san = ",".join(f"IP:{n}" if ip(n) else f"DNS:{n}" for n in names)
+    ext = directory / "broker.ext"
+    ext.write_text("basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n"
+                   f"extendedKeyUsage=serverAuth\nsubjectAltName={san}\n")
+    raw_key, csr = directory / "broker.key.pem", directory / "broker.csr.pem"
+    for cmd in (
+        ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "3650", "-subj", "/CN=magnetar test CA",
+         "-keyout", files["ca_key"], "-out", files["ca_cert"],
+         "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign"],
+        ["req", "-new", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={names[0]}", "-keyout", raw_key, "-out", csr],
+        ["x509", "-req", "-in", csr, "-CA", files["ca_cert"], "-CAkey", files["ca_key"], "-CAcreateserial",
+         "-days", "3650", "-extfile", ext, "-out", files["cert"]],
+        ["pkcs8", "-topk8", "-nocrypt", "-inform", "PEM", "-outform", "PEM", "-in", raw_key, "-out", files["key"]],
+    ):
+        _run([openssl, *map(str, cmd)], f"openssl {cmd[0]}", cwd=directory)
+    return files
+
+
 # --------------------------------------------------------------------------- broker process
 
 
@@ -430,6 +480,13 @@ class Standalone(Admin):
         keep_data: do not delete the temp data dir on stop.
         wipe_data: delete metadata and ledgers in ``data_dir`` before starting.
         die_with_parent: Linux PR_SET_PDEATHSIG for the JVM.
+        admin_token: bearer token of the admin helpers, for a broker with authentication on.
+        tls: also serve ``pulsar+ssl://`` (and HTTPS) with a certificate signed by a CA made
+            for this broker in ``<data_dir>/tls`` (:func:`make_tls_files`); see
+            :attr:`service_url_tls` and :attr:`ca_cert_path`. The plain port stays open.
+        tls_port: the TLS binary protocol port, like ``port`` (None: 6651 if free; 0: free).
+            The HTTPS port is always a free one.
+        tls_names: host names and IP addresses the server certificate is valid for.
     """
 
     def __init__(self, *, version: str = DEFAULT_VERSION, cache_dir: str | os.PathLike[str] | None = None,
@@ -437,7 +494,9 @@ class Standalone(Admin):
                  http_port: int | None = None, bookkeeper_port: int | None = None,
                  extra_conf: Mapping[str, str] | None = None, startup_timeout: float = DEFAULT_STARTUP_TIMEOUT,
                  heap: str = "1g", jvm_args: Sequence[str] = (), keep_data: bool = False,
-                 wipe_data: bool = False, die_with_parent: bool = True, admin_token: str | None = None) -> None:
+                 wipe_data: bool = False, die_with_parent: bool = True, admin_token: str | None = None,
+                 tls: bool = False, tls_port: int | None = None,
+                 tls_names: Sequence[str] = DEFAULT_TLS_NAMES) -> None:
         super().__init__("http://127.0.0.1:0", token=admin_token)
         self.version = version
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
@@ -447,6 +506,12 @@ class Standalone(Admin):
             http_port = 0  # port=0 means "free ports", not "free binary port but 8080"
         self._want_ports = (port, http_port, bookkeeper_port)
         self.port = self.http_port = self.bookkeeper_port = 0
+        self.tls = tls
+        self.tls_names = tuple(tls_names)
+        if tls and not self.tls_names:
+            raise ValueError("tls_names must name at least one host or address")
+        self._want_tls_port = 0 if port == 0 and tls_port is None else tls_port
+        self.tls_port = self.https_port = 0
         self.extra_conf = {str(k): str(v) for k, v in (extra_conf or {}).items()}
         self.startup_timeout = startup_timeout
         self.heap = heap
@@ -469,6 +534,18 @@ class Standalone(Admin):
     def admin_url(self) -> str:
         """``http://127.0.0.1:<http_port>``."""
         return f"http://127.0.0.1:{self.http_port}"
+
+    @property
+    def service_url_tls(self) -> str:
+        """``pulsar+ssl://127.0.0.1:<tls_port>`` (a broker started with ``tls=True``)."""
+        if not self.tls:
+            raise StandaloneError("this broker was not started with tls=True")
+        return f"pulsar+ssl://127.0.0.1:{self.tls_port}"
+
+    @property
+    def ca_cert_path(self) -> Path | None:
+        """PEM certificate of the CA that signed the broker's certificate (``tls=True``)."""
+        return self.data_dir / "tls" / "ca.cert.pem" if self.tls and self.data_dir else None
 
     @property
     def log_path(self) -> Path | None:
@@ -506,7 +583,8 @@ class Standalone(Admin):
         home = ensure_distribution(self.version, self.cache_dir)
         if self.data_dir is None:
             self.data_dir = Path(tempfile.mkdtemp(prefix="magnetar-pulsar-"))
-        auto = any(p is None or p == 0 for p in self._want_ports[:2])
+        wanted = (*self._want_ports[:2], *((self._want_tls_port,) if self.tls else ()))
+        auto = any(p is None or p == 0 for p in wanted)
         for attempt in (1, 2):
             try:
                 self._launch(home)
@@ -527,10 +605,22 @@ class Standalone(Admin):
                 shutil.rmtree(data / sub, ignore_errors=True)
         (data / "tmp").mkdir(parents=True, exist_ok=True)
         (data / "conf").mkdir(exist_ok=True)
-        port, http = _pick_ports(list(zip(self._want_ports[:2], (DEFAULT_PORT, DEFAULT_HTTP_PORT), strict=True)))
+        wanted = list(zip(self._want_ports[:2], (DEFAULT_PORT, DEFAULT_HTTP_PORT), strict=True))
+        if self.tls:
+            wanted += [(self._want_tls_port, DEFAULT_TLS_PORT), (0, 0)]
+        port, http, *tls_ports = _pick_ports(wanted)
         self.port, self.http_port = port, http
         bk = self._want_ports[2]
         conf = {**_base_conf(), "brokerServicePort": str(port), "webServicePort": str(http)}
+        if self.tls:
+            self.tls_port, self.https_port = tls_ports
+            files = make_tls_files(data / "tls", self.tls_names)
+            conf.update({
+                "brokerServicePortTls": str(self.tls_port), "webServicePortTls": str(self.https_port),
+                "tlsCertificateFilePath": str(files["cert"]), "tlsKeyFilePath": str(files["key"]),
+                "tlsTrustCertsFilePath": str(files["ca_cert"]), "tlsAllowInsecureConnection": "false",
+                "tlsRequireTrustedClientCertOnConnect": "false",
+            })
         if bk:  # otherwise BKCluster picks a free bookie port itself (allowEphemeralPorts=false)
             conf["allowEphemeralPorts"] = "true"
         conf.update(self.extra_conf)
@@ -661,6 +751,7 @@ class Standalone(Admin):
         state = {"pid": self.pid, "version": self.version, "service_url": self.service_url,
                  "admin_url": self.admin_url, "port": self.port, "http_port": self.http_port,
                  "bookkeeper_port": self.bookkeeper_port, "data_dir": str(self.data_dir),
+                 "tls_port": self.tls_port, "https_port": self.https_port, "tls_names": list(self.tls_names),
                  "startup_seconds": self.startup_seconds, "started_at": time.time()}
         tmp = self.data_dir / (STATE_FILE + ".tmp")
         tmp.write_text(json.dumps(state, indent=2) + "\n")
@@ -686,6 +777,8 @@ class Standalone(Admin):
         broker = cls(version=state.get("version", DEFAULT_VERSION), data_dir=state["data_dir"])
         broker.port, broker.http_port = int(state["port"]), int(state["http_port"])
         broker.bookkeeper_port = int(state.get("bookkeeper_port", 0))
+        broker.tls_port, broker.https_port = int(state.get("tls_port", 0)), int(state.get("https_port", 0))
+        broker.tls, broker.tls_names = broker.tls_port > 0, tuple(state.get("tls_names", DEFAULT_TLS_NAMES))
         broker.pid, broker.startup_seconds = int(state["pid"]), state.get("startup_seconds")
         return broker
 
