@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         StandaloneError,
         default_cache_dir,
         ensure_distribution,
+        make_tls_files,
     )
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "StandaloneError",
     "default_cache_dir",
     "ensure_distribution",
+    "make_tls_files",
 ]
 
 

@@ -39,6 +39,8 @@ __all__ = ["main"]
 def _describe(broker: Standalone) -> str:
     lines = [f"service_url={broker.service_url}", f"admin_url={broker.admin_url}",
              f"pid={broker.pid}", f"data_dir={broker.data_dir}", f"log={broker.log_path}"]
+    if broker.tls:
+        lines += [f"service_url_tls={broker.service_url_tls}", f"ca_cert_path={broker.ca_cert_path}"]
     if broker.startup_seconds is not None:
         lines.append(f"startup_seconds={broker.startup_seconds}")
     try:
@@ -68,6 +70,8 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--heap", default="1g", help="JVM heap and direct memory (default 1g)")
         p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra broker config")
         p.add_argument("--keep-data", action="store_true", help="keep topics/metadata from the last run")
+        p.add_argument("--tls", action="store_true",
+                       help="also serve pulsar+ssl:// with a CA made for the broker (see ca_cert_path)")
     p = sub.add_parser("stop", help="stop the broker started by `start`")
     p.add_argument("--timeout", type=float, default=DEFAULT_STOP_TIMEOUT, help="seconds before SIGKILL")
     sub.add_parser("status", help="print URLs and exit 0 if running, else exit 1")
@@ -114,7 +118,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     broker = Standalone(version=args.pulsar_version, cache_dir=cache, data_dir=data_dir, port=args.port,
                         http_port=args.http_port, bookkeeper_port=args.bookkeeper_port,
                         extra_conf=dict(kv.split("=", 1) for kv in args.conf), startup_timeout=args.timeout,
-                        heap=args.heap, wipe_data=not args.keep_data, die_with_parent=args.cmd == "run")
+                        heap=args.heap, wipe_data=not args.keep_data, die_with_parent=args.cmd == "run",
+                        tls=args.tls)
     try:
         broker.start()
     except StandaloneError as exc:
