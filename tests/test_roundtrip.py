@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import time
 
 import pytest
@@ -68,6 +69,43 @@ def test_send_many_and_receive_many(api, topic):
     assert [m.data for m in got] == payloads
     assert [m.message_id for m in got] == ids
     api.call(consumer, "ack_cumulative", got[-1])
+
+
+def test_send_many_with_keys_properties_and_event_times(api, topic):
+    """Per-message columns of send_many arrive on each message; None leaves a field unset."""
+    producer = api.call(api.client, "create_producer", topic)
+    consumer = api.call(api.client, "subscribe", topic, "sub", initial_position="earliest")
+    n = 300
+    keys = [None if i % 3 == 0 else f"k{i}" for i in range(n)]
+    props = [None if i % 4 == 0 else {"i": str(i), "parity": "odd" if i % 2 else "even"} for i in range(n)]
+    stamp = datetime.datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=datetime.timezone.utc)
+    times = [None if i % 5 == 0 else (stamp if i % 2 else 1_700_000_000_000 + i) for i in range(n)]
+    api.call(producer, "send_many", [b"%d" % i for i in range(n)], keys=keys, properties=props, event_times=times)
+    got: list[magnetar.Message] = []
+    while len(got) < n:
+        batch = api.call(consumer, "receive_many", n, timeout=10)
+        assert batch, f"stalled after {len(got)}"
+        got.extend(batch)
+    assert [m.data for m in got] == [b"%d" % i for i in range(n)]
+    assert [m.key for m in got] == keys
+    assert [m.properties for m in got] == [p or {} for p in props]
+    expected_times = [None if t is None else int(stamp.timestamp() * 1000) if t is stamp else t for t in times]
+    assert [m.event_time for m in got] == expected_times
+
+
+def test_send_many_rejects_bad_columns_and_sends_nothing(api, topic):
+    producer = api.call(api.client, "create_producer", topic)
+    consumer = api.call(api.client, "subscribe", topic, "sub", initial_position="earliest")
+    with pytest.raises(magnetar.InvalidConfiguration, match="1 properties for 2 payloads"):
+        api.call(producer, "send_many", [b"a", b"b"], properties=[{"x": "y"}])
+    with pytest.raises(magnetar.InvalidConfiguration, match="properties must map str to str"):
+        api.call(producer, "send_many", [b"a", b"b"], properties=[{"x": 1}, None])
+    with pytest.raises(magnetar.InvalidConfiguration, match="event_times"):
+        api.call(producer, "send_many", [b"a", b"b"], event_times=[-1, None])
+    with pytest.raises(magnetar.InvalidConfiguration, match="3 keys for 2 payloads"):
+        api.call(producer, "send_many", [b"a", b"b"], keys=["a", "b", "c"])
+    api.call(producer, "send", b"after")
+    assert api.call(consumer, "receive", timeout=10).data == b"after"
 
 
 def test_receive_times_out_with_timeout_error(api, topic):

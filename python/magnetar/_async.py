@@ -28,6 +28,7 @@ from ._options import (
     client_options,
     consumer_options,
     deliver_at_ms,
+    many_columns,
     producer_options,
     properties_dict,
     reader_start,
@@ -90,9 +91,20 @@ class AsyncProducer:
             deliver_at_ms(deliver_at, deliver_after), ordering_key, sequence_id,
         )
 
-    async def send_many(self, payloads: Sequence[bytes | str | memoryview | bytearray], *, keys: Sequence[str | None] | None = None) -> list[MessageId]:
-        """Sends many messages and returns every id: the fast path."""
-        return await _call(self._core.aio_send_many, payloads, None if keys is None else list(keys))
+    async def send_many(
+        self,
+        payloads: Sequence[bytes | str | memoryview | bytearray],
+        *,
+        keys: Sequence[str | None] | None = None,
+        properties: Sequence[Mapping[str, str] | None] | None = None,
+        event_times: Sequence[TimeLike | None] | None = None,
+    ) -> list[MessageId]:
+        """Sends many messages and returns every id: the fast path.
+
+        ``keys``, ``properties`` and ``event_times`` (datetimes or milliseconds since the epoch),
+        when given, hold one entry (or None) per payload.
+        """
+        return await _call(self._core.aio_send_many, payloads, *many_columns(keys, properties, event_times))
 
     async def flush(self) -> None:
         await _call(self._core.aio_flush)

@@ -25,6 +25,7 @@ from ._options import (
     client_options,
     consumer_options,
     deliver_at_ms,
+    many_columns,
     producer_options,
     properties_dict,
     reader_start,
@@ -115,9 +116,20 @@ class Producer:
             fut.add_done_callback(callback)
         return fut
 
-    def send_many(self, payloads: Sequence[bytes | str | memoryview | bytearray], *, keys: Sequence[str | None] | None = None) -> list[MessageId]:
-        """Sends many messages in one call and waits for every receipt: the fast path."""
-        return self._core.send_many(payloads, None if keys is None else list(keys))
+    def send_many(
+        self,
+        payloads: Sequence[bytes | str | memoryview | bytearray],
+        *,
+        keys: Sequence[str | None] | None = None,
+        properties: Sequence[Mapping[str, str] | None] | None = None,
+        event_times: Sequence[TimeLike | None] | None = None,
+    ) -> list[MessageId]:
+        """Sends many messages in one call and waits for every receipt: the fast path.
+
+        ``keys``, ``properties`` and ``event_times`` (datetimes or milliseconds since the epoch),
+        when given, hold one entry (or None) per payload.
+        """
+        return self._core.send_many(payloads, *many_columns(keys, properties, event_times))
 
     def flush(self) -> None:
         """Sends open batches now and waits until every message sent so far is acknowledged."""

@@ -188,9 +188,9 @@ class _Producer:
         """Queues a message."""
     def aio_send(self, fut: asyncio.Future[Any], data: Any, key: str | None = None, properties: Mapping[str, str] | None = None, event_time: int | None = None, deliver_at: int | None = None, ordering_key: Any = None, sequence_id: int | None = None) -> None:
         """Sends, resolving ``fut`` with the id."""
-    def send_many(self, payloads: Iterable[Any], keys: Sequence[str | None] | None = None) -> list[MessageId]:
+    def send_many(self, payloads: Iterable[Any], keys: Sequence[str | None] | None = None, properties: Sequence[dict[str, str] | None] | None = None, event_times: Sequence[int | None] | None = None) -> list[MessageId]:
         """Sends many and waits for every receipt."""
-    def aio_send_many(self, fut: asyncio.Future[Any], payloads: Iterable[Any], keys: Sequence[str | None] | None = None) -> None:
+    def aio_send_many(self, fut: asyncio.Future[Any], payloads: Iterable[Any], keys: Sequence[str | None] | None = None, properties: Sequence[dict[str, str] | None] | None = None, event_times: Sequence[int | None] | None = None) -> None:
         """Sends many, resolving ``fut`` with the ids."""
     def flush(self) -> None:
         """Flushes and waits."""

@@ -168,3 +168,16 @@ def properties_dict(properties: Mapping[str, str] | None) -> dict[str, str] | No
     if not isinstance(properties, Mapping):
         raise InvalidConfiguration("properties must be a dict of str to str")
     return dict(properties)
+
+
+def many_columns(
+    keys: Sequence[str | None] | None,
+    properties: Sequence[Mapping[str, str] | None] | None,
+    event_times: Sequence[TimeLike | None] | None,
+) -> tuple[list[str | None] | None, list[dict[str, str] | None] | None, list[int | None] | None]:
+    """The optional per-message columns of ``send_many``, as the engine takes them."""
+    return (
+        None if keys is None else list(keys),
+        None if properties is None else [p if p is None or type(p) is dict else dict(p) for p in properties],
+        None if event_times is None else [None if t is None else time_ms(t, "event_times") for t in event_times],
+    )

@@ -277,15 +277,24 @@ impl PyProducer {
     }
 
     /// Sends every payload (bytes-like) and waits for all receipts; returns their ids.
-    #[pyo3(signature = (payloads, keys=None))]
+    #[pyo3(signature = (payloads, keys=None, properties=None, event_times=None))]
     fn send_many<'py>(
         &self,
         py: Python<'py>,
         payloads: &Bound<'py, PyAny>,
         keys: Option<&Bound<'py, PyAny>>,
+        properties: Option<&Bound<'py, PyAny>>,
+        event_times: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyList>> {
         self.guard.check()?;
-        let msgs = many(payloads, keys)?;
+        let msgs = many(
+            payloads,
+            &ManyColumns {
+                keys,
+                properties,
+                event_times,
+            },
+        )?;
         let p = self.inner.clone();
         let ids = wait(py, send_all(p, msgs))?;
         let out = PyList::empty(py);
@@ -295,16 +304,25 @@ impl PyProducer {
         Ok(out)
     }
 
-    #[pyo3(signature = (fut, payloads, keys=None))]
+    #[pyo3(signature = (fut, payloads, keys=None, properties=None, event_times=None))]
     fn aio_send_many(
         &self,
         py: Python<'_>,
         fut: Py<PyAny>,
         payloads: &Bound<'_, PyAny>,
         keys: Option<&Bound<'_, PyAny>>,
+        properties: Option<&Bound<'_, PyAny>>,
+        event_times: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
         self.guard.check()?;
-        let msgs = many(payloads, keys)?;
+        let msgs = many(
+            payloads,
+            &ManyColumns {
+                keys,
+                properties,
+                event_times,
+            },
+        )?;
         let p = self.inner.clone();
         spawn_for_asyncio(py, fut, send_all(p, msgs), |py, ids| {
             let out = PyList::empty(py);
@@ -369,24 +387,62 @@ impl PyProducer {
     }
 }
 
-fn many(payloads: &Bound<'_, PyAny>, keys: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<client::OutgoingMessage>> {
-    let msgs: Vec<client::OutgoingMessage> = convert::payloads(payloads)?
+/// The messages of a `send_many` call: payloads plus optional per-message columns, each a
+/// list as long as the payloads.
+fn many(payloads: &Bound<'_, PyAny>, columns: &ManyColumns<'_, '_>) -> PyResult<Vec<client::OutgoingMessage>> {
+    let mut msgs: Vec<client::OutgoingMessage> = convert::payloads(payloads)?
         .into_iter()
         .map(client::OutgoingMessage::new)
         .collect();
-    let mut msgs = msgs;
-    if let Some(keys) = keys {
-        let keys: Vec<Option<String>> = keys
-            .extract()
-            .map_err(|_| invalid("keys must be a list of str or None"))?;
-        if keys.len() != msgs.len() {
-            return Err(invalid(format!("{} keys for {} payloads", keys.len(), msgs.len())));
-        }
+    if let Some(keys) = columns.keys {
+        let keys: Vec<Option<String>> = column(keys, msgs.len(), "keys", "a list of str or None")?;
         for (m, k) in msgs.iter_mut().zip(keys) {
             m.key = k;
         }
     }
+    if let Some(props) = columns.properties {
+        let props: Vec<Option<Bound<'_, PyDict>>> =
+            column(props, msgs.len(), "properties", "a list of dict[str, str] or None")?;
+        for (m, p) in msgs.iter_mut().zip(props) {
+            if let Some(p) = p {
+                m.properties = convert::property_pairs(&p)?;
+            }
+        }
+    }
+    if let Some(times) = columns.event_times {
+        let times: Vec<Option<u64>> = column(
+            times,
+            msgs.len(),
+            "event_times",
+            "a list of milliseconds since the epoch or None",
+        )?;
+        for (m, t) in msgs.iter_mut().zip(times) {
+            m.event_time = t;
+        }
+    }
     Ok(msgs)
+}
+
+/// Optional per-message columns of `send_many`.
+struct ManyColumns<'a, 'py> {
+    keys: Option<&'a Bound<'py, PyAny>>,
+    properties: Option<&'a Bound<'py, PyAny>>,
+    event_times: Option<&'a Bound<'py, PyAny>>,
+}
+
+fn column<'py, T: pyo3::conversion::FromPyObjectOwned<'py>>(
+    values: &Bound<'py, PyAny>,
+    n: usize,
+    name: &str,
+    what: &str,
+) -> PyResult<Vec<T>> {
+    let values: Vec<T> = values
+        .extract()
+        .map_err(|_| invalid(format!("{name} must be {what}")))?;
+    if values.len() != n {
+        return Err(invalid(format!("{} {name} for {n} payloads", values.len())));
+    }
+    Ok(values)
 }
 
 async fn send_all(p: client::Producer, msgs: Vec<client::OutgoingMessage>) -> Result<Vec<client::MessageId>, Error> {

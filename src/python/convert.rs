@@ -59,6 +59,18 @@ pub fn payloads(items: &Bound<'_, PyAny>) -> PyResult<Vec<Bytes>> {
         .collect())
 }
 
+/// The `(key, value)` pairs of a properties dict of str to str.
+pub fn property_pairs(props: &Bound<'_, PyDict>) -> PyResult<Vec<(String, String)>> {
+    let mut pairs = Vec::with_capacity(props.len());
+    for (k, v) in props.iter() {
+        let (Ok(k), Ok(v)) = (k.extract::<String>(), v.extract::<String>()) else {
+            return Err(invalid("properties must map str to str"));
+        };
+        pairs.push((k, v));
+    }
+    Ok(pairs)
+}
+
 /// Builds a message from `send` arguments.
 #[allow(clippy::too_many_arguments)]
 pub fn message(
@@ -73,13 +85,7 @@ pub fn message(
     let mut msg = OutgoingMessage::new(payload(data)?);
     msg.key = key;
     if let Some(props) = properties {
-        msg.properties.reserve(props.len());
-        for (k, v) in props.iter() {
-            let (Ok(k), Ok(v)) = (k.extract::<String>(), v.extract::<String>()) else {
-                return Err(invalid("properties must map str to str"));
-            };
-            msg.properties.push((k, v));
-        }
+        msg.properties = property_pairs(props)?;
     }
     msg.event_time = event_time;
     msg.deliver_at = deliver_at;

@@ -126,7 +126,6 @@ def send_arrow(
     key: str | None = "key",
     properties: str | None = "properties",
     event_time: str | None = "event_time",
-    timeout: float | None = None,
 ) -> list[MessageId]:
     """Sends every row of an Arrow batch/table or a pandas frame and waits for every receipt.
 
@@ -134,9 +133,8 @@ def send_arrow(
     ``properties`` (map<string,string>, or dicts in pandas) and ``event_time`` (timestamp
     or ms). Other columns are ignored. Returns the message ids in row order.
 
-    Rows without properties and event times go through ``Producer.send_many`` in one call;
-    otherwise each row is queued with ``send_async`` and the producer is flushed. Either way
-    every message is acknowledged by the broker when this returns (or an exception is raised:
+    The rows go through one ``Producer.send_many`` call: every message is acknowledged by the
+    broker when this returns, within the producer's ``send_timeout`` (or an exception is raised:
     some rows may then have been sent; delivery is at-least-once).
     """
     table = _to_table(data)
@@ -144,25 +142,16 @@ def send_arrow(
         return []
     payloads, keys, props, times = columns_of(table, value=value, key=key, properties=properties,
                                               event_time=event_time)
-    return send_lists(producer, payloads, keys, props, times, timeout=timeout)
+    return send_lists(producer, payloads, keys, props, times)
 
 
 def send_lists(producer: Producer, payloads: Sequence[Any], keys: Sequence[str | None] | None,
                props: Sequence[dict[str, str] | None] | None, times: Sequence[int | None] | None,
-               *, timeout: float | None = None) -> list[MessageId]:
+               ) -> list[MessageId]:
     """Sends the rows and waits for every receipt (see :func:`send_arrow`)."""
     if not payloads:
         return []
-    if props is None and times is None:
-        return producer.send_many(payloads, keys=keys)
-    n = len(payloads)
-    keys = keys if keys is not None else [None] * n
-    props = props if props is not None else [None] * n
-    times = times if times is not None else [None] * n
-    send = producer.send_async
-    futures = [send(payloads[i], key=keys[i], properties=props[i], event_time=times[i]) for i in range(n)]
-    producer.flush()
-    return [f.result(timeout) for f in futures]
+    return producer.send_many(payloads, keys=keys, properties=props, event_times=times)
 
 
 # -- reads ----------------------------------------------------------------------------------

@@ -614,9 +614,9 @@ def _rows_to_batches(rows: Iterator[Any], schema: StructType, size: int = 10_000
 
 
 class PulsarBatchWriter(DataSourceArrowWriter):
-    """Writes each Spark partition with one ``send_many`` (or ``send_async`` per row when
-    rows carry properties or event times) per Arrow batch and topic; every receipt is awaited
-    before the task ends. At-least-once: a retried task sends its rows again."""
+    """Writes each Spark partition with one ``send_many`` per Arrow batch and topic (keys,
+    properties and event times included); every receipt is awaited before the task ends.
+    At-least-once: a retried task sends its rows again."""
 
     def __init__(self, opts: SourceOptions, schema: StructType) -> None:
         self.opts = opts
