@@ -1,0 +1,133 @@
+"""Rows per second through the ``pulsar`` data source: batch write and batch read on Spark.
+
+::
+
+    python -m benches.spark_bench                    # 1,000,000 x 100 B rows, 2 rounds
+    python -m benches.spark_bench --rows 200000 --rounds 1
+
+Starts a local broker (``magnetar.testing.Standalone``) and a Spark ``local[2]`` session, then for
+each row shape (value only; key + value; key + value + properties + event time) and round:
+writes ``--rows`` rows of 100 B into a fresh 2-partition topic with
+``df.write.format("pulsar")``, reads them back with ``spark.read.format("pulsar")`` twice
+(``count()``, and ``toArrow()`` of the ``value`` column into the driver) and checks the counts.
+The source DataFrame is built and cached before the timed write, so the write figure is the
+data source's. Prints one line per run and a markdown table of the medians.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import statistics
+import sys
+import time
+import uuid
+from typing import Any
+
+SHAPES = {
+    "value only": "value",
+    "key + value": "key, value",
+    "key + value + properties + event_time": "key, value, properties, event_time",
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--partitions", type=int, default=2, help="topic partitions (and Spark tasks)")
+    parser.add_argument("--service-url", help="use this broker (and --admin-url) instead of starting one")
+    parser.add_argument("--admin-url")
+    args = parser.parse_args(argv)
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    import magnetar.spark as ms
+    from magnetar.spark import PulsarDataSource
+    from magnetar.testing import Admin, Standalone
+
+    with contextlib.ExitStack() as stack:
+        if args.service_url:
+            service_url, admin = args.service_url, Admin(args.admin_url or "http://127.0.0.1:8080")
+        else:
+            broker = stack.enter_context(Standalone(port=0))
+            service_url, admin = broker.service_url, broker
+            print(f"broker ready at {service_url} in {broker.startup_seconds:.1f} s", flush=True)
+        spark = (SparkSession.builder.master("local[2]").appName("magnetar-spark-bench")
+                 .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+                 .config("spark.sql.shuffle.partitions", str(args.partitions))
+                 .config("spark.driver.memory", "2g").getOrCreate())
+        spark.sparkContext.setLogLevel("ERROR")
+        spark.dataSource.register(PulsarDataSource)
+        stack.callback(ms.close_all)
+        stack.callback(spark.stop)
+
+        results: dict[str, dict[str, list[float]]] = {s: {"write": [], "count": [], "toArrow": []} for s in SHAPES}
+        warm_up(spark, admin, service_url, args.partitions)
+        for rnd in range(args.rounds):
+            for shape, columns in SHAPES.items():
+                figures = run_once(spark, admin, service_url, args.rows, args.partitions, columns)
+                for what, rate in figures.items():
+                    results[shape][what].append(rate)
+                print(f"round {rnd + 1} {shape}: " + ", ".join(f"{k} {v:,.0f} rows/s" for k, v in figures.items()),
+                      flush=True)
+        print()
+        print(f"| {args.rows:,} rows x 100 B, {args.partitions} partitions | batch write | batch read (`count()`) "
+              "| batch read of `value` into the driver (`toArrow()`) |")
+        print("|---|---:|---:|---:|")
+        for shape, per in results.items():
+            cells = " | ".join(f"{statistics.median(per[w]) / 1000:,.0f} k rows/s" for w in ("write", "count", "toArrow"))
+            print(f"| {shape} | {cells} |")
+    return 0
+
+
+def source_frame(spark: Any, rows: int, partitions: int, columns: str) -> Any:
+    """``rows`` rows of a 100 B value (and the other columns), cached before anything is timed."""
+    from pyspark.sql import functions as F
+
+    df = spark.range(rows, numPartitions=partitions).select(
+        F.concat(F.lpad(F.col("id").cast("string"), 10, "0"), F.lit("x" * 90)).cast("binary").alias("value"),
+        F.concat(F.lit("k"), (F.col("id") % 1000).cast("string")).alias("key"),
+        F.create_map(F.lit("i"), F.col("id").cast("string")).alias("properties"),
+        F.timestamp_millis(F.lit(1_700_000_000_000) + F.col("id")).alias("event_time"),
+    ).selectExpr(*[c.strip() for c in columns.split(",")])
+    df = df.cache()
+    assert df.count() == rows
+    return df
+
+
+def run_once(spark: Any, admin: Any, service_url: str, rows: int, partitions: int, columns: str) -> dict[str, float]:
+    topic = f"persistent://public/default/spark-bench-{uuid.uuid4().hex[:10]}"
+    admin.create_partitioned_topic(topic, partitions)
+    df = source_frame(spark, rows, partitions, columns)
+    try:
+        t0 = time.perf_counter()
+        df.write.format("pulsar").mode("append").option("service_url", service_url).option("topic", topic).save()
+        write_s = time.perf_counter() - t0
+
+        reader = spark.read.format("pulsar").option("service_url", service_url).option("topic", topic)
+        t0 = time.perf_counter()
+        counted = reader.load().count()
+        count_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        table = reader.load().select("value").toArrow()
+        arrow_s = time.perf_counter() - t0
+        if counted != rows or table.num_rows != rows:
+            raise SystemExit(f"count mismatch: wrote {rows}, count() {counted}, toArrow() {table.num_rows}")
+        return {"write": rows / write_s, "count": rows / count_s, "toArrow": rows / arrow_s}
+    finally:
+        df.unpersist()
+        with contextlib.suppress(Exception):
+            admin.request("DELETE", f"/admin/v2/persistent/public/default/{topic.rsplit('/', 1)[1]}/partitions?force=true")
+
+
+def warm_up(spark: Any, admin: Any, service_url: str, partitions: int) -> None:
+    """Starts the Python workers and loads the data source once, outside the timed runs."""
+    run_once(spark, admin, service_url, 20_000, partitions, "key, value")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
