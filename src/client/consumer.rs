@@ -117,7 +117,8 @@ impl Consumer {
                 }
             })
         }));
-        let needs_discovery = consumer.inner.pattern.is_some() || consumer.is_multi_capable();
+        // Durable subscriptions follow partitions added later; a reader keeps the ones it began with.
+        let needs_discovery = consumer.inner.pattern.is_some() || consumer.inner.opts.durable;
         if needs_discovery {
             let weak = Arc::downgrade(&consumer.inner);
             let period = consumer.inner.opts.discovery_period;
@@ -135,10 +136,6 @@ impl Consumer {
             });
         }
         Ok(consumer)
-    }
-
-    fn is_multi_capable(&self) -> bool {
-        self.inner.opts.durable
     }
 
     /// Finds topics and partitions not yet covered and subscribes to them.
