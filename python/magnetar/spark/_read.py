@@ -17,7 +17,7 @@ from pyspark.sql.datasource import InputPartition
 
 from .._client import Client, Reader
 from .._config import ClientConfig
-from .._core import Message, MessageId
+from .._core import MessageId
 from ..exceptions import ConnectError, InvalidConfiguration, PulsarError, Timeout
 from . import _workers
 from ._arrow import MessageBatchBuilder
@@ -139,10 +139,7 @@ def last_message_id(client: Client, ref: PartitionRef) -> MessageId:
     """The id of the last message of one topic partition ((-1, -1) when it is empty)."""
     reader = client.create_reader(ref.name, start=MessageId.latest, receiver_queue_size=1)
     try:
-        getter = getattr(reader, "get_last_message_id", None)
-        if getter is not None:
-            return getter()
-        return max(reader._core.last_message_ids())  # Reader has no public get_last_message_id yet
+        return reader.get_last_message_id()
     finally:
         reader.close()
 
@@ -243,13 +240,6 @@ def split_range(ref: PartitionRef, start: MessageId, end: MessageId, max_entries
 # -- executor side --------------------------------------------------------------------------
 
 
-def _receive_many(reader: Reader, n: int, timeout: float) -> list[Message]:
-    many = getattr(reader, "read_many", None)
-    if many is not None:
-        return many(n, timeout=timeout)
-    return reader._core.receive_many(n, timeout)  # Reader has no public batch read yet
-
-
 def _data_loss(opts: SourceOptions, what: str) -> None:
     msg = f"pulsar data source: possible data loss: {what}"
     if opts.fail_on_data_loss:
@@ -291,7 +281,7 @@ def read_split(opts: SourceOptions, arrow_schema: pa.Schema, split: PulsarSplit)
         deadline = time.monotonic() + poll
         done = False
         while not done:
-            msgs = _receive_many(reader, min(per_batch, 1000), 0.2)
+            msgs = reader.read_many(min(per_batch, 1000), timeout=0.2)
             if not msgs:
                 if not has_message_available(reader, poll):
                     _data_loss(opts, f"{name}: the read ended at {last_key} before the end of its range {end}")

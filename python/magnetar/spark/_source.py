@@ -66,7 +66,6 @@ from ._options import (
 from ._read import (
     PulsarSplit,
     _data_loss,
-    _receive_many,
     first_id_at,
     has_message_available,
     last_message_id,
@@ -285,7 +284,7 @@ class _Cursor:
             if self.pending:
                 ids, self.pending = self.pending, []
             else:
-                msgs = _receive_many(self.reader, min(1000, max(n - count, 1)), 0.2)
+                msgs = self.reader.read_many(min(1000, max(n - count, 1)), timeout=0.2)
                 if not msgs:
                     if time.monotonic() > deadline:
                         raise Timeout(f"pulsar data source: {self.ref.name}: messages up to {limit} were not "
