@@ -154,6 +154,28 @@ def test_partitioned_topic_produce_and_consume(api, broker, topic):
         api.call(consumer, "ack", m)
 
 
+def test_ack_many_across_partitions_acks_exactly_those_messages(api, broker, topic):
+    """ack_many groups ids by partition; the acked ones never come back, the others do."""
+    broker.create_partitioned_topic(topic, 3)
+    producer = api.call(api.client, "create_producer", topic)
+    consumer = api.call(api.client, "subscribe", topic, "sub", initial_position="earliest")
+    api.call(producer, "send_many", [b"%d" % i for i in range(600)], keys=[f"k{i}" for i in range(600)])
+    got = drain(api, consumer, 600)
+    assert {m.message_id.partition for m in got} == {0, 1, 2}
+    acked = [m for m in got if int(m.data) % 3 != 0]
+    api.call(consumer, "ack_many", acked)
+    api.call(consumer, "ack_many", [])
+    api.call(consumer, "close")  # flushes grouped acks
+    again = api.call(api.client, "subscribe", topic, "sub")
+    redelivered = drain(api, again, 200)
+    assert sorted(int(m.data) for m in redelivered) == list(range(0, 600, 3))
+    assert api.call(again, "receive_many", 10, timeout=0.5) == []
+    api.call(again, "ack_many", (m.message_id for m in redelivered))
+    api.call(again, "close")
+    with pytest.raises(magnetar.AlreadyClosed):
+        api.call(again, "ack_many", redelivered[:1])
+
+
 def test_keyed_messages_stay_on_their_partition(client, broker, topic):
     broker.create_partitioned_topic(topic, 5)
     producer = client.create_producer(topic)

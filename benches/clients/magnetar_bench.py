@@ -1,7 +1,7 @@
 """One run of one scenario with magnetar: ``python -m benches.clients.magnetar_bench SPEC OUT``.
 
 APIs: produce ``send_async`` / ``send_many`` / ``asyncio`` (``await producer.send`` from many
-tasks); consume ``receive`` / ``receive_many`` / ``async_for``; ``blocking`` (``send()``),
+tasks); consume ``receive`` / ``receive_many`` (+ ``ack_many``) / ``async_for``; ``blocking`` (``send()``),
 ``latency`` (``send_async`` at a fixed open-loop rate), ``idle``, and ``fill`` (pre-fills a
 topic for the consume scenario; not measured).
 """
@@ -142,7 +142,7 @@ def consume(spec: dict[str, Any]) -> dict[str, Any]:
                     break
                 for m in msgs:
                     nbytes += len(m.data)
-                    ack(m)
+                consumer.ack_many(msgs)  # each message acked individually, in one call
                 got += len(msgs)
             res = w.stop()
         else:

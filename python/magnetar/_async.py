@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import datetime as _dt
 import os
-from typing import Any, AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 
 from . import _core
 from ._core import Message, MessageId
@@ -171,6 +171,10 @@ class AsyncConsumer:
     def ack(self, message: Message | MessageId) -> None:
         """Acknowledges one message (never blocks)."""
         self._core.ack(message)
+
+    def ack_many(self, messages: Iterable[Message | MessageId]) -> None:
+        """Acknowledges each message individually, in one call (never blocks)."""
+        self._core.ack_many(messages)
 
     def ack_cumulative(self, message: Message | MessageId) -> None:
         self._core.ack_cumulative(message)

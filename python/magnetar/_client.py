@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from . import _core
 from ._core import Message, MessageId, SendFuture
@@ -188,6 +188,11 @@ class Consumer:
     def ack(self, message: Message | MessageId) -> None:
         """Acknowledges one message (grouped and sent within ``ack_group_time``)."""
         self._core.ack(message)
+
+    def ack_many(self, messages: Iterable[Message | MessageId]) -> None:
+        """Acknowledges each message individually, in one call (the partner of
+        :meth:`receive_many`); grouped and sent like :meth:`ack`."""
+        self._core.ack_many(messages)
 
     def ack_cumulative(self, message: Message | MessageId) -> None:
         """Acknowledges every message up to this one (not on Shared subscriptions)."""

@@ -233,6 +233,8 @@ class _Consumer:
         """Resolves ``fut`` when a message may be available."""
     def ack(self, message: Message | MessageId) -> None:
         """Acknowledges one message."""
+    def ack_many(self, messages: Iterable[Message | MessageId]) -> None:
+        """Acknowledges many messages individually."""
     def ack_cumulative(self, message: Message | MessageId) -> None:
         """Acknowledges up to a message."""
     def ack_with_receipt(self, message: Message | MessageId, cumulative: bool = False) -> None:

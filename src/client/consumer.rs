@@ -357,6 +357,35 @@ impl Consumer {
         )
     }
 
+    /// Acknowledges many messages individually, with one command per partition they come from.
+    pub fn ack_many(&self, ids: Vec<MessageId>) -> Result<()> {
+        if self.inner.closed.load(Ordering::Acquire) {
+            return Err(Error::closed("consumer"));
+        }
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let single = self.parts().len() == 1;
+        let mut groups: Vec<(Arc<PartitionShared>, Vec<MessageId>)> = Vec::new();
+        if single {
+            groups.push((self.part_for(&ids[0])?, ids));
+        } else {
+            for id in ids {
+                let part = self.part_for(&id)?;
+                match groups.iter_mut().find(|(p, _)| Arc::ptr_eq(p, &part)) {
+                    Some((_, group)) => group.push(id),
+                    None => groups.push((part, vec![id])),
+                }
+            }
+        }
+        for (part, group) in groups {
+            part.tx
+                .send(Command::AckMany(group))
+                .map_err(|_| Error::closed("consumer"))?;
+        }
+        Ok(())
+    }
+
     /// Acknowledges every message up to and including `id` (not on Shared subscriptions).
     pub fn ack_cumulative(&self, id: &MessageId) -> Result<()> {
         if matches!(self.inner.opts.sub_type, SubType::Shared | SubType::KeyShared) {

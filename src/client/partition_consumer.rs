@@ -51,6 +51,8 @@ pub(crate) enum Command {
         cumulative: bool,
         reply: oneshot::Sender<Result<()>>,
     },
+    /// Individual acks of many messages of this partition: one channel message for a batch.
+    AckMany(Vec<MessageId>),
     Nack(MessageId),
     Delivered(MessageId),
     RedeliverAll,
@@ -296,6 +298,15 @@ impl Actor {
         match cmd {
             Command::Flow(n) => self.grant(n),
             Command::Ack { id, cumulative } => self.ack(id, cumulative),
+            Command::AckMany(ids) => {
+                let mut ids = ids.into_iter();
+                if let Some(last) = ids.next_back() {
+                    for id in ids {
+                        self.record_ack(id, false);
+                    }
+                    self.ack(last, false);
+                }
+            }
             Command::AckWithReceipt { id, cumulative, reply } => {
                 self.record_ack(id, cumulative);
                 let _ = reply.send(self.flush_acks_with_receipt().await);

@@ -23,6 +23,9 @@ use super::inner::ClientInner;
 use super::message::{MessageId, OutgoingMessage};
 use super::options::ProducerOptions;
 use super::util::{next_event, now_ms, sleep_until_opt};
+
+/// The resolution of tokio's timer.
+const TIMER_TICK: Duration = Duration::from_millis(1);
 use crate::net::backoff::Backoff;
 use crate::net::{lookup, Connection, Event, HandlerId};
 use crate::protocol::pb::{base_command::Type, CompressionType, KeyValue, MessageMetadata, ServerError};
@@ -190,7 +193,12 @@ struct Actor {
 impl Actor {
     async fn run(mut self) {
         loop {
-            let batch_due = self.batch_started.map(|t| t + self.opts.batch_max_delay);
+            // tokio's timer fires on the first whole millisecond at or after a deadline, so aim
+            // one tick early: a batch is then held at most `batch_max_delay`, not up to 1 ms more
+            // (that extra half millisecond on average showed in the latency benchmarks).
+            let batch_due = self
+                .batch_started
+                .map(|t| t + self.opts.batch_max_delay.saturating_sub(TIMER_TICK));
             let timeout_due = match self.pending.front() {
                 Some(op) if !self.opts.send_timeout.is_zero() => Some(op.sent_at + self.opts.send_timeout),
                 _ => None,

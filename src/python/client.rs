@@ -591,6 +591,15 @@ impl PyConsumer {
         self.inner.ack(&message_id_of(message)?).map_err(to_pyerr)
     }
 
+    fn ack_many(&self, messages: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.guard.check()?;
+        let mut ids = Vec::with_capacity(messages.len().unwrap_or(0));
+        for m in messages.try_iter()? {
+            ids.push(message_id_of(&m?)?);
+        }
+        self.inner.ack_many(ids).map_err(to_pyerr)
+    }
+
     fn ack_cumulative(&self, message: &Bound<'_, PyAny>) -> PyResult<()> {
         self.guard.check()?;
         self.inner.ack_cumulative(&message_id_of(message)?).map_err(to_pyerr)
