@@ -260,14 +260,7 @@ impl Message {
 /// Builds the payload of a batch; used by the producer.
 pub(crate) fn single_metadata(msg: &OutgoingMessage, sequence_id: u64) -> SingleMessageMetadata {
     SingleMessageMetadata {
-        properties: msg
-            .properties
-            .iter()
-            .map(|(k, v)| crate::protocol::pb::KeyValue {
-                key: k.clone(),
-                value: v.clone(),
-            })
-            .collect(),
+        properties: crate::protocol::commands::key_values(&msg.properties),
         partition_key: msg.key.clone(),
         payload_size: msg.payload.len() as i32,
         event_time: msg.event_time,

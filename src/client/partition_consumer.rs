@@ -27,7 +27,7 @@ use crate::protocol::pb::{
     base_command::Type,
     command_ack::{AckType, ValidationError},
     command_subscribe::{self, SubType},
-    BaseCommand, CompressionType, KeySharedMeta, KeySharedMode, KeyValue, MessageIdData,
+    BaseCommand, CompressionType, KeySharedMeta, KeySharedMode, MessageIdData,
 };
 use crate::protocol::{batch, commands, compression, frame::Payload};
 
@@ -1018,7 +1018,7 @@ impl Actor {
         s.priority_level = Some(self.opts.priority_level);
         s.durable = Some(self.opts.durable);
         s.start_message_id = start;
-        s.metadata = kvs(&self.opts.properties);
+        s.metadata = commands::key_values(&self.opts.properties);
         s.read_compacted = Some(self.opts.read_compacted);
         s.initial_position = Some(match self.opts.initial_position {
             InitialPosition::Latest => command_subscribe::InitialPosition::Latest,
@@ -1030,7 +1030,7 @@ impl Actor {
             let back_ms = super::util::now_ms().saturating_sub(t);
             s.start_message_rollback_duration_sec = Some(back_ms / 1000 + 2);
         }
-        s.subscription_properties = kvs(&self.opts.subscription_properties);
+        s.subscription_properties = commands::key_values(&self.opts.subscription_properties);
         if self.opts.sub_type == SubType::KeyShared {
             s.key_shared_meta = Some(KeySharedMeta {
                 key_shared_mode: KeySharedMode::AutoSplit as i32,
@@ -1092,16 +1092,6 @@ impl Actor {
             }
         }
     }
-}
-
-fn kvs(pairs: &[(String, String)]) -> Vec<KeyValue> {
-    pairs
-        .iter()
-        .map(|(k, v)| KeyValue {
-            key: k.clone(),
-            value: v.clone(),
-        })
-        .collect()
 }
 
 fn full_bitset(size: usize) -> Vec<u64> {

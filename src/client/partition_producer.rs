@@ -28,7 +28,7 @@ use super::util::{next_event, now_ms, sleep_until_opt};
 const TIMER_TICK: Duration = Duration::from_millis(1);
 use crate::net::backoff::Backoff;
 use crate::net::{lookup, Connection, Event, HandlerId};
-use crate::protocol::pb::{base_command::Type, CompressionType, KeyValue, MessageMetadata, ServerError};
+use crate::protocol::pb::{base_command::Type, CompressionType, MessageMetadata, ServerError};
 use crate::protocol::{commands, compression, frame};
 
 pub(crate) enum Command {
@@ -349,14 +349,7 @@ impl Actor {
         let mut meta = self.metadata(seq);
         meta.partition_key = msg.key.clone();
         meta.ordering_key = msg.ordering_key.clone().map(Into::into);
-        meta.properties = msg
-            .properties
-            .iter()
-            .map(|(k, v)| KeyValue {
-                key: k.clone(),
-                value: v.clone(),
-            })
-            .collect();
+        meta.properties = commands::key_values(&msg.properties);
         meta.event_time = msg.event_time;
         meta.deliver_at_time = msg.deliver_at;
         meta.replicate_to = msg.replication_clusters.clone();
@@ -796,14 +789,7 @@ async fn attach(
             p.user_provided_producer_name = Some(user_named);
             p.epoch = Some(epoch);
             p.producer_access_mode = Some(opts.access_mode as i32);
-            p.metadata = opts
-                .properties
-                .iter()
-                .map(|(k, v)| KeyValue {
-                    key: k.clone(),
-                    value: v.clone(),
-                })
-                .collect();
+            p.metadata = commands::key_values(&opts.properties);
             cmd
         })
         .await;

@@ -3,6 +3,17 @@
 
 use super::pb::{self, base_command::Type, BaseCommand};
 
+/// Wire `KeyValue`s (properties, producer metadata) from string pairs.
+pub fn key_values(pairs: &[(String, String)]) -> Vec<pb::KeyValue> {
+    pairs
+        .iter()
+        .map(|(k, v)| pb::KeyValue {
+            key: k.clone(),
+            value: v.clone(),
+        })
+        .collect()
+}
+
 fn base(kind: Type) -> BaseCommand {
     BaseCommand {
         r#type: kind as i32,

@@ -287,21 +287,9 @@ impl PyProducer {
         event_times: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyList>> {
         self.guard.check()?;
-        let msgs = many(
-            payloads,
-            &ManyColumns {
-                keys,
-                properties,
-                event_times,
-            },
-        )?;
+        let msgs = many(payloads, keys, properties, event_times)?;
         let p = self.inner.clone();
-        let ids = wait(py, send_all(p, msgs))?;
-        let out = PyList::empty(py);
-        for id in ids {
-            out.append(new_id(py, id)?)?;
-        }
-        Ok(out)
+        id_list(py, wait(py, send_all(p, msgs))?)
     }
 
     #[pyo3(signature = (fut, payloads, keys=None, properties=None, event_times=None))]
@@ -315,21 +303,10 @@ impl PyProducer {
         event_times: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
         self.guard.check()?;
-        let msgs = many(
-            payloads,
-            &ManyColumns {
-                keys,
-                properties,
-                event_times,
-            },
-        )?;
+        let msgs = many(payloads, keys, properties, event_times)?;
         let p = self.inner.clone();
         spawn_for_asyncio(py, fut, send_all(p, msgs), |py, ids| {
-            let out = PyList::empty(py);
-            for id in ids {
-                out.append(new_id(py, id)?)?;
-            }
-            Ok(out.into_any().unbind())
+            Ok(id_list(py, ids)?.into_any().unbind())
         })
     }
 
@@ -389,18 +366,23 @@ impl PyProducer {
 
 /// The messages of a `send_many` call: payloads plus optional per-message columns, each a
 /// list as long as the payloads.
-fn many(payloads: &Bound<'_, PyAny>, columns: &ManyColumns<'_, '_>) -> PyResult<Vec<client::OutgoingMessage>> {
+fn many<'py>(
+    payloads: &Bound<'py, PyAny>,
+    keys: Option<&Bound<'py, PyAny>>,
+    properties: Option<&Bound<'py, PyAny>>,
+    event_times: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Vec<client::OutgoingMessage>> {
     let mut msgs: Vec<client::OutgoingMessage> = convert::payloads(payloads)?
         .into_iter()
         .map(client::OutgoingMessage::new)
         .collect();
-    if let Some(keys) = columns.keys {
+    if let Some(keys) = keys {
         let keys: Vec<Option<String>> = column(keys, msgs.len(), "keys", "a list of str or None")?;
         for (m, k) in msgs.iter_mut().zip(keys) {
             m.key = k;
         }
     }
-    if let Some(props) = columns.properties {
+    if let Some(props) = properties {
         let props: Vec<Option<Bound<'_, PyDict>>> =
             column(props, msgs.len(), "properties", "a list of dict[str, str] or None")?;
         for (m, p) in msgs.iter_mut().zip(props) {
@@ -409,7 +391,7 @@ fn many(payloads: &Bound<'_, PyAny>, columns: &ManyColumns<'_, '_>) -> PyResult<
             }
         }
     }
-    if let Some(times) = columns.event_times {
+    if let Some(times) = event_times {
         let times: Vec<Option<u64>> = column(
             times,
             msgs.len(),
@@ -423,11 +405,13 @@ fn many(payloads: &Bound<'_, PyAny>, columns: &ManyColumns<'_, '_>) -> PyResult<
     Ok(msgs)
 }
 
-/// Optional per-message columns of `send_many`.
-struct ManyColumns<'a, 'py> {
-    keys: Option<&'a Bound<'py, PyAny>>,
-    properties: Option<&'a Bound<'py, PyAny>>,
-    event_times: Option<&'a Bound<'py, PyAny>>,
+/// Engine message ids as a Python list of `MessageId`s.
+fn id_list(py: Python<'_>, ids: Vec<client::MessageId>) -> PyResult<Bound<'_, PyList>> {
+    let out = PyList::empty(py);
+    for id in ids {
+        out.append(new_id(py, id)?)?;
+    }
+    Ok(out)
 }
 
 fn column<'py, T: pyo3::conversion::FromPyObjectOwned<'py>>(
@@ -674,11 +658,7 @@ impl PyConsumer {
         self.guard.check()?;
         let c = self.inner.clone();
         spawn_for_asyncio(py, fut, async move { c.last_message_ids().await }, |py, ids| {
-            let out = PyList::empty(py);
-            for inner in ids {
-                out.append(new_id(py, inner)?)?;
-            }
-            Ok(out.into_any().unbind())
+            Ok(id_list(py, ids)?.into_any().unbind())
         })
     }
 
