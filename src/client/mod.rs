@@ -17,6 +17,7 @@ mod inbox;
 mod inner;
 mod partition_consumer;
 mod partition_producer;
+mod timer;
 mod util;
 
 pub use completion::{Completion, SendCallback};

@@ -22,10 +22,9 @@ use super::error::{Error, ErrorKind, Result};
 use super::inner::ClientInner;
 use super::message::{MessageId, OutgoingMessage};
 use super::options::ProducerOptions;
+use super::timer::DeadlineTimer;
 use super::util::{next_event, now_ms, sleep_until_opt};
 
-/// The resolution of tokio's timer.
-const TIMER_TICK: Duration = Duration::from_millis(1);
 use crate::net::backoff::Backoff;
 use crate::net::{lookup, Connection, Event, HandlerId};
 use crate::protocol::pb::{base_command::Type, CompressionType, MessageMetadata, ServerError};
@@ -121,6 +120,7 @@ impl PartitionProducer {
             epoch: 0,
             batch: OpenBatch::default(),
             batch_started: None,
+            batch_timer: DeadlineTimer::new(),
             flush_requested: false,
             pending: VecDeque::new(),
             flush_waiters: Vec::new(),
@@ -178,6 +178,8 @@ struct Actor {
     next_seq: u64,
     batch: OpenBatch,
     batch_started: Option<Instant>,
+    /// Fires when the open batch has waited `batch_max_delay`.
+    batch_timer: DeadlineTimer,
     flush_requested: bool,
     pending: VecDeque<InFlight>,
     flush_waiters: Vec<(u64, oneshot::Sender<Result<()>>)>,
@@ -193,12 +195,8 @@ struct Actor {
 impl Actor {
     async fn run(mut self) {
         loop {
-            // tokio's timer fires on the first whole millisecond at or after a deadline, so aim
-            // one tick early: a batch is then held at most `batch_max_delay`, not up to 1 ms more
-            // (that extra half millisecond on average showed in the latency benchmarks).
-            let batch_due = self
-                .batch_started
-                .map(|t| t + self.opts.batch_max_delay.saturating_sub(TIMER_TICK));
+            self.batch_timer
+                .set(self.batch_started.map(|t| t + self.opts.batch_max_delay));
             let timeout_due = match self.pending.front() {
                 Some(op) if !self.opts.send_timeout.is_zero() => Some(op.sent_at + self.opts.send_timeout),
                 _ => None,
@@ -219,7 +217,7 @@ impl Actor {
                 },
                 _ = self.wake.urgent.notified(), if lazy => self.drain(),
                 ev = next_event(&mut self.events) => self.on_event(ev),
-                _ = sleep_until_opt(batch_due) => {
+                _ = self.batch_timer.expired() => {
                     self.drain();
                     self.flush_batch();
                 }
