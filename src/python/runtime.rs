@@ -88,9 +88,18 @@ fn start(generation: u64) -> ProcessRuntime {
 }
 
 fn dispatch_loop(rx: mpsc::Receiver<Job>) {
-    while let Ok(first) = rx.recv() {
-        // Attach once per burst: many completions share one GIL acquisition.
-        Python::attach(|py| {
+    // Attached for the thread's whole life, detached while it waits: attaching afresh for each
+    // burst made and freed a Python thread state every time, which cost microseconds on every
+    // callback's path. Many completions of a burst share one GIL acquisition.
+    Python::attach(|py| {
+        let mut rx = rx;
+        loop {
+            let (back, first) = py.detach(move || {
+                let first = rx.recv();
+                (rx, first)
+            });
+            rx = back;
+            let Ok(first) = first else { return };
             run_job(py, first);
             for _ in 0..1024 {
                 match rx.try_recv() {
@@ -99,8 +108,8 @@ fn dispatch_loop(rx: mpsc::Receiver<Job>) {
                 }
             }
             flush_asyncio_resolutions(py);
-        });
-    }
+        }
+    });
 }
 
 fn run_job(py: Python<'_>, job: Job) {
