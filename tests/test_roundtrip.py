@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import gc
 import time
 
 import pytest
@@ -69,6 +70,28 @@ def test_send_many_and_receive_many(api, topic):
     assert [m.data for m in got] == payloads
     assert [m.message_id for m in got] == ids
     api.call(consumer, "ack_cumulative", got[-1])
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_bulk_calls_leave_the_garbage_collector_as_they_found_it(api, topic, enabled):
+    """send_many and receive_many pause the cyclic collector while they build their lists;
+    it must come back on, and stay off for a program that turned it off."""
+    producer = api.call(api.client, "create_producer", topic)
+    consumer = api.call(api.client, "subscribe", topic, "sub", initial_position="earliest")
+    was = gc.isenabled()
+    (gc.enable if enabled else gc.disable)()
+    try:
+        ids = api.call(producer, "send_many", [b"%d" % i for i in range(2000)])
+        assert gc.isenabled() is enabled
+        got: list[magnetar.Message] = []
+        while len(got) < 2000:
+            batch = api.call(consumer, "receive_many", 2000, timeout=10)
+            assert batch, f"stalled after {len(got)}"
+            assert gc.isenabled() is enabled
+            got.extend(batch)
+        assert [m.message_id for m in got] == ids
+    finally:
+        (gc.enable if was else gc.disable)()
 
 
 def test_send_many_with_keys_properties_and_event_times(api, topic):

@@ -10,7 +10,7 @@ use pyo3::types::{PyDict, PyList};
 use super::convert;
 use super::errors::{invalid, to_pyerr};
 use super::runtime::{spawn_for_asyncio, wait, ForkGuard};
-use super::types::{new_id, new_message, PyMessage, PyMessageId, SendFuture};
+use super::types::{new_id, new_message, without_gc, PyMessage, PyMessageId, SendFuture};
 use crate::client::consumer::{SeekTarget, TopicSelection};
 use crate::client::producer::WouldBlock;
 use crate::client::{self, Error, ErrorKind};
@@ -407,11 +407,13 @@ fn many<'py>(
 
 /// Engine message ids as a Python list of `MessageId`s.
 fn id_list(py: Python<'_>, ids: Vec<client::MessageId>) -> PyResult<Bound<'_, PyList>> {
-    let out = PyList::empty(py);
-    for id in ids {
-        out.append(new_id(py, id)?)?;
-    }
-    Ok(out)
+    without_gc(py, || {
+        let out = PyList::empty(py);
+        for id in ids {
+            out.append(new_id(py, id)?)?;
+        }
+        Ok(out)
+    })
 }
 
 fn column<'py, T: pyo3::conversion::FromPyObjectOwned<'py>>(
@@ -548,11 +550,13 @@ impl PyConsumer {
                 Err(e) => return Err(e),
             }
         }
-        let out = PyList::empty(py);
-        for m in msgs {
-            out.append(new_message(py, m)?)?;
-        }
-        Ok(out)
+        without_gc(py, || {
+            let out = PyList::empty(py);
+            for m in msgs {
+                out.append(new_message(py, m)?)?;
+            }
+            Ok(out)
+        })
     }
 
     /// Resolves `fut` (with None) once a message may be available or the consumer ended.

@@ -286,6 +286,28 @@ impl PyMessage {
     }
 }
 
+/// Runs `f`, which makes many new objects, with the cyclic collector paused. Every #[pyclass]
+/// object counts towards the collector's thresholds, so building a list of a million message
+/// ids ran well over a thousand collections, and the full ones walk every object in the
+/// process: with `gc.disable()` a 1,000,000-message `send_many` took a quarter less CPU.
+/// The objects made here hold no Python references, so they form no cycles, and the GIL is
+/// held throughout, so no other Python code runs while the collector is off. Collection
+/// resumes with the next allocation after `f`.
+pub(crate) fn without_gc<R>(_py: Python<'_>, f: impl FnOnce() -> R) -> R {
+    struct Resume(bool);
+    impl Drop for Resume {
+        fn drop(&mut self) {
+            if self.0 {
+                // SAFETY: the GIL is held (the `Python` token proves it).
+                unsafe { pyo3::ffi::PyGC_Enable() };
+            }
+        }
+    }
+    // SAFETY: as above; returns whether the collector was enabled.
+    let _resume = Resume(unsafe { pyo3::ffi::PyGC_Disable() } != 0);
+    f()
+}
+
 /// A user callback raised: log it (logger "magnetar") and carry on.
 pub(crate) fn log_callback_error(py: Python<'_>, e: &PyErr) {
     let trace = e.traceback(py).and_then(|t| t.format().ok()).unwrap_or_default();
