@@ -10,6 +10,8 @@ import pytest
 
 import magnetar
 
+from conftest import Api
+
 
 def test_send_receive_ack_round_trip(api, topic):
     producer = api.call(api.client, "create_producer", topic)
@@ -92,6 +94,73 @@ def test_bulk_calls_leave_the_garbage_collector_as_they_found_it(api, topic, ena
         assert [m.message_id for m in got] == ids
     finally:
         (gc.enable if was else gc.disable)()
+
+
+def _receive_all(api, consumer, n):
+    got: list[magnetar.Message] = []
+    while len(got) < n:
+        batch = api.call(consumer, "receive_many", n - len(got), timeout=10)
+        assert batch, f"stalled after {len(got)}"
+        got.extend(batch)
+    return got
+
+
+def test_send_many_larger_than_the_pending_queue_waits_and_keeps_order(api, topic):
+    """send_many hands messages over in runs of free pending slots: more messages than
+    max_pending go out in several runs, each waiting for acks to free slots."""
+    producer = api.call(api.client, "create_producer", topic, max_pending=16)
+    consumer = api.call(api.client, "subscribe", topic, "sub", initial_position="earliest")
+    payloads = [b"r%05d" % i for i in range(3000)]
+    ids = api.call(producer, "send_many", payloads)
+    assert ids == sorted(ids) and len(set(ids)) == 3000
+    got = _receive_all(api, consumer, 3000)
+    assert [m.data for m in got] == payloads
+    assert [m.message_id for m in got] == ids
+
+
+def test_send_many_within_a_small_client_memory_limit(service_url, topic, api_kind):
+    """A memory limit far below the call's bytes: send_many waits for memory, loses nothing."""
+    api = Api(api_kind, service_url, memory_limit=2_000)
+    try:
+        producer = api.call(api.client, "create_producer", topic)
+        consumer = api.call(api.client, "subscribe", topic, "sub", initial_position="earliest")
+        payloads = [b"%03d" % i + b"m" * 97 for i in range(500)]
+        ids = api.call(producer, "send_many", payloads)
+        assert len(ids) == 500
+        assert [m.data for m in _receive_all(api, consumer, 500)] == payloads
+    finally:
+        api.close()
+
+
+def test_send_many_refuses_an_oversized_message_and_sends_the_rest(api, topic):
+    producer = api.call(api.client, "create_producer", topic)
+    consumer = api.call(api.client, "subscribe", topic, "sub", initial_position="earliest")
+    small = [b"s%03d" % i for i in range(200)]
+    with pytest.raises(magnetar.MessageTooLarge, match="1 of 201 messages failed"):
+        api.call(producer, "send_many", small[:100] + [b"x" * (6 * 1024 * 1024)] + small[100:])
+    assert [m.data for m in _receive_all(api, consumer, 200)] == small
+
+
+def test_send_many_without_blocking_reports_a_full_queue(service_url, topic, api_kind):
+    api = Api(api_kind, service_url)
+    try:
+        producer = api.call(api.client, "create_producer", topic, max_pending=4, block_if_full=False,
+                            batch_max_delay=0.01)
+        consumer = api.call(api.client, "subscribe", topic, "sub", initial_position="earliest")
+        with pytest.raises(magnetar.ProducerQueueFull):
+            api.call(producer, "send_many", [b"%d" % i for i in range(50)])
+        api.call(producer, "flush")
+        # The first four (the free slots) and whatever found a slot freed by an ack arrive,
+        # in order; the refused ones do not.
+        api.call(producer, "send", b"end")
+        got: list[bytes] = []
+        while not got or got[-1] != b"end":
+            got.append(api.call(consumer, "receive", timeout=10).data)
+        accepted = [int(d) for d in got[:-1]]
+        assert accepted[:4] == [0, 1, 2, 3] and len(accepted) < 50
+        assert accepted == sorted(set(accepted))
+    finally:
+        api.close()
 
 
 def test_send_many_with_keys_properties_and_event_times(api, topic):

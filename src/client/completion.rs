@@ -54,7 +54,8 @@ impl Slots {
         })
     }
 
-    fn fill(&self, i: usize, result: Result<MessageId>) {
+    /// Records the outcome of message `i` (the first outcome wins).
+    pub fn fill(&self, i: usize, result: Result<MessageId>) {
         let first = {
             let mut results = self.results.lock().unwrap_or_else(|e| e.into_inner());
             let slot = &mut results[i];

@@ -17,7 +17,7 @@ use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio::time::Instant;
 
 use super::batch::{OpenBatch, TakenBatch};
-use super::completion::Completion;
+use super::completion::{Completion, Slots};
 use super::error::{Error, ErrorKind, Result};
 use super::inner::ClientInner;
 use super::message::{MessageId, OutgoingMessage};
@@ -34,6 +34,13 @@ pub(crate) enum Command {
     Send {
         msg: OutgoingMessage,
         done: Completion,
+        flush: bool,
+    },
+    /// Consecutive messages of one `send_many`: message `i` fills slot `first + i`.
+    SendRun {
+        msgs: Vec<OutgoingMessage>,
+        slots: Arc<Slots>,
+        first: usize,
         flush: bool,
     },
     Flush(oneshot::Sender<Result<()>>),
@@ -61,9 +68,9 @@ pub(crate) struct Wake {
 }
 
 impl Wake {
-    /// Notes one queued message; rings when it needs prompt handling.
-    pub fn queued(&self, bytes: usize, urgent: bool, max_messages: usize, max_bytes: usize) {
-        let n = self.queued.fetch_add(1, Ordering::AcqRel) + 1;
+    /// Notes queued messages; rings when they need prompt handling.
+    pub fn queued(&self, messages: usize, bytes: usize, urgent: bool, max_messages: usize, max_bytes: usize) {
+        let n = self.queued.fetch_add(messages, Ordering::AcqRel) + messages;
         let b = self.queued_bytes.fetch_add(bytes, Ordering::AcqRel) + bytes;
         if urgent || n >= max_messages || b >= max_bytes {
             self.urgent.notify_one();
@@ -261,6 +268,17 @@ impl Actor {
     fn handle(&mut self, cmd: Command) {
         match cmd {
             Command::Send { msg, done, flush } => self.send(msg, done, flush),
+            Command::SendRun {
+                msgs,
+                slots,
+                first,
+                flush,
+            } => {
+                let last = msgs.len().saturating_sub(1);
+                for (i, msg) in msgs.into_iter().enumerate() {
+                    self.send(msg, Completion::Slot(slots.clone(), first + i), flush && i == last);
+                }
+            }
             Command::Flush(reply) => {
                 self.flush_batch();
                 match self.pending.back() {
@@ -740,6 +758,12 @@ impl Actor {
                 Command::Send { msg, done, .. } => {
                     self.release(1, msg.footprint());
                     done.complete(Err(Error::closed("producer")));
+                }
+                Command::SendRun { msgs, slots, first, .. } => {
+                    for (i, msg) in msgs.into_iter().enumerate() {
+                        self.release(1, msg.footprint());
+                        slots.fill(first + i, Err(Error::closed("producer")));
+                    }
                 }
                 Command::Flush(r) | Command::Close(r) => {
                     let _ = r.send(Ok(()));

@@ -369,7 +369,8 @@ impl Producer {
         let urgent = flush || !o.batching || msg.deliver_at.is_some() || msg.payload.len() > o.batch_max_bytes;
         let sent = part.tx.send(Command::Send { msg, done, flush });
         if sent.is_ok() {
-            part.wake.queued(bytes, urgent, o.batch_max_messages, o.batch_max_bytes);
+            part.wake
+                .queued(1, bytes, urgent, o.batch_max_messages, o.batch_max_bytes);
         }
         if let Err(mpsc_err) = sent {
             if let Command::Send { msg, done, .. } = mpsc_err.0 {
@@ -400,10 +401,120 @@ impl Producer {
     pub async fn send_many(&self, msgs: Vec<OutgoingMessage>) -> Vec<Result<MessageId>> {
         let n = msgs.len();
         let slots = Slots::new(n);
-        for (i, msg) in msgs.into_iter().enumerate() {
-            self.enqueue(msg, i + 1 == n, Completion::Slot(slots.clone(), i)).await;
+        match self.sole_partition() {
+            Some(part) => self.send_runs(&part, msgs, &slots).await,
+            None => {
+                for (i, msg) in msgs.into_iter().enumerate() {
+                    self.enqueue(msg, i + 1 == n, Completion::Slot(slots.clone(), i)).await;
+                }
+            }
         }
         slots.wait().await
+    }
+
+    /// The only partition, when nothing but it can be chosen (one partition, no router).
+    fn sole_partition(&self) -> Option<Arc<PartitionProducer>> {
+        if self.inner.router.read().expect("router lock").is_some() {
+            return None;
+        }
+        let parts = self.parts();
+        (parts.len() == 1).then(|| parts[0].clone())
+    }
+
+    /// Hands `msgs` to one partition in runs of as many as there are free pending slots, one
+    /// command per run rather than one per message: per message, the command channel and
+    /// its wake-up bookkeeping cost more than the batching itself. When slots cannot be had
+    /// (a full queue that must not block, a closed producer) or memory runs short, the rest
+    /// goes the per-message way, which waits and reports exactly as `send_async` does.
+    async fn send_runs(&self, part: &PartitionProducer, msgs: Vec<OutgoingMessage>, slots: &Arc<Slots>) {
+        let o = &self.inner.opts;
+        let memory = &self.inner.client.memory;
+        let mut msgs = msgs.into_iter().enumerate().peekable();
+        while msgs.peek().is_some() {
+            let free = part.permits.available_permits().min(msgs.len());
+            let want = if free == 0 && o.block_if_full { 1 } else { free };
+            let Ok(want_u32) = u32::try_from(want) else { break };
+            if want == 0 || part.permits.acquire_many(want_u32).await.map(|p| p.forget()).is_err() {
+                break;
+            }
+            let mut granted = want;
+            let mut run = Vec::with_capacity(want);
+            let (mut first, mut bytes, mut urgent) = (0, 0, false);
+            while granted > 0 {
+                let Some((_, msg)) = msgs.peek() else { break };
+                if let Err(e) = self.check(part, msg) {
+                    let (i, _) = msgs.next().expect("peeked");
+                    granted -= 1;
+                    part.permits.add_permits(1);
+                    slots.fill(i, Err(e));
+                    // Runs fill consecutive slots: the refused one ends this run.
+                    self.post_run(part, std::mem::take(&mut run), first, slots, bytes, false, urgent);
+                    (bytes, urgent) = (0, false);
+                    continue;
+                }
+                if !memory.try_reserve(msg.footprint()) {
+                    break;
+                }
+                let (i, msg) = msgs.next().expect("peeked");
+                if run.is_empty() {
+                    first = i;
+                }
+                bytes += msg.footprint();
+                urgent |= !o.batching || msg.deliver_at.is_some() || msg.payload.len() > o.batch_max_bytes;
+                run.push(msg);
+                granted -= 1;
+            }
+            part.permits.add_permits(granted);
+            let last = msgs.peek().is_none();
+            self.post_run(part, run, first, slots, bytes, last, urgent);
+            if granted > 0 {
+                break;
+            }
+        }
+        while let Some((i, msg)) = msgs.next() {
+            let last = msgs.peek().is_none();
+            self.enqueue(msg, last, Completion::Slot(slots.clone(), i)).await;
+        }
+    }
+
+    /// Posts one run (slots `first..`); `flush` sends the open batch once it is in, `urgent`
+    /// wakes the actor for messages that cannot wait in a batch.
+    #[allow(clippy::too_many_arguments)]
+    fn post_run(
+        &self,
+        part: &PartitionProducer,
+        msgs: Vec<OutgoingMessage>,
+        first: usize,
+        slots: &Arc<Slots>,
+        bytes: usize,
+        flush: bool,
+        urgent: bool,
+    ) {
+        if msgs.is_empty() {
+            return;
+        }
+        let o = &self.inner.opts;
+        let count = msgs.len();
+        let run = Command::SendRun {
+            msgs,
+            slots: slots.clone(),
+            first,
+            flush,
+        };
+        match part.tx.send(run) {
+            Ok(()) => part
+                .wake
+                .queued(count, bytes, flush || urgent, o.batch_max_messages, o.batch_max_bytes),
+            Err(refused) => {
+                if let Command::SendRun { msgs, first, .. } = refused.0 {
+                    part.permits.add_permits(msgs.len());
+                    self.inner.client.memory.release(bytes);
+                    for i in 0..msgs.len() {
+                        slots.fill(first + i, Err(Error::closed("producer")));
+                    }
+                }
+            }
+        }
     }
 
     /// Sends the open batches now and waits until every message sent so far is acknowledged
