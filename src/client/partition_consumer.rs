@@ -1117,25 +1117,6 @@ fn strip_partition(topic: &str) -> &str {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn bitsets_cover_exactly_the_batch() {
-        assert_eq!(full_bitset(3), vec![0b111]);
-        assert_eq!(full_bitset(64), vec![u64::MAX]);
-        assert_eq!(full_bitset(65), vec![u64::MAX, 1]);
-    }
-
-    #[test]
-    fn partition_suffixes() {
-        assert_eq!(topic_partition("persistent://a/b/t-partition-7"), 7);
-        assert_eq!(topic_partition("persistent://a/b/t"), -1);
-        assert_eq!(strip_partition("persistent://a/b/t-partition-7"), "persistent://a/b/t");
-    }
-}
-
 /// A subscription that succeeded.
 struct Subscribed {
     conn: Connection,
@@ -1175,4 +1156,23 @@ async fn subscribe_on(
         return Err(e.into());
     }
     Ok(Subscribed { conn, events })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bitsets_cover_exactly_the_batch() {
+        assert_eq!(full_bitset(3), vec![0b111]);
+        assert_eq!(full_bitset(64), vec![u64::MAX]);
+        assert_eq!(full_bitset(65), vec![u64::MAX, 1]);
+    }
+
+    #[test]
+    fn partition_suffixes() {
+        assert_eq!(topic_partition("persistent://a/b/t-partition-7"), 7);
+        assert_eq!(topic_partition("persistent://a/b/t"), -1);
+        assert_eq!(strip_partition("persistent://a/b/t-partition-7"), "persistent://a/b/t");
+    }
 }
