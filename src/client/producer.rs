@@ -75,7 +75,8 @@ impl MemoryLimit {
     }
 }
 
-/// A send that could not be queued without waiting; gives the message back.
+/// A send that could not be queued without waiting; gives the message back. Boxed in the
+/// `Err` so the common `Ok` of `try_enqueue` stays a word wide.
 pub struct WouldBlock(pub OutgoingMessage, pub Completion);
 
 struct Inner {
@@ -299,7 +300,7 @@ impl Producer {
         msg: OutgoingMessage,
         flush: bool,
         done: impl Into<Completion>,
-    ) -> std::result::Result<(), WouldBlock> {
+    ) -> std::result::Result<(), Box<WouldBlock>> {
         let done: Completion = done.into();
         let part = match self.choose(&msg).and_then(|p| self.check(&p, &msg).map(|()| p)) {
             Ok(p) => p,
@@ -316,7 +317,7 @@ impl Producer {
             }
             Err(TryAcquireError::NoPermits) => {
                 if self.inner.opts.block_if_full {
-                    return Err(WouldBlock(msg, done));
+                    return Err(Box::new(WouldBlock(msg, done)));
                 }
                 done.complete(Err(Error::new(
                     ErrorKind::ProducerQueueFull,
@@ -328,7 +329,7 @@ impl Producer {
         if !self.inner.client.memory.try_reserve(msg.footprint()) {
             part.permits.add_permits(1);
             if self.inner.opts.block_if_full {
-                return Err(WouldBlock(msg, done));
+                return Err(Box::new(WouldBlock(msg, done)));
             }
             done.complete(Err(Error::new(
                 ErrorKind::ProducerQueueFull,
@@ -344,7 +345,7 @@ impl Producer {
     pub async fn enqueue(&self, msg: OutgoingMessage, flush: bool, done: impl Into<Completion>) {
         let (msg, done) = match self.try_enqueue(msg, flush, done) {
             Ok(()) => return,
-            Err(WouldBlock(m, d)) => (m, d),
+            Err(blocked) => (blocked.0, blocked.1),
         };
         let part = match self.choose(&msg) {
             Ok(p) => p,

@@ -266,7 +266,8 @@ impl PyProducer {
         self.guard.check()?;
         let msg = convert::message(data, key, properties, event_time, deliver_at, ordering_key, sequence_id)?;
         let (fut, done) = SendFuture::pending(py)?;
-        if let Err(WouldBlock(msg, done)) = self.inner.try_enqueue(msg, false, done) {
+        if let Err(blocked) = self.inner.try_enqueue(msg, false, done) {
+            let WouldBlock(msg, done) = *blocked;
             let p = self.inner.clone();
             wait(py, async move {
                 p.enqueue(msg, false, done).await;
