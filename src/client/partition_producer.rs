@@ -24,7 +24,6 @@ use super::message::{MessageId, OutgoingMessage};
 use super::options::ProducerOptions;
 use super::timer::DeadlineTimer;
 use super::util::{next_event, now_ms, sleep_until_opt};
-
 use crate::net::backoff::Backoff;
 use crate::net::{lookup, Connection, Event, HandlerId};
 use crate::protocol::pb::{base_command::Type, CompressionType, MessageMetadata, ServerError};

@@ -367,7 +367,7 @@ impl Producer {
     fn post(&self, part: &PartitionProducer, msg: OutgoingMessage, flush: bool, done: Completion) {
         let o = &self.inner.opts;
         let bytes = msg.footprint();
-        let urgent = flush || !o.batching || msg.deliver_at.is_some() || msg.payload.len() > o.batch_max_bytes;
+        let urgent = flush || self.cannot_wait_in_batch(&msg);
         let sent = part.tx.send(Command::Send { msg, done, flush });
         if sent.is_ok() {
             part.wake
@@ -380,6 +380,13 @@ impl Producer {
                 done.complete(Err(Error::closed("producer")));
             }
         }
+    }
+
+    /// Whether the actor must see `msg` at once rather than when the open batch is due: it
+    /// goes out on its own (no batching, a delivery time, too big for a batch).
+    fn cannot_wait_in_batch(&self, msg: &OutgoingMessage) -> bool {
+        let o = &self.inner.opts;
+        !o.batching || msg.deliver_at.is_some() || msg.payload.len() > o.batch_max_bytes
     }
 
     /// Sends `msg` and waits for the broker's receipt; the open batch goes out at once.
@@ -461,7 +468,7 @@ impl Producer {
                     first = i;
                 }
                 bytes += msg.footprint();
-                urgent |= !o.batching || msg.deliver_at.is_some() || msg.payload.len() > o.batch_max_bytes;
+                urgent |= self.cannot_wait_in_batch(&msg);
                 run.push(msg);
                 granted -= 1;
             }

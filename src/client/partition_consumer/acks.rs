@@ -16,10 +16,7 @@ impl Actor {
     /// Sends every grouped ack with a request id and waits for the broker to confirm them.
     pub(super) async fn flush_acks_with_receipt(&mut self) -> Result<()> {
         self.acks_due = None;
-        let conn = self
-            .conn
-            .clone()
-            .ok_or_else(|| Error::new(ErrorKind::Connect, "not connected; the ack was not confirmed"))?;
+        let conn = self.connection("not connected; the ack was not confirmed")?;
         let mut batches = Vec::new();
         if !self.individual_acks.is_empty() {
             batches.push((AckType::Individual, std::mem::take(&mut self.individual_acks)));

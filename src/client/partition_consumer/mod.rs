@@ -372,10 +372,7 @@ impl Actor {
     }
 
     async fn seek(&mut self, target: SeekTarget) -> Result<()> {
-        let conn = self
-            .conn
-            .clone()
-            .ok_or_else(|| Error::new(ErrorKind::Connect, "not connected; cannot seek now"))?;
+        let conn = self.connection("not connected; cannot seek now")?;
         self.flush_acks();
         let (id, time) = match &target {
             SeekTarget::Id(id) => (Some(id.entry_data()), None),
@@ -409,11 +406,13 @@ impl Actor {
         Ok(())
     }
 
+    /// The subscription's connection, or a `Connect` error saying `why` while detached.
+    fn connection(&self, why: &'static str) -> Result<Connection> {
+        self.conn.clone().ok_or_else(|| Error::new(ErrorKind::Connect, why))
+    }
+
     async fn last_message_id(&mut self) -> Result<MessageId> {
-        let conn = self
-            .conn
-            .clone()
-            .ok_or_else(|| Error::new(ErrorKind::Connect, "not connected"))?;
+        let conn = self.connection("not connected")?;
         let f = conn
             .request(|rid| commands::get_last_message_id(self.consumer_id, rid))
             .await?;
@@ -424,10 +423,7 @@ impl Actor {
     }
 
     async fn stats(&mut self) -> Result<ConsumerStats> {
-        let conn = self
-            .conn
-            .clone()
-            .ok_or_else(|| Error::new(ErrorKind::Connect, "not connected"))?;
+        let conn = self.connection("not connected")?;
         let f = conn
             .request(|rid| commands::consumer_stats(self.consumer_id, rid))
             .await?;
