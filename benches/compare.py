@@ -12,8 +12,9 @@ messages / 128 KiB / the same delay, no compression, receiver queue 1000, pendin
 10,000). A *round* runs each client of a scenario once; rounds are interleaved (A B C, then
 B C A, ...) so neighbouring runs share the machine's drift, and ratios are taken per round and
 summarised by their median, min and max. ``latency_1k_together`` runs magnetar and the official
-client at the same time instead, so both meet the same broker stalls. Payloads are built before the measured window;
-message counts are checked against the broker (``msgInCounter``) and the consumer's count.
+client at the same time instead, so both meet the same broker stalls. Payloads are built before
+the measured window; message counts are checked against the broker (``msgInCounter``) and the
+consumer's count.
 
 Outputs (``--out``, default ``benches/results/<UTC time>-<mode>/``): ``results.json`` (every
 run, the machine, the settings), ``results.md`` (tables with magnetar/official and

@@ -13,6 +13,16 @@ import magnetar
 from conftest import Api
 
 
+def _receive_all(api, consumer, n):
+    """Exactly `n` messages, read with receive_many; fails if the consumer stalls."""
+    got: list[magnetar.Message] = []
+    while len(got) < n:
+        batch = api.call(consumer, "receive_many", n - len(got), timeout=10)
+        assert batch, f"stalled after {len(got)}"
+        got.extend(batch)
+    return got
+
+
 def test_send_receive_ack_round_trip(api, topic):
     producer = api.call(api.client, "create_producer", topic)
     consumer = api.call(api.client, "subscribe", topic, "sub", initial_position="earliest")
@@ -64,11 +74,7 @@ def test_send_many_and_receive_many(api, topic):
     ids = api.call(producer, "send_many", payloads)
     assert len(ids) == 5000
     assert ids == sorted(ids)
-    got: list[magnetar.Message] = []
-    while len(got) < 5000:
-        batch = api.call(consumer, "receive_many", 1000, timeout=10)
-        assert batch, f"stalled after {len(got)}"
-        got.extend(batch)
+    got = _receive_all(api, consumer, 5000)
     assert [m.data for m in got] == payloads
     assert [m.message_id for m in got] == ids
     api.call(consumer, "ack_cumulative", got[-1])
@@ -94,15 +100,6 @@ def test_bulk_calls_leave_the_garbage_collector_as_they_found_it(api, topic, ena
         assert [m.message_id for m in got] == ids
     finally:
         (gc.enable if was else gc.disable)()
-
-
-def _receive_all(api, consumer, n):
-    got: list[magnetar.Message] = []
-    while len(got) < n:
-        batch = api.call(consumer, "receive_many", n - len(got), timeout=10)
-        assert batch, f"stalled after {len(got)}"
-        got.extend(batch)
-    return got
 
 
 def test_send_many_larger_than_the_pending_queue_waits_and_keeps_order(api, topic):
@@ -173,11 +170,7 @@ def test_send_many_with_keys_properties_and_event_times(api, topic):
     stamp = datetime.datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=datetime.timezone.utc)
     times = [None if i % 5 == 0 else (stamp if i % 2 else 1_700_000_000_000 + i) for i in range(n)]
     api.call(producer, "send_many", [b"%d" % i for i in range(n)], keys=keys, properties=props, event_times=times)
-    got: list[magnetar.Message] = []
-    while len(got) < n:
-        batch = api.call(consumer, "receive_many", n, timeout=10)
-        assert batch, f"stalled after {len(got)}"
-        got.extend(batch)
+    got = _receive_all(api, consumer, n)
     assert [m.data for m in got] == [b"%d" % i for i in range(n)]
     assert [m.key for m in got] == keys
     assert [m.properties for m in got] == [p or {} for p in props]
