@@ -89,6 +89,28 @@ def _print_figures(request: Any) -> Iterator[None]:
             reporter.write_line(f"  {line}")
 
 
+@pytest.fixture
+def integrity(record_property: Any) -> Callable[..., None]:
+    """Records what a scenario measured as test properties: ``lost`` (acknowledged sends
+    missing from the topic or the consumer), ``duplicated`` (messages the topic holds more
+    than once) and ``redelivered`` (deliveries beyond the first; allowed for unacked
+    messages). ``scripts/dev chaos`` sums them over repeated runs; JUnit XML carries them too.
+    Scenarios call it before their asserts, so a failing run still reports what it saw."""
+
+    def record(**counts: int) -> None:
+        for name, value in counts.items():
+            assert name in ("lost", "duplicated", "redelivered", "after_ack"), name
+            record_property(name, int(value))
+
+    return record
+
+
+def missing(expected: range, *seen: list[int]) -> int:
+    """How many of ``expected`` are absent from any of the ``seen`` lists."""
+    want = set(expected)
+    return len(set().union(*(want - set(s) for s in seen)))
+
+
 @pytest.fixture(scope="module")
 def proxy_port() -> int:
     return free_port()
@@ -385,6 +407,47 @@ def test_fault_proxy_controls() -> None:
             socket.create_connection(("127.0.0.1", proxy.port), timeout=2)
 
 
+def pulsar_frame(ctype: int, body: bytes = b"") -> bytes:
+    """A frame the proxy's scanner can follow: a BaseCommand starting with its ``type``."""
+    command = bytes([0x08, ctype]) + body
+    return (len(command) + 4).to_bytes(4, "big") + len(command).to_bytes(4, "big") + command
+
+
+def test_fault_proxy_cuts_at_a_command() -> None:
+    """The harness's lost-receipt fault, against an echo server: frames before the picked
+    one arrive, the picked one and everything after it never do, and the connection is
+    reset, even when frame headers are split across writes."""
+    frames = [pulsar_frame(9, b"x" * 40), pulsar_frame(19), pulsar_frame(7, b"r" * 20), pulsar_frame(9)]
+    wire = b"".join(frames)
+    with echo_server() as port, FaultProxy(port, max_lifetime=30) as proxy:
+        s = socket.create_connection(("127.0.0.1", proxy.port), timeout=5)
+        split = len(frames[0]) + 5  # the first frame and part of the second one's header
+        for i in range(0, split, 7):  # in pieces: headers split across writes
+            s.sendall(wire[i:min(i + 7, split)])
+            time.sleep(0.01)  # lets each piece travel as its own read
+        got = b""
+        while len(got) < split:
+            got += s.recv(100)
+        proxy.cut_at("SEND_RECEIPT")
+        s.sendall(wire[split:])
+        s.settimeout(5)
+        rest = b""
+        with pytest.raises(ConnectionResetError):
+            while chunk := s.recv(100):
+                rest += chunk
+        assert got + rest == frames[0] + frames[1]
+        assert [c[1] for c in proxy.cuts] == ["SEND_RECEIPT"]
+        s.close()
+        # One-shot: a new connection passes a receipt through.
+        s = socket.create_connection(("127.0.0.1", proxy.port), timeout=5)
+        s.sendall(frames[2])
+        got = b""
+        while len(got) < len(frames[2]):
+            got += s.recv(100)
+        assert got == frames[2]
+        s.close()
+
+
 def test_topic_traffic_goes_through_the_proxy(rbroker: Any, proxy: FaultProxy, clients: Any) -> None:
     """The lookup pitfall: producers and consumers must end up on a proxied connection."""
     lookup = rbroker.request("GET", "/lookup/v2/topic/persistent/public/default/some-topic")
@@ -403,7 +466,8 @@ def test_topic_traffic_goes_through_the_proxy(rbroker: Any, proxy: FaultProxy, c
     assert proxy.bytes_forwarded > 0
 
 
-def test_latency_and_bandwidth_limits_slow_but_lose_nothing(rbroker: Any, proxy: FaultProxy, clients: Any) -> None:
+def test_latency_and_bandwidth_limits_slow_but_lose_nothing(rbroker: Any, proxy: FaultProxy, clients: Any,
+                                                            integrity: Any) -> None:
     topic = new_topic()
     client = clients(proxy.service_url)
     producer = client.create_producer(topic)
@@ -417,8 +481,10 @@ def test_latency_and_bandwidth_limits_slow_but_lose_nothing(rbroker: Any, proxy:
     ok, failed = outcomes(futures, 60)
     assert len(ok) == 500 and not failed
     got: list[int] = []
-    while len(got) < 501:
-        got.append(int(consumer.receive(timeout=20).data.split(b".")[0]))
+    with contextlib.suppress(magnetar.Timeout):
+        while len(got) < 501:
+            got.append(int(consumer.receive(timeout=20).data.split(b".")[0]))
+    integrity(lost=missing(range(501), got), redelivered=len(got) - len(set(got)))
     assert got == list(range(501))
 
 
@@ -431,7 +497,7 @@ def test_latency_and_bandwidth_limits_slow_but_lose_nothing(rbroker: Any, proxy:
     ids=["dedup-rst", "dedup-fin", "nodedup-rst"],
 )
 def test_producer_survives_dropped_connections(rbroker: Any, proxy: FaultProxy, clients: Any,
-                                               dedup: bool, how: str) -> None:
+                                               integrity: Any, dedup: bool, how: str) -> None:
     """20k send_async while the proxy drops every connection every 0.7 s: every future succeeds
     and nothing is lost; with deduplication the topic holds each message exactly once, in order."""
     n = 20_000
@@ -446,6 +512,7 @@ def test_producer_survives_dropped_connections(rbroker: Any, proxy: FaultProxy, 
     values = drain(clients(rbroker.service_url), topic)
     report = classify(values, range(n))
     figure(f"producer {n} msgs, dedup={dedup}, {sum(1 for d in drops if d)} drops ({how}): {report}")
+    integrity(lost=report["lost"], duplicated=report["duplicated"])
     assert report["lost"] == 0, report
     assert report["unexpected"] == 0, report
     if dedup:
@@ -453,7 +520,41 @@ def test_producer_survives_dropped_connections(rbroker: Any, proxy: FaultProxy, 
         assert values == list(range(n)), report
 
 
-def test_consumer_survives_dropped_connections(rbroker: Any, proxy: FaultProxy, clients: Any) -> None:
+@pytest.mark.parametrize("dedup", [False, True], ids=["nodedup-control", "dedup"])
+def test_lost_send_receipt_is_resent(rbroker: Any, proxy: FaultProxy, clients: Any, integrity: Any,
+                                     dedup: bool) -> None:
+    """The broker stores a message but its receipt is lost with the connection (the proxy
+    withholds the receipt and resets the link), so the producer sends it again on its next
+    connection. Without deduplication the topic must then hold it twice: the control that
+    proves the duplicate detector sees a duplicate when there is one. With deduplication on,
+    the twin: the topic holds every message exactly once, in order."""
+    n = 400
+    topic = new_topic(DEDUP_NS if dedup else PLAIN_NS, "receipt")
+    client = clients(proxy.service_url)
+    producer = client.create_producer(topic, name=f"p-{uuid.uuid4().hex[:8]}", batching=False)
+    ok, failed = outcomes([producer.send_async(str(i).encode()) for i in range(n // 2)], 30)
+    assert len(ok) == n // 2 and not failed, failed
+    before = proxy.accepted
+    proxy.cut_at("SEND_RECEIPT")
+    rest = [producer.send_async(str(i).encode()) for i in range(n // 2, n)]
+    assert proxy.wait_for(lambda p: len(p.cuts) == 1 and p.accepted > before, 15), \
+        f"cuts {proxy.cuts}, connections {proxy.accepted - before} new"
+    ok, failed = outcomes(rest, 30)
+    assert len(ok) == n - n // 2 and not failed, failed
+    stored = drain(clients(rbroker.service_url), topic)
+    report = classify(stored, range(n))
+    figure(f"lost receipt, dedup={dedup}: {report}")
+    integrity(lost=report["lost"], duplicated=report["duplicated"])
+    assert report["lost"] == 0 and report["unexpected"] == 0, report
+    if dedup:
+        assert stored == list(range(n)), report
+    else:
+        # The message whose receipt was cut was stored before the cut, and again after it.
+        assert report["duplicated"] >= 1, f"the control saw no duplicate: {report}"
+
+
+def test_consumer_survives_dropped_connections(rbroker: Any, proxy: FaultProxy, clients: Any,
+                                               integrity: Any) -> None:
     """A consumer (exclusive, acking) reading 6k messages while connections drop every 0.6 s
     receives every message, never skips one, and the backlog ends at zero."""
     n = 6_000
@@ -474,6 +575,7 @@ def test_consumer_survives_dropped_connections(rbroker: Any, proxy: FaultProxy, 
         rx.stop()
     report = classify(rx.values, range(n))
     figure(f"consumer {n} msgs, {len(drops)} drops: {report}")
+    integrity(lost=report["lost"], redelivered=report["duplicated"])
     assert len(drops) >= 4, f"too few faults injected: {drops}"
     assert complete, report
     assert report["lost"] == 0 and report["unexpected"] == 0, report
@@ -482,7 +584,8 @@ def test_consumer_survives_dropped_connections(rbroker: Any, proxy: FaultProxy, 
     assert wait_until(lambda: backlog(rbroker, topic, "s") == 0, 15), "acked messages stay in the backlog"
 
 
-def test_reconnects_after_refused_connections(rbroker: Any, proxy: FaultProxy, clients: Any) -> None:
+def test_reconnects_after_refused_connections(rbroker: Any, proxy: FaultProxy, clients: Any,
+                                              integrity: Any) -> None:
     """The proxy refuses new connections for 3 s after dropping the live ones: the producer
     keeps retrying and delivers everything once the proxy accepts again."""
     topic = new_topic(DEDUP_NS, "refuse")
@@ -496,14 +599,17 @@ def test_reconnects_after_refused_connections(rbroker: Any, proxy: FaultProxy, c
     assert not producer.is_connected
     proxy.refuse(False)
     ok, failed = outcomes(first + second, 20)
+    stored = drain(clients(rbroker.service_url), topic)
+    integrity(lost=missing(range(1500), stored), duplicated=classify(stored, range(1500))["duplicated"])
     assert len(ok) == 1500 and not failed, failed
-    assert drain(clients(rbroker.service_url), topic) == list(range(1500))
+    assert stored == list(range(1500))
 
 
 # --------------------------------------------------------------------------- topic unload
 
 
-def test_topic_unload_during_produce_and_consume(rbroker: Any, proxy: FaultProxy, clients: Any) -> None:
+def test_topic_unload_during_produce_and_consume(rbroker: Any, proxy: FaultProxy, clients: Any,
+                                                 integrity: Any) -> None:
     """Three admin unloads while a producer sends and a consumer reads: no send fails, the topic
     holds each message once, and the consumer gets every message without a gap."""
     n = 15_000
@@ -524,6 +630,8 @@ def test_topic_unload_during_produce_and_consume(rbroker: Any, proxy: FaultProxy
     stored = drain(clients(rbroker.service_url), topic)
     report = classify(rx.values, range(n))
     figure(f"unload x{len(unloads)} during {n} msgs: stored {classify(stored, range(n))}; consumer {report}")
+    integrity(lost=missing(range(n), stored, rx.values), duplicated=classify(stored, range(n))["duplicated"],
+              redelivered=report["duplicated"])
     assert classify(stored, range(n))["lost"] == 0
     assert stored == list(range(n)), classify(stored, range(n))
     assert complete and report["lost"] == 0, report
@@ -533,7 +641,8 @@ def test_topic_unload_during_produce_and_consume(rbroker: Any, proxy: FaultProxy
 # --------------------------------------------------------------------------- broker kill -9
 
 
-def test_broker_kill9_and_restart_during_produce(rbroker: Any, proxy: FaultProxy, clients: Any) -> None:
+def test_broker_kill9_and_restart_during_produce(rbroker: Any, proxy: FaultProxy, clients: Any,
+                                                 integrity: Any) -> None:
     """kill -9 of the broker in the middle of a produce run, restart on the same ports and data:
     every send completes, every acknowledged message is stored exactly once (dedup), in order,
     and a consumer reading through the restart gets everything without a gap."""
@@ -564,6 +673,8 @@ def test_broker_kill9_and_restart_during_produce(rbroker: Any, proxy: FaultProxy
     assert not failed and len(ok) == n, failed
     stored = drain(clients(rbroker.service_url), topic)
     report = classify(stored, range(n))
+    integrity(lost=missing(range(n), stored, rx.values), duplicated=report["duplicated"],
+              redelivered=classify(rx.values, range(n))["duplicated"])
     assert report["lost"] == 0 and report["duplicated"] == 0, report
     assert stored == list(range(n)), report
     assert complete, classify(rx.values, range(n))
@@ -663,7 +774,8 @@ class ConfirmingReceiver:
 
 
 @pytest.mark.timeout(600)
-def test_broker_killed_twice_and_topic_unloaded_twice(rbroker: Any, proxy: FaultProxy, clients: Any) -> None:
+def test_broker_killed_twice_and_topic_unloaded_twice(rbroker: Any, proxy: FaultProxy, clients: Any,
+                                                     integrity: Any) -> None:
     """Scenarios 1 and 2 of the proof: 100,000 send_async (``MAGNETAR_RESILIENCE_SCALE``) on a
     deduplicated topic while the broker is killed -9 and restarted twice and the topic is
     unloaded twice: every send completes, the topic holds each message exactly once, in order;
@@ -736,6 +848,8 @@ def test_broker_killed_twice_and_topic_unloaded_twice(rbroker: Any, proxy: Fault
     stored = drain(clients(rbroker.service_url), topic, limit=120, expect=n)
     stored_report = classify(stored, range(n))
     figure(f"  stored: {stored_report}")
+    integrity(lost=missing(range(n), stored, rx.values), duplicated=stored_report["duplicated"],
+              redelivered=report["duplicated"], after_ack=len(rx.after_ack))
     assert stored_report["lost"] == 0 and stored_report["duplicated"] == 0, stored_report
     assert stored == list(range(n)), stored_report
     assert complete, report
@@ -757,7 +871,7 @@ def rss_bytes() -> int:
 
 
 @pytest.mark.timeout(SOAK_SECONDS + 300)
-def test_soak_with_rotating_faults(rbroker: Any, proxy: FaultProxy, clients: Any) -> None:
+def test_soak_with_rotating_faults(rbroker: Any, proxy: FaultProxy, clients: Any, integrity: Any) -> None:
     """Scenario 5: produce and consume continuously through the proxy for ``MAGNETAR_SOAK_SECONDS``
     (60 s by default) with a fault every 3 s, in rotation: RST of every connection, FIN of every
     connection, a 1.5 s blackhole, a 2 s latency spike of 300 ms each way. Zero loss (every
@@ -876,6 +990,7 @@ def test_soak_with_rotating_faults(rbroker: Any, proxy: FaultProxy, clients: Any
     unexpected = sum(1 for i in range(submitted, cap) if got[i])
     growth = samples[-1][1] - samples[0][1]
     mib = 1024 * 1024
+    integrity(lost=lost, redelivered=duplicated)
     figure(f"soak {seconds:.0f} s at {rate} msg/s: {submitted} sent, {len(sent_ok)} acked, "
            f"failed {failures}, {counters['received']} received, lost {lost}, duplicated {duplicated} "
            f"(unacked redelivery), gaps {counters['gaps']}, faults {sum(injected.values())} {injected}")
@@ -926,7 +1041,8 @@ def test_half_open_connection_detected_by_keepalive(rbroker: Any, proxy: FaultPr
     proxy.blackhole(False)
 
 
-def test_half_open_connection_detected_under_load(rbroker: Any, proxy: FaultProxy, clients: Any) -> None:
+def test_half_open_connection_detected_under_load(rbroker: Any, proxy: FaultProxy, clients: Any,
+                                                  integrity: Any) -> None:
     """Like the previous test, but the producer has megabytes in flight when the path goes
     silent, so the client's socket send buffer fills up. Keepalive must still detect the dead
     connection within two intervals, and nothing may be lost."""
@@ -958,12 +1074,13 @@ def test_half_open_connection_detected_under_load(rbroker: Any, proxy: FaultProx
     delivered = f"after the proxy reset the stuck connection: {len(ok)}/{n} sends succeeded, failures {failed}"
     assert detected, (f"a half-open connection with a full send buffer was not detected by keepalive "
                       f"({interval} s) within {took:.1f} s; {delivered}")
-    assert len(ok) == n and not failed, delivered
     stored = drain(clients(rbroker.service_url), topic)
+    integrity(lost=missing(range(-1, n), stored), duplicated=classify(stored, range(-1, n))["duplicated"])
+    assert len(ok) == n and not failed, delivered
     assert stored == [-1, *range(n)], classify(stored, range(-1, n))
 
 
-def test_one_way_loss_broker_to_client(rbroker: Any, proxy: FaultProxy, clients: Any) -> None:
+def test_one_way_loss_broker_to_client(rbroker: Any, proxy: FaultProxy, clients: Any, integrity: Any) -> None:
     """The broker gets everything but the client hears nothing back (receipts and pongs lost):
     keepalive closes the connection, the producer resends on a new one, and deduplication
     keeps every message exactly once."""
@@ -986,8 +1103,9 @@ def test_one_way_loss_broker_to_client(rbroker: Any, proxy: FaultProxy, clients:
         proxy.blackhole(False)
     figure(f"one-way loss (keepalive {interval} s): new connection after {detected:.2f} s, "
            f"all sends done after {time.monotonic() - t0:.2f} s")
-    assert len(ok) == n - 1 and not failed, failed
     stored = drain(clients(rbroker.service_url), topic)
+    integrity(lost=missing(range(n), stored), duplicated=classify(stored, range(n))["duplicated"])
+    assert len(ok) == n - 1 and not failed, failed
     assert stored == list(range(n)), classify(stored, range(n))
 
 
@@ -1006,7 +1124,8 @@ def test_multi_host_url_skips_a_dead_host(rbroker: Any, proxy: FaultProxy, clien
     assert time.monotonic() - t0 < 10
 
 
-def test_multi_host_url_fails_over_when_a_host_dies(rbroker: Any, proxy: FaultProxy, clients: Any) -> None:
+def test_multi_host_url_fails_over_when_a_host_dies(rbroker: Any, proxy: FaultProxy, clients: Any,
+                                                   integrity: Any) -> None:
     """Two proxies in front of the broker; the one in use stops accepting and drops its
     connections: the client moves to the other host and nothing is lost."""
     topic = new_topic(DEDUP_NS, "failover")
@@ -1022,7 +1141,9 @@ def test_multi_host_url_fails_over_when_a_host_dies(rbroker: Any, proxy: FaultPr
         assert len(ok) == 1000 and not failed, failed
         assert second.accepted >= 1
     proxy.refuse(False)
-    assert drain(clients(rbroker.service_url), topic) == list(range(1000))
+    stored = drain(clients(rbroker.service_url), topic)
+    integrity(lost=missing(range(1000), stored), duplicated=classify(stored, range(1000))["duplicated"])
+    assert stored == list(range(1000))
 
 
 # --------------------------------------------------------------------------- timeouts and closing

@@ -20,6 +20,10 @@ client's topic connections go through the proxy too::
         proxy.set_latency(0.2)            # 200 ms each way
         proxy.set_bandwidth(64 * 1024)    # bytes per second each way
         proxy.refuse(True)                # new connections are refused (listener closed)
+        proxy.cut_at("SEND_RECEIPT")      # the next receipt never arrives: its connection is reset
+
+The proxy follows Pulsar frame boundaries in both directions (a few integer reads per frame),
+which is what lets :meth:`FaultProxy.cut_at` act on one command.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import ipaddress
 import logging
 import os
@@ -52,6 +57,19 @@ __all__ = [
 log = logging.getLogger("magnetar.testing.faults")
 
 _CHUNK = 64 * 1024
+
+# BaseCommand.Type numbers (proto/PulsarApi.proto) of the commands a cut can aim at.
+COMMAND_TYPES = {
+    "SEND": 6, "SEND_RECEIPT": 7, "SEND_ERROR": 8, "MESSAGE": 9, "ACK": 10, "FLOW": 11,
+    "SUCCESS": 13, "ERROR": 14, "CLOSE_PRODUCER": 15, "CLOSE_CONSUMER": 16, "PRODUCER_SUCCESS": 17,
+    "PING": 18, "PONG": 19, "LOOKUP_RESPONSE": 24, "SEEK": 28, "ACK_RESPONSE": 38,
+}
+# Larger than any frame a broker sends (5 MB messages by default); past it the stream is not
+# Pulsar framing (a TLS connection, a test's echo bytes) and the scanner stops looking.
+_MAX_FRAME = 64 * 1024 * 1024
+# totalSize (4) + commandSize (4) + the BaseCommand's first field, ``type`` (tag 0x08 and a
+# one-byte varint: every type number is below 128).
+_HEAD = 10
 
 
 def free_ports(n: int) -> list[int]:
@@ -100,6 +118,47 @@ def _check_loopback(host: str) -> None:
         raise ValueError(f"FaultProxy works on loopback only, not {host!r}")
 
 
+class _FrameScanner:
+    """Follows the frame boundaries of one direction of a connection, chunk by chunk, and
+    reports the first frame whose command type a predicate picks.
+
+    Pulsar frames are ``[totalSize u32][commandSize u32][BaseCommand][payload...]``; only the
+    first ten bytes of each frame are looked at, so a chunk costs a few integer reads per
+    frame. A frame header split across chunks is completed from the next chunk.
+    """
+
+    def __init__(self) -> None:
+        self.skip = 0  # bytes of the current frame still to pass
+        self.head = b""  # the current frame's first bytes, while fewer than _HEAD arrived
+        self.lost = False  # not Pulsar framing: stop looking
+
+    def feed(self, data: bytes, pick: Callable[[int], bool]) -> int | None:
+        """Scans ``data``; returns the offset in it where the first picked frame starts (0 if
+        it started in an earlier chunk), or None."""
+        pos, n = 0, len(data)
+        while pos < n and not self.lost:
+            if self.skip:
+                k = min(self.skip, n - pos)
+                pos += k
+                self.skip -= k
+                continue
+            start = pos - len(self.head)
+            take = min(_HEAD - len(self.head), n - pos)
+            self.head += data[pos:pos + take]
+            pos += take
+            if len(self.head) < _HEAD:
+                break
+            head, self.head = self.head, b""
+            total = int.from_bytes(head[:4], "big")
+            if not 6 <= total <= _MAX_FRAME:
+                self.lost = True
+                break
+            self.skip = total + 4 - _HEAD
+            if head[8] == 0x08 and head[9] < 0x80 and pick(head[9]):
+                return max(start, 0)
+        return None
+
+
 @dataclasses.dataclass
 class ProxyConnection:
     """One client connection through the proxy (read-only for tests)."""
@@ -109,7 +168,7 @@ class ProxyConnection:
     opened_at: float
     upstream_port: int = 0  # the proxy's local port towards the broker (what the broker sees)
     closed_at: float | None = None
-    closed_by: str | None = None  # "client", "upstream", "proxy", "upstream-refused"
+    closed_by: str | None = None  # "client", "upstream", "proxy", "upstream-refused", "cut"
     bytes_up: int = 0  # client -> broker
     bytes_down: int = 0  # broker -> client
     blackholed: bool = False
@@ -135,6 +194,7 @@ class _Conn:
         for e in self.flowing.values():
             e.set()
         self.tasks: list[asyncio.Task[Any]] = []
+        self.scanners = {True: _FrameScanner(), False: _FrameScanner()}
 
     def set_blackholed(self, on: bool, direction: str = "both") -> None:
         for up in (True, False):
@@ -155,13 +215,16 @@ class _Conn:
         for t in done:
             if not t.cancelled() and t.exception() is None:
                 who = t.result()
-        self.close(who or "proxy", rst=False)
+        self.close(who or "proxy", rst=who == "cut")
 
     async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, up: bool) -> str:
-        """Forwards one direction; returns who closed ("client" or "upstream")."""
+        """Forwards one direction; returns who closed ("client" or "upstream"), or "cut" when
+        an armed :meth:`FaultProxy.cut_at` fired on this direction."""
         queue: asyncio.Queue[tuple[float, bytes] | None] = asyncio.Queue(maxsize=64)
         writer_task = asyncio.ensure_future(self._drain(queue, writer, up))
         flowing = self.flowing[up]
+        scanner = self.scanners[up]
+        pick = functools.partial(self.proxy._pick_cut, up)
         try:
             while True:
                 # Blackholed: stop reading, so the sender's socket buffers fill as on a dead
@@ -174,6 +237,14 @@ class _Conn:
                     data = b""
                 if not data:
                     return "client" if up else "upstream"
+                at = scanner.feed(data, pick)
+                if at is not None:
+                    # The bytes before the picked frame go out; the frame and everything
+                    # after it never do, and the connection is reset (run() sees "cut").
+                    if at:
+                        await queue.put((time.monotonic(), data[:at]))
+                    self.proxy._record_cut(self.info, up)
+                    return "cut"
                 await queue.put((time.monotonic(), data))
         finally:
             with contextlib.suppress(asyncio.QueueFull):
@@ -269,6 +340,9 @@ class FaultProxy:
         self._refusing = False
         self._stop_handle: asyncio.TimerHandle | None = None
         self._changed = threading.Condition()
+        self._cuts_armed: list[list[Any]] = []  # [up, type number, how many more]
+        self.cuts: list[tuple[int, str, float]] = []  # (connection id, command, time) of each cut made
+        self._last_cut = 0
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -457,6 +531,44 @@ class FaultProxy:
 
         return list(self._call(go()))
 
+    def cut_at(self, command: str = "SEND_RECEIPT", *, direction: str = "down", times: int = 1) -> None:
+        """Arms a cut: the next ``command`` frame going ``direction`` (``"down"``: broker ->
+        client, ``"up"``: client -> broker) is withheld, with everything after it on that
+        connection, and the connection is reset (RST) on both sides. Bytes before the frame
+        are delivered. Fires on the next ``times`` such frames, on whichever connections
+        carry them; :attr:`cuts` lists the cuts made.
+
+        ``cut_at("SEND_RECEIPT")`` is the lost-receipt fault: the broker has stored the
+        message, the producer never hears so and sends it again on its next connection.
+        """
+        if command not in COMMAND_TYPES:
+            raise ValueError(f"command must be one of {sorted(COMMAND_TYPES)}")
+        if direction not in ("up", "down"):
+            raise ValueError("direction must be 'up' or 'down'")
+        if times < 1:
+            raise ValueError("times must be >= 1")
+
+        async def go() -> None:
+            self._cuts_armed.append([direction == "up", COMMAND_TYPES[command], int(times)])
+
+        self._call(go())
+
+    def _pick_cut(self, up: bool, ctype: int) -> bool:
+        for rule in self._cuts_armed:
+            if rule[0] == up and rule[1] == ctype:
+                rule[2] -= 1
+                if rule[2] == 0:
+                    self._cuts_armed.remove(rule)
+                self._last_cut = ctype
+                return True
+        return False
+
+    def _record_cut(self, info: ProxyConnection, up: bool) -> None:
+        name = next((k for k, v in COMMAND_TYPES.items() if v == self._last_cut), "?")
+        self.cuts.append((info.id, name, time.monotonic()))
+        log.debug("proxy %d: cut connection %d at %s (%s)", self.port, info.id, name, "up" if up else "down")
+        self._notify()
+
     def set_latency(self, seconds: float) -> None:
         """Delays every chunk by ``seconds`` in each direction (order is kept)."""
         if seconds < 0:
@@ -478,7 +590,13 @@ class FaultProxy:
         self._call(self._close_listener() if on else self._listen())
 
     def heal(self) -> None:
-        """Back to a plain pass-through: no blackhole, no latency, no cap, accepting."""
+        """Back to a plain pass-through: no blackhole, no latency, no cap, no armed cut,
+        accepting."""
+
+        async def disarm() -> None:
+            self._cuts_armed.clear()
+
+        self._call(disarm())
         self.blackhole(False)
         self.set_latency(0)
         self.set_bandwidth(None)
