@@ -191,6 +191,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="where the per-scenario counts are kept as the run goes")
     ap.add_argument("--no-record", action="store_true", help="do not append the table to docs/resilience.md")
     ap.add_argument("--list", action="store_true", help="list the scenarios and stop")
+    ap.add_argument("--record-from", type=Path, default=None, metavar="JSON",
+                    help="append the table of an earlier (e.g. interrupted) run's --json file and stop")
+    ap.add_argument("--note", default="", help="a few words for the record's heading")
     ap.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     args = ap.parse_args(argv)
     heavy = args.heavy_runs if args.heavy_runs is not None else min(args.runs, 5)
@@ -200,6 +203,15 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.runs < 1 or heavy < 0:
         ap.error("--runs must be >= 1")
+    if args.record_from is not None:
+        results = json.loads(args.record_from.read_text())
+        stamp = _dt.date.fromtimestamp(args.record_from.stat().st_mtime).isoformat()
+        text = table(results, stamp, commit_label())
+        print(text)
+        with RECORD.open("a") as f:
+            f.write(f"\n### {stamp}: from {args.record_from.name}{', ' + args.note if args.note else ''}\n\n"
+                    + text + "\n")
+        return 0
     args.json.parent.mkdir(parents=True, exist_ok=True)
     plugin = ChaosPlugin(args.runs, heavy, args.json)
     pytest_args = [str(ROOT / SUITE), "-q", "-p", "no:cacheprovider", "-o", "console_output_style=classic",
@@ -224,7 +236,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {name}: {f}")
     if not args.no_record:
         header = (f"\n### {date}: `scripts/dev chaos --runs {args.runs}` (heavy {heavy})"
-                  f"{' -k ' + repr(args.pattern) if args.pattern else ''}, {took / 60:.0f} min, {commit}\n\n")
+                  f"{' -k ' + repr(args.pattern) if args.pattern else ''}, {took / 60:.0f} min, {commit}"
+                  f"{', ' + args.note if args.note else ''}\n\n")
         with RECORD.open("a") as f:
             f.write(header + text + "\n")
         print(f"appended to {RECORD.relative_to(ROOT)}")
