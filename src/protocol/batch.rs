@@ -16,10 +16,19 @@ pub fn encode_entry(meta: &SingleMessageMetadata, payload: &[u8], dst: &mut Byte
     dst.put_slice(payload);
 }
 
+/// The fewest bytes one entry takes: its size field (the metadata and payload may be empty).
+pub const MIN_ENTRY_SIZE: usize = 4;
+
 /// Splits an uncompressed batch into its `count` entries. Payloads share `data`'s memory.
+///
+/// `count` comes from the peer: a count the bytes cannot hold is an error found before anything
+/// is allocated, so the vector never grows beyond `data.len() / MIN_ENTRY_SIZE`. Bytes left after
+/// the `count`th entry are ignored, as the Java client does.
 pub fn decode_entries(mut data: Bytes, count: usize) -> Result<Vec<(SingleMessageMetadata, Bytes)>, ProtocolError> {
-    // `count` comes from the peer; never pre-allocate more than the bytes could hold.
-    let mut out = Vec::with_capacity(count.min(data.len() / 4 + 1));
+    if count > data.len() / MIN_ENTRY_SIZE {
+        return Err(ProtocolError::BadBatch("more entries declared than the bytes can hold"));
+    }
+    let mut out = Vec::with_capacity(count);
     for _ in 0..count {
         if data.len() < 4 {
             return Err(ProtocolError::BadBatch("entry header truncated"));
@@ -80,5 +89,46 @@ mod tests {
         assert!(decode_entries(whole.clone(), 2).is_err());
         assert!(decode_entries(whole.slice(..whole.len() - 1), 1).is_err());
         assert!(decode_entries(Bytes::new(), usize::MAX).is_err());
+    }
+
+    #[test]
+    fn a_huge_declared_count_is_refused_before_allocating() {
+        let mut buf = BytesMut::new();
+        for i in 0..2 {
+            let (meta, payload) = entry(i);
+            encode_entry(&meta, &payload, &mut buf);
+        }
+        let whole = buf.freeze();
+        // i32::MAX entries would be a 0.5 TB vector; the refusal must come from the byte count.
+        let err = decode_entries(whole.clone(), i32::MAX as usize).unwrap_err();
+        assert_eq!(
+            err,
+            ProtocolError::BadBatch("more entries declared than the bytes can hold")
+        );
+        assert!(decode_entries(whole.clone(), usize::MAX).is_err());
+        // A count the bytes could hold but do not: the third entry is missing.
+        assert!(decode_entries(whole.clone(), 3).is_err());
+        assert_eq!(decode_entries(whole, 2).unwrap().len(), 2);
+    }
+
+    #[test]
+    fn bytes_after_the_declared_entries_are_ignored() {
+        let mut buf = BytesMut::new();
+        for i in 0..3 {
+            let (meta, payload) = entry(i);
+            encode_entry(&meta, &payload, &mut buf);
+        }
+        let decoded = decode_entries(buf.freeze(), 2).unwrap();
+        assert_eq!(decoded.len(), 2);
+        assert_eq!(decoded[1].0.sequence_id, Some(1));
+    }
+
+    #[test]
+    fn empty_entries_take_four_bytes_each() {
+        let data = Bytes::from_static(&[0u8; 12]);
+        let decoded = decode_entries(data, 3).unwrap();
+        assert!(decoded
+            .iter()
+            .all(|(m, p)| *m == SingleMessageMetadata::default() && p.is_empty()));
     }
 }

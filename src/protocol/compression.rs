@@ -47,20 +47,45 @@ pub fn decompress(
     if uncompressed_size > limit {
         return Err(fail(format!("uncompressed size {uncompressed_size} exceeds {limit}")));
     }
+    // A few bytes declaring `limit` would otherwise allocate `limit` each time. Codecs with a
+    // bounded expansion ratio refuse a size their input cannot reach before allocating it.
+    if let Some(ratio) = max_ratio(codec) {
+        if uncompressed_size > data.len().saturating_mul(ratio) {
+            return Err(fail(format!(
+                "{} bytes cannot expand to the declared {uncompressed_size}",
+                data.len()
+            )));
+        }
+    }
     let out = match codec {
         CompressionType::None => unreachable!(),
         CompressionType::Lz4 => {
             lz4_flex::block::decompress(&data, uncompressed_size).map_err(|e| fail(e.to_string()))?
         }
         CompressionType::Zlib => {
-            let mut out = Vec::with_capacity(uncompressed_size);
+            // Deflate expands at most 1032:1, so a stream this short cannot fill more.
+            let mut out = Vec::with_capacity(uncompressed_size.min(data.len().saturating_mul(1032)));
             flate2::read::ZlibDecoder::new(&data[..])
                 .take(uncompressed_size as u64 + 1)
                 .read_to_end(&mut out)
                 .map_err(|e| fail(e.to_string()))?;
             out
         }
-        CompressionType::Zstd => zstd::bulk::decompress(&data, uncompressed_size).map_err(|e| fail(e.to_string()))?,
+        CompressionType::Zstd => {
+            // zstd's RLE blocks make its ratio unbounded. Every Pulsar client writes one frame
+            // that carries its content size, which must agree with the declared one before that
+            // much is allocated; a frame without it is bounded by `limit` alone.
+            match zstd::zstd_safe::get_frame_content_size(&data) {
+                Err(_) => return Err(fail("not a zstd frame".into())),
+                Ok(Some(n)) if n != uncompressed_size as u64 => {
+                    return Err(fail(format!(
+                        "zstd frame holds {n} bytes, declared {uncompressed_size}"
+                    )))
+                }
+                Ok(_) => {}
+            }
+            zstd::bulk::decompress(&data, uncompressed_size).map_err(|e| fail(e.to_string()))?
+        }
         CompressionType::Snappy => {
             let n = snap::raw::decompress_len(&data).map_err(|e| fail(e.to_string()))?;
             if n != uncompressed_size {
@@ -78,6 +103,17 @@ pub fn decompress(
         )));
     }
     Ok(Bytes::from(out))
+}
+
+/// The most a codec can expand its input, when its format bounds it: an LZ4 sequence of `3 + m`
+/// bytes yields at most `18 + 255m`; a snappy copy element of 3 bytes yields at most 64. Zlib
+/// and zstd are bounded elsewhere (see [`decompress`]).
+fn max_ratio(codec: CompressionType) -> Option<usize> {
+    match codec {
+        CompressionType::Lz4 => Some(255),
+        CompressionType::Snappy => Some(32),
+        _ => None,
+    }
 }
 
 /// The codec's lower-case name, as the Python API spells it.
@@ -133,6 +169,36 @@ mod tests {
             assert!(decompress(*codec, packed.clone(), 999, 1 << 20).is_err());
             assert!(decompress(*codec, packed, 2 << 20, 1 << 20).is_err());
         }
+    }
+
+    #[test]
+    fn the_most_compressible_input_still_round_trips() {
+        // All zeros reaches each codec's best ratio, so the expansion bounds must admit it.
+        for len in [0usize, 1, 17, 4096, 3 << 20] {
+            let data = vec![0u8; len];
+            for codec in ALL {
+                let packed = compress(codec, &data).unwrap();
+                let back = decompress(codec, Bytes::from(packed), len, 4 << 20).unwrap();
+                assert_eq!(back.len(), len, "{} {len}", codec_name(codec));
+            }
+        }
+    }
+
+    #[test]
+    fn a_declared_size_the_input_cannot_reach_is_refused_before_allocating() {
+        // Ten bytes cannot expand to 64 MiB with LZ4 or snappy; the limit allows it, the ratio
+        // does not (lz4_flex would zero-fill the whole size first).
+        for codec in [CompressionType::Lz4, CompressionType::Snappy] {
+            let err = decompress(codec, Bytes::from_static(&[0u8; 10]), 64 << 20, 1 << 30).unwrap_err();
+            assert!(err.to_string().contains("cannot expand"), "{err}");
+        }
+        // A zstd frame announcing 1000 bytes while 64 MiB are declared.
+        let packed = Bytes::from(compress(CompressionType::Zstd, &[1u8; 1000]).unwrap());
+        let err = decompress(CompressionType::Zstd, packed, 64 << 20, 1 << 30).unwrap_err();
+        assert!(err.to_string().contains("zstd frame holds 1000"), "{err}");
+        // A zlib stream whose declared size is over what it holds: an error, not an abort.
+        let packed = Bytes::from(compress(CompressionType::Zlib, &[1u8; 1000]).unwrap());
+        assert!(decompress(CompressionType::Zlib, packed, 64 << 20, 1 << 30).is_err());
     }
 
     #[test]

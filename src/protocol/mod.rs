@@ -4,8 +4,10 @@
 //! `Ok(None)` when a frame is incomplete, so the same code serves sockets, fuzzers and tests.
 
 pub mod batch;
+pub mod chunks;
 pub mod commands;
 pub mod compression;
+pub mod entry;
 pub mod error;
 pub mod frame;
 pub mod hash;
