@@ -17,6 +17,7 @@ mod inbox;
 mod inner;
 mod partition_consumer;
 mod partition_producer;
+pub(crate) mod supervisor;
 mod timer;
 mod util;
 

@@ -5,7 +5,7 @@ use std::sync::{Arc, RwLock};
 
 use tokio::sync::{oneshot, Notify, TryAcquireError};
 
-use super::completion::{Completion, Slots};
+use super::completion::{Completion, SlotRun, Slots};
 use super::error::{Error, ErrorKind, Result};
 use super::inner::ClientInner;
 use super::message::{MessageId, OutgoingMessage};
@@ -413,7 +413,7 @@ impl Producer {
             Some(part) => self.send_runs(&part, msgs, &slots).await,
             None => {
                 for (i, msg) in msgs.into_iter().enumerate() {
-                    self.enqueue(msg, i + 1 == n, Completion::Slot(slots.clone(), i)).await;
+                    self.enqueue(msg, i + 1 == n, Completion::slot(slots.clone(), i)).await;
                 }
             }
         }
@@ -481,7 +481,7 @@ impl Producer {
         }
         while let Some((i, msg)) = msgs.next() {
             let last = msgs.peek().is_none();
-            self.enqueue(msg, last, Completion::Slot(slots.clone(), i)).await;
+            self.enqueue(msg, last, Completion::slot(slots.clone(), i)).await;
         }
     }
 
@@ -504,9 +504,8 @@ impl Producer {
         let o = &self.inner.opts;
         let count = msgs.len();
         let run = Command::SendRun {
+            run: SlotRun::new(slots.clone(), first, count),
             msgs,
-            slots: slots.clone(),
-            first,
             flush,
         };
         match part.tx.send(run) {
@@ -514,44 +513,53 @@ impl Producer {
                 .wake
                 .queued(count, bytes, flush || urgent, o.batch_max_messages, o.batch_max_bytes),
             Err(refused) => {
-                if let Command::SendRun { msgs, first, .. } = refused.0 {
+                if let Command::SendRun { msgs, mut run, .. } = refused.0 {
                     part.permits.add_permits(msgs.len());
                     self.inner.client.memory.release(bytes);
-                    for i in 0..msgs.len() {
-                        slots.fill(first + i, Err(Error::closed("producer")));
-                    }
+                    run.fail_rest(&Error::closed("producer"));
                 }
             }
         }
     }
 
-    /// Sends the open batches now and waits until every message sent so far is acknowledged
-    /// (or has failed).
+    /// Sends the open batches now and waits until every message sent so far is acknowledged;
+    /// fails if any of those messages failed, or if the producer is closed.
     pub async fn flush(&self) -> Result<()> {
-        let parts: Vec<_> = self.parts().clone();
-        for p in parts {
-            let (tx, rx) = oneshot::channel();
-            if p.tx.send(Command::Flush(tx)).is_err() {
-                continue;
-            }
-            p.wake.urgent.notify_one();
-            rx.await.unwrap_or(Ok(()))?;
-        }
-        Ok(())
+        self.on_every_partition(Command::Flush, true).await
     }
 
-    /// Flushes, waits for pending messages (up to the send timeout), and detaches.
+    /// Flushes, waits for pending messages (up to the send timeout), and detaches. Fails, once
+    /// closed, if messages pending at close failed (timed out, or could not be sent).
     pub async fn close(&self) -> Result<()> {
+        self.on_every_partition(Command::Close, false).await
+    }
+
+    /// Asks every partition at once and waits for all of them; the first error wins. A
+    /// partition whose actor is gone is closed (an error when `closed_is_error`); one that
+    /// went away without answering stopped abnormally, which is always an error.
+    async fn on_every_partition(
+        &self,
+        make: impl Fn(oneshot::Sender<Result<()>>) -> Command,
+        closed_is_error: bool,
+    ) -> Result<()> {
         let parts: Vec<_> = self.parts().clone();
+        let mut replies = Vec::with_capacity(parts.len());
         let mut result = Ok(());
         for p in parts {
             let (tx, rx) = oneshot::channel();
-            if p.tx.send(Command::Close(tx)).is_err() {
+            if p.tx.send(make(tx)).is_err() {
+                if closed_is_error && result.is_ok() {
+                    result = Err(Error::closed("producer"));
+                }
                 continue;
             }
             p.wake.urgent.notify_one();
-            if let Ok(Err(e)) = rx.await {
-                result = Err(e);
+            replies.push(rx);
+        }
+        for rx in replies {
+            let outcome = rx.await.unwrap_or_else(|_| Err(super::completion::abandoned()));
+            if result.is_ok() {
+                result = outcome;
             }
         }
         result

@@ -204,7 +204,12 @@ pub(crate) async fn create(
     let cmd = actor.prepare_subscribe();
     let first = subscribe_on(actor.client.clone(), actor.shared.topic.clone(), actor.consumer_id, cmd).await?;
     actor.apply(first);
-    tokio::spawn(actor.run());
+    super::supervisor::spawn(
+        "consumer",
+        shared.topic.to_string(),
+        super::supervisor::on_consumer_panic(shared.clone(), actor.inbox.clone()),
+        actor.run(),
+    );
     Ok(shared)
 }
 

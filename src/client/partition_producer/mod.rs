@@ -17,7 +17,7 @@ use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio::time::Instant;
 
 use super::batch::{OpenBatch, TakenBatch};
-use super::completion::{Completion, Slots};
+use super::completion::{Completion, SlotRun};
 use super::error::{Error, ErrorKind, Result};
 use super::inner::ClientInner;
 use super::message::{MessageId, OutgoingMessage};
@@ -25,9 +25,15 @@ use super::options::ProducerOptions;
 use super::timer::DeadlineTimer;
 use super::util::{next_event, now_ms, sleep_until_opt};
 use crate::net::backoff::Backoff;
-use crate::net::{lookup, Connection, Event, HandlerId};
+use crate::net::{Connection, Event, HandlerId};
 use crate::protocol::pb::{base_command::Type, CompressionType, MessageMetadata, ServerError};
 use crate::protocol::{commands, compression, frame};
+
+mod attach;
+mod settle;
+
+use attach::{attach, attach_done, Attached, Attaching};
+use settle::{Failures, FlushWaiter};
 
 pub(crate) enum Command {
     Send {
@@ -35,11 +41,10 @@ pub(crate) enum Command {
         done: Completion,
         flush: bool,
     },
-    /// Consecutive messages of one `send_many`: message `i` fills slot `first + i`.
+    /// Consecutive messages of one `send_many`, each completing the next slot of `run`.
     SendRun {
         msgs: Vec<OutgoingMessage>,
-        slots: Arc<Slots>,
-        first: usize,
+        run: SlotRun,
         flush: bool,
     },
     Flush(oneshot::Sender<Result<()>>),
@@ -132,6 +137,7 @@ impl PartitionProducer {
             flush_waiters: Vec::new(),
             retry_at: None,
             closing: None,
+            close_failures: Failures::default(),
             close_deadline: None,
             attaching: None,
             failed: None,
@@ -147,7 +153,7 @@ impl PartitionProducer {
         )
         .await?;
         actor.apply(first);
-        tokio::spawn(actor.run());
+        super::supervisor::spawn("producer", actor.topic.clone(), |_| {}, actor.run());
         Ok(PartitionProducer {
             tx,
             wake,
@@ -188,10 +194,12 @@ struct Actor {
     batch_timer: DeadlineTimer,
     flush_requested: bool,
     pending: VecDeque<InFlight>,
-    flush_waiters: Vec<(u64, oneshot::Sender<Result<()>>)>,
+    flush_waiters: Vec<FlushWaiter>,
     backoff: Backoff,
     retry_at: Option<Instant>,
     closing: Option<oneshot::Sender<Result<()>>>,
+    /// Messages that failed after close was asked for: close reports them.
+    close_failures: Failures,
     /// Pending sends still unacknowledged at this time fail, so close never hangs.
     close_deadline: Option<Instant>,
     attaching: Option<Attaching>,
@@ -232,7 +240,10 @@ impl Actor {
                 attached = attach_done(&mut self.attaching) => self.on_attach_result(attached),
                 _ = sleep_until_opt(self.close_deadline) => {
                     log::warn!("{}: {} messages unacknowledged at close; failing them", self.topic, self.pending.len());
-                    self.fail_all(Error::closed("producer"));
+                    self.fail_all(Error::new(
+                        ErrorKind::Timeout,
+                        "not acknowledged by the broker before close() gave up waiting",
+                    ));
                 }
             }
             if self.closing.is_some() && self.batch.is_empty() && (self.pending.is_empty() || self.failed.is_some()) {
@@ -267,30 +278,30 @@ impl Actor {
     fn handle(&mut self, cmd: Command) {
         match cmd {
             Command::Send { msg, done, flush } => self.send(msg, done, flush),
-            Command::SendRun {
-                msgs,
-                slots,
-                first,
-                flush,
-            } => {
+            Command::SendRun { msgs, mut run, flush } => {
                 let last = msgs.len().saturating_sub(1);
                 for (i, msg) in msgs.into_iter().enumerate() {
-                    self.send(msg, Completion::Slot(slots.clone(), first + i), flush && i == last);
+                    self.send(msg, run.next_completion(), flush && i == last);
                 }
             }
             Command::Flush(reply) => {
-                self.flush_batch();
-                match self.pending.back() {
-                    Some(last) => self.flush_waiters.push((last.sequence_id, reply)),
-                    None => {
-                        let _ = reply.send(Ok(()));
-                    }
+                if let Some(e) = &self.failed {
+                    let _ = reply.send(Err(e.clone()));
+                    return;
                 }
+                // Waiting from before the batch goes out, so a batch that fails to encode counts.
+                self.flush_waiters.push(FlushWaiter::new(u64::MAX, reply));
+                self.flush_batch();
+                let last = self.pending.back().map_or(0, |op| op.sequence_id);
+                if let Some(w) = self.flush_waiters.last_mut() {
+                    w.watermark = last;
+                }
+                self.complete_flushers();
             }
             Command::Close(reply) => {
                 self.state.closed.store(true, Ordering::Release);
-                self.flush_batch();
                 self.closing = Some(reply);
+                self.flush_batch();
                 if self.conn.is_none() {
                     // Not attached: nothing pending can be acknowledged any more.
                     self.attaching = None;
@@ -371,11 +382,7 @@ impl Actor {
         let bytes = msg.footprint();
         let payload = match self.compress(&msg.payload, &mut meta) {
             Ok(p) => p,
-            Err(e) => {
-                self.release(1, bytes);
-                done.complete(Err(e));
-                return;
-            }
+            Err(e) => return self.fail_settled(seq, vec![done], bytes, &e),
         };
         let max = self.state.max_message_size.load(Ordering::Relaxed);
         if self.opts.chunking && payload.len() > max {
@@ -477,13 +484,7 @@ impl Actor {
         }
         let payload = match self.compress(&payload, &mut meta) {
             Ok(p) => p,
-            Err(e) => {
-                self.release(n, bytes);
-                for done in callbacks {
-                    done.complete(Err(e.clone()));
-                }
-                return;
-            }
+            Err(e) => return self.fail_settled(first_seq, callbacks, bytes, &e),
         };
         let mut cmd = commands::send(self.producer_id, first_seq, n as i32);
         if last_seq != first_seq {
@@ -613,19 +614,14 @@ impl Actor {
     fn fail_expired(&mut self) {
         let now = Instant::now();
         let mut failed = 0;
+        let timed_out = Error::new(ErrorKind::Timeout, format!("send to {} timed out", self.topic));
         while let Some(op) = self.pending.front() {
             if op.sent_at + self.opts.send_timeout > now {
                 break;
             }
             let op = self.pending.pop_front().expect("front exists");
-            self.release(op.callbacks.len(), op.bytes);
-            for done in op.callbacks {
-                failed += 1;
-                done.complete(Err(Error::new(
-                    ErrorKind::Timeout,
-                    format!("send to {} timed out", self.topic),
-                )));
-            }
+            failed += op.callbacks.len();
+            self.fail_settled(op.sequence_id, op.callbacks, op.bytes, &timed_out);
         }
         if failed > 0 {
             log::warn!("{}: {failed} messages timed out", self.topic);
@@ -637,22 +633,37 @@ impl Actor {
         self.failed = Some(e.clone());
         self.flush_batch();
         while let Some(op) = self.pending.pop_front() {
-            self.release(op.callbacks.len(), op.bytes);
-            for done in op.callbacks {
-                done.complete(Err(e.clone()));
-            }
+            self.fail_settled(op.sequence_id, op.callbacks, op.bytes, &e);
         }
         self.complete_flushers();
+    }
+
+    /// Fails the messages of one send (numbered from `seq`), and tells the flushes and the
+    /// close that wait for them.
+    fn fail_settled(&mut self, seq: u64, callbacks: Vec<Completion>, bytes: usize, e: &Error) {
+        let n = callbacks.len();
+        self.release(n, bytes);
+        if n > 0 {
+            for w in self.flush_waiters.iter_mut().filter(|w| seq <= w.watermark) {
+                w.failures.note(n, e);
+            }
+            if self.closing.is_some() {
+                self.close_failures.note(n, e);
+            }
+        }
+        for done in callbacks {
+            done.complete(Err(e.clone()));
+        }
     }
 
     fn complete_flushers(&mut self) {
         let front = self.pending.front().map(|op| op.sequence_id);
         let waiters = std::mem::take(&mut self.flush_waiters);
-        for (watermark, reply) in waiters {
-            if front.is_some_and(|f| f <= watermark) {
-                self.flush_waiters.push((watermark, reply));
+        for w in waiters {
+            if front.is_some_and(|f| f <= w.watermark) {
+                self.flush_waiters.push(w);
             } else {
-                let _ = reply.send(Ok(()));
+                w.finish();
             }
         }
     }
@@ -742,9 +753,13 @@ impl Actor {
             conn.unregister(HandlerId::Producer(self.producer_id));
         }
         self.state.connected.store(false, Ordering::Release);
-        let result = match &self.failed {
-            Some(e) if e.kind() != ErrorKind::AlreadyClosed => Err(e.clone()),
-            _ => Ok(()),
+        let result = match (self.close_failures.outcome("close()"), &self.failed) {
+            (Err(e), _) => {
+                log::warn!("{}: {e}", self.topic);
+                Err(e)
+            }
+            (Ok(()), Some(e)) if e.kind() != ErrorKind::AlreadyClosed => Err(e.clone()),
+            (Ok(()), _) => Ok(()),
         };
         self.complete_flushers();
         if let Some(reply) = self.closing.take() {
@@ -758,11 +773,11 @@ impl Actor {
                     self.release(1, msg.footprint());
                     done.complete(Err(Error::closed("producer")));
                 }
-                Command::SendRun { msgs, slots, first, .. } => {
-                    for (i, msg) in msgs.into_iter().enumerate() {
+                Command::SendRun { msgs, mut run, .. } => {
+                    for msg in msgs {
                         self.release(1, msg.footprint());
-                        slots.fill(first + i, Err(Error::closed("producer")));
                     }
+                    run.fail_rest(&Error::closed("producer"));
                 }
                 Command::Flush(r) | Command::Close(r) => {
                     let _ = r.send(Ok(()));
@@ -772,60 +787,33 @@ impl Actor {
     }
 }
 
-/// A producer registration that succeeded.
-struct Attached {
-    conn: Connection,
-    events: mpsc::UnboundedReceiver<Event>,
-    name: String,
-    last_sequence_id: Option<i64>,
-}
-
-type Attaching = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Attached>> + Send>>;
-
-async fn attach_done(f: &mut Option<Attaching>) -> Result<Attached> {
-    match f {
-        Some(f) => f.await,
-        None => std::future::pending().await,
-    }
-}
-
-/// Looks the topic up and registers the producer with the broker.
-async fn attach(
-    client: Arc<ClientInner>,
-    topic: String,
-    producer_id: u64,
-    name: String,
-    user_named: bool,
-    epoch: u64,
-    opts: ProducerOptions,
-) -> Result<Attached> {
-    let conn = lookup::lookup_topic(&client.pool, &topic).await?;
-    let id = HandlerId::Producer(producer_id);
-    let events = conn.register(id)?;
-    let resp = conn
-        .request(|rid| {
-            let mut cmd = commands::producer(&topic, producer_id, rid);
-            let p = cmd.producer.as_mut().expect("producer body");
-            p.producer_name = (!name.is_empty()).then(|| name.clone());
-            p.user_provided_producer_name = Some(user_named);
-            p.epoch = Some(epoch);
-            p.producer_access_mode = Some(opts.access_mode as i32);
-            p.metadata = commands::key_values(&opts.properties);
-            cmd
-        })
-        .await;
-    let frame = match resp {
-        Ok(f) => f,
-        Err(e) => {
-            conn.unregister(id);
-            return Err(e.into());
+impl Drop for Actor {
+    /// After a normal close nothing is left here. After a panic the actor still holds messages:
+    /// dropping them fails their sends (the completion guards), and their memory and pending
+    /// slots are handed back so blocked senders wake and the client's other producers go on.
+    fn drop(&mut self) {
+        self.state.closed.store(true, Ordering::Release);
+        self.state.connected.store(false, Ordering::Release);
+        self.permits.close();
+        let mut bytes = self.batch.bytes + self.pending.iter().map(|op| op.bytes).sum::<usize>();
+        self.rx.close();
+        while let Ok(cmd) = self.rx.try_recv() {
+            match &cmd {
+                Command::Send { msg, .. } => bytes += msg.footprint(),
+                Command::SendRun { msgs, .. } => bytes += msgs.iter().map(|m| m.footprint()).sum::<usize>(),
+                Command::Flush(_) | Command::Close(_) => {}
+            }
         }
-    };
-    let ok = frame.command.producer_success.unwrap_or_default();
-    Ok(Attached {
-        conn,
-        events,
-        name: ok.producer_name,
-        last_sequence_id: ok.last_sequence_id,
-    })
+        self.client.memory.release(bytes);
+        if let Some(conn) = self.conn.take() {
+            // The broker would keep the producer (and its name) registered on this connection.
+            conn.unregister(HandlerId::Producer(self.producer_id));
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                let id = self.producer_id;
+                rt.spawn(async move {
+                    let _ = conn.request(|rid| commands::close_producer(id, rid)).await;
+                });
+            }
+        }
+    }
 }
