@@ -343,7 +343,11 @@ impl Consumer {
         if self.inner.closed.load(Ordering::Acquire) {
             return Err(Error::closed("consumer"));
         }
-        self.part_for(id)?.tx.send(cmd).map_err(|_| Error::closed("consumer"))
+        let part = self.part_for(id)?;
+        if let Command::Ack { cumulative, .. } | Command::AckWithReceipt { cumulative, .. } = &cmd {
+            part.purge_acked(&self.inner.inbox, std::slice::from_ref(id), *cumulative);
+        }
+        part.tx.send(cmd).map_err(|_| Error::closed("consumer"))
     }
 
     /// Acknowledges one message.
@@ -379,6 +383,7 @@ impl Consumer {
             }
         }
         for (part, group) in groups {
+            part.purge_acked(&self.inner.inbox, &group, false);
             part.tx
                 .send(Command::AckMany(group))
                 .map_err(|_| Error::closed("consumer"))?;

@@ -85,9 +85,14 @@ impl Inbox {
     /// Drops queued messages from one partition (its connection was replaced), returning how
     /// many were dropped.
     pub fn drop_origin(&self, origin: usize) -> usize {
+        self.remove_where(|m| m.origin == origin)
+    }
+
+    /// Drops the queued messages `drop` picks, returning how many.
+    pub fn remove_where(&self, mut drop: impl FnMut(&Message) -> bool) -> usize {
         let mut st = self.lock();
         let before = st.queue.len();
-        st.queue.retain(|m| m.origin != origin);
+        st.queue.retain(|m| !drop(m));
         before - st.queue.len()
     }
 

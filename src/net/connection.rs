@@ -252,6 +252,11 @@ impl Connection {
         self.shared.protocol_version
     }
 
+    /// How long a request waits for its response.
+    pub fn operation_timeout(&self) -> Duration {
+        self.shared.operation_timeout
+    }
+
     /// Whether the connection's task has ended.
     pub fn is_closed(&self) -> bool {
         self.shared.closed.load(Ordering::Acquire)
@@ -269,6 +274,13 @@ impl Connection {
         timeout: Duration,
         build: impl FnOnce(u64) -> BaseCommand,
     ) -> Result<Frame, NetError> {
+        let pending = self.send_request(build)?;
+        pending.response(timeout).await
+    }
+
+    /// Queues the command built for a fresh request id at once, so it is ordered before
+    /// anything sent after this returns, and gives back a handle to await its response.
+    pub fn send_request(&self, build: impl FnOnce(u64) -> BaseCommand) -> Result<PendingRequest, NetError> {
         let request_id = self.shared.next_request_id.fetch_add(1, Ordering::Relaxed);
         let mut frame = BytesMut::new();
         frame::encode_command(&build(request_id), &mut frame);
@@ -278,22 +290,11 @@ impl Connection {
             frame,
             reply,
         })?;
-        let response = match tokio::time::timeout(timeout, rx).await {
-            Ok(Ok(r)) => r?,
-            Ok(Err(_)) => return Err(NetError::Closed("connection task ended".into())),
-            Err(_) => {
-                let _ = self.post(Outbound::Cancel(request_id));
-                return Err(NetError::Timeout("request"));
-            }
-        };
-        if response.command.r#type == Type::Error as i32 {
-            let e = response.command.error.unwrap_or_default();
-            return Err(NetError::Server {
-                code: ServerError::try_from(e.error).unwrap_or(ServerError::UnknownError),
-                message: e.message,
-            });
-        }
-        Ok(response)
+        Ok(PendingRequest {
+            conn: self.clone(),
+            request_id,
+            rx,
+        })
     }
 
     /// Queues an encoded frame (a send, an ack, a flow) for writing.
@@ -336,6 +337,35 @@ impl Connection {
             .tx
             .send(msg)
             .map_err(|_| NetError::Closed(format!("connection to {} is closed", self.shared.addr)))
+    }
+}
+
+/// A request already on its way to the broker; [`PendingRequest::response`] waits for the answer.
+pub struct PendingRequest {
+    conn: Connection,
+    request_id: u64,
+    rx: oneshot::Receiver<Result<Frame, NetError>>,
+}
+
+impl PendingRequest {
+    /// The response, within `timeout`. A broker `Error` response becomes [`NetError::Server`].
+    pub async fn response(self, timeout: Duration) -> Result<Frame, NetError> {
+        let response = match tokio::time::timeout(timeout, self.rx).await {
+            Ok(Ok(r)) => r?,
+            Ok(Err(_)) => return Err(NetError::Closed("connection task ended".into())),
+            Err(_) => {
+                let _ = self.conn.post(Outbound::Cancel(self.request_id));
+                return Err(NetError::Timeout("request"));
+            }
+        };
+        if response.command.r#type == Type::Error as i32 {
+            let e = response.command.error.unwrap_or_default();
+            return Err(NetError::Server {
+                code: ServerError::try_from(e.error).unwrap_or(ServerError::UnknownError),
+                message: e.message,
+            });
+        }
+        Ok(response)
     }
 }
 

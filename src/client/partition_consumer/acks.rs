@@ -6,108 +6,91 @@ use super::*;
 impl Actor {
     pub(super) fn ack(&mut self, id: MessageId, cumulative: bool) {
         self.record_ack(id, cumulative);
-        if self.opts.ack_group_time.is_zero() || self.individual_acks.len() >= self.opts.ack_group_max {
+        if self.opts.ack_group_time.is_zero() || self.book.held_len() >= self.opts.ack_group_max {
             self.flush_acks();
         } else if self.acks_due.is_none() {
             self.acks_due = Some(Instant::now() + self.opts.ack_group_time);
         }
     }
 
-    /// Sends every grouped ack with a request id and waits for the broker to confirm them.
+    /// Sends every held ack and waits for the broker to confirm them.
     pub(super) async fn flush_acks_with_receipt(&mut self) -> Result<()> {
         self.acks_due = None;
         let conn = self.connection("not connected; the ack was not confirmed")?;
-        let mut batches = Vec::new();
-        if !self.individual_acks.is_empty() {
-            batches.push((AckType::Individual, std::mem::take(&mut self.individual_acks)));
-        }
-        if let Some(id) = self.cumulative_ack.take() {
-            batches.push((AckType::Cumulative, vec![id.entry_data()]));
-        }
-        for (kind, ids) in batches {
-            let f = conn
-                .request(|rid| commands::ack(self.consumer_id, kind, ids, None, Some(rid)))
-                .await?;
-            if let Some(r) = f.command.ack_response {
-                if let Some(code) = r.error {
-                    let code = crate::protocol::pb::ServerError::try_from(code)
-                        .unwrap_or(crate::protocol::pb::ServerError::UnknownError);
-                    return Err(Error::from_server(code, r.message.as_deref().unwrap_or("")));
-                }
-            }
+        for (kind, ids) in self.book.take_held() {
+            let token = self.next_ack_token();
+            self.book.sent(token, vec![(kind, ids.clone())]);
+            let sent = conn.send_request(|rid| commands::ack(self.consumer_id, kind, ids, None, Some(rid)));
+            let outcome = match sent {
+                Ok(pending) => ack_outcome(pending.response(conn.operation_timeout()).await),
+                Err(e) => Err(e.into()),
+            };
+            self.book.settled(token, outcome.is_ok());
+            outcome?;
         }
         Ok(())
     }
 
-    /// Books an ack: what can go to the broker joins the grouped acks.
+    /// Books an ack: the entries it covers join the held acks.
     pub(super) fn record_ack(&mut self, id: MessageId, cumulative: bool) {
         let key = (id.ledger_id, id.entry_id);
         // Hashing costs more than the rest of an ack: skip the maps that are not in use.
         if !self.unacked.is_empty() {
-            self.unacked.remove(&key);
+            if cumulative {
+                self.unacked.retain(|k, _| *k > key);
+            } else {
+                self.unacked.remove(&key);
+            }
         }
         if let Some(entries) = (!self.chunk_entries.is_empty())
             .then(|| self.chunk_entries.remove(&key))
             .flatten()
         {
             // The earlier chunks are separate entries; the last one is acked below.
-            self.individual_acks.extend(
-                entries
-                    .into_iter()
-                    .filter(|e| (e.ledger_id as i64, e.entry_id as i64) != key),
-            );
+            for e in entries {
+                if (e.ledger_id as i64, e.entry_id as i64) != key {
+                    self.book.record_entry(e);
+                }
+            }
         }
-        if cumulative {
-            let mut target = id.clone();
-            let inner_of_batch = id.batch_index >= 0 && id.batch_size > 0 && id.batch_index < id.batch_size - 1;
-            if inner_of_batch && !self.opts.batch_index_ack {
-                // Not every index of this entry is covered: ack up to the previous entry only.
-                target = MessageId::new(id.ledger_id, id.entry_id - 1, id.partition, -1);
-            } else if !inner_of_batch {
-                target.batch_index = -1;
+        self.book.record(&id, cumulative, self.opts.batch_index_ack);
+    }
+
+    /// Sends the held acks, each command with a request id so the broker's answer tells which
+    /// arrived; while detached they stay held (the timer stays armed) and go out on the next
+    /// connection before its first `Flow`.
+    pub(super) fn flush_acks(&mut self) {
+        self.acks_due = None;
+        if !self.book.has_held() {
+            return;
+        }
+        let Some(conn) = self.conn.clone() else {
+            self.acks_due = Some(Instant::now() + self.opts.ack_group_time.max(Duration::from_millis(100)));
+            return;
+        };
+        for (kind, ids) in self.book.take_held() {
+            let token = self.next_ack_token();
+            match conn.send_request(|rid| commands::ack(self.consumer_id, kind, ids.clone(), None, Some(rid))) {
+                Ok(pending) => {
+                    self.book.sent(token, vec![(kind, ids)]);
+                    let tx = self.shared.tx.clone();
+                    let timeout = conn.operation_timeout();
+                    tokio::spawn(async move {
+                        let confirmed = ack_outcome(pending.response(timeout).await).is_ok();
+                        let _ = tx.send(Command::AcksSettled { token, confirmed });
+                    });
+                }
+                Err(_) => {
+                    // The connection just closed: its event follows and reattaching sends these.
+                    self.book.unsent(vec![(kind, ids)]);
+                }
             }
-            self.batches.retain(|k, _| *k > key);
-            self.unacked.retain(|k, _| *k > key);
-            if self.cumulative_ack.as_ref().is_none_or(|c| *c < target) {
-                self.cumulative_ack = Some(target);
-            }
-        } else if id.batch_index >= 0 && id.batch_size > 1 {
-            let size = id.batch_size as usize;
-            let bits = self.batches.entry(key).or_insert_with(|| full_bitset(size));
-            let i = id.batch_index as usize;
-            if i < size {
-                bits[i / 64] &= !(1u64 << (i % 64));
-            }
-            if bits.iter().all(|w| *w == 0) {
-                self.batches.remove(&key);
-                self.individual_acks.push(id.entry_data());
-            } else if self.opts.batch_index_ack {
-                let mut data = id.entry_data();
-                data.ack_set = bits.iter().map(|w| *w as i64).collect();
-                data.batch_size = Some(id.batch_size);
-                self.individual_acks.push(data);
-            }
-        } else {
-            self.individual_acks.push(id.entry_data());
         }
     }
 
-    pub(super) fn flush_acks(&mut self) {
-        self.acks_due = None;
-        let Some(conn) = &self.conn else { return };
-        if !self.individual_acks.is_empty() {
-            let ids = std::mem::take(&mut self.individual_acks);
-            let _ = conn.send_command(&commands::ack(self.consumer_id, AckType::Individual, ids, None, None));
-        }
-        if let Some(id) = self.cumulative_ack.take() {
-            let _ = conn.send_command(&commands::ack(
-                self.consumer_id,
-                AckType::Cumulative,
-                vec![id.entry_data()],
-                None,
-                None,
-            ));
-        }
+    fn next_ack_token(&mut self) -> u64 {
+        self.ack_tokens += 1;
+        self.ack_tokens
     }
 
     pub(super) fn redeliver_nacked(&mut self) {
@@ -153,16 +136,16 @@ impl Actor {
             Ok(SubType::Shared | SubType::KeyShared)
         );
         if ids.is_empty() || !individual {
-            // The broker resends everything unacked, including what sits in the inbox.
+            // The broker resends everything unacked, including what sits in the inbox; the
+            // acks go first so that what the application acked is not among it.
+            self.flush_acks();
             let dropped = self.inbox.drop_origin(self.shared.index) as u32;
-            self.batches.clear();
             let _ = conn.send_command(&commands::redeliver(self.consumer_id, Vec::new()));
             self.shared.return_permits(dropped);
             return;
         }
         let mut entries: Vec<MessageIdData> = Vec::new();
         for id in ids {
-            self.batches.remove(&(id.ledger_id, id.entry_id));
             let d = id.entry_data();
             if !entries
                 .iter()
@@ -230,22 +213,15 @@ impl Actor {
     }
 }
 
-pub(super) fn full_bitset(size: usize) -> Vec<u64> {
-    let mut bits = vec![u64::MAX; size.div_ceil(64)];
-    if size % 64 != 0 {
-        *bits.last_mut().expect("non-empty") = (1u64 << (size % 64)) - 1;
+/// What an ack request's answer means: an `AckResponse` may carry an error of its own.
+fn ack_outcome(response: std::result::Result<crate::protocol::frame::Frame, crate::net::NetError>) -> Result<()> {
+    let f = response?;
+    if let Some(r) = f.command.ack_response {
+        if let Some(code) = r.error {
+            let code = crate::protocol::pb::ServerError::try_from(code)
+                .unwrap_or(crate::protocol::pb::ServerError::UnknownError);
+            return Err(Error::from_server(code, r.message.as_deref().unwrap_or("")));
+        }
     }
-    bits
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn bitsets_cover_exactly_the_batch() {
-        assert_eq!(full_bitset(3), vec![0b111]);
-        assert_eq!(full_bitset(64), vec![u64::MAX]);
-        assert_eq!(full_bitset(65), vec![u64::MAX, 1]);
-    }
+    Ok(())
 }

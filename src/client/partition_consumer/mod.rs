@@ -31,8 +31,11 @@ use crate::protocol::pb::{
 };
 use crate::protocol::{batch, commands, compression, frame::Payload};
 
+mod ack_book;
 mod acks;
 mod chunks;
+
+use ack_book::{AckBook, EntryKey};
 
 use chunks::{Chunked, MAX_CHUNKED_MESSAGE_SIZE};
 
@@ -58,6 +61,11 @@ pub(crate) enum Command {
     },
     /// Individual acks of many messages of this partition: one channel message for a batch.
     AckMany(Vec<MessageId>),
+    /// The broker answered (or did not) the acks sent under `token`.
+    AcksSettled {
+        token: u64,
+        confirmed: bool,
+    },
     Nack(MessageId),
     Delivered(MessageId),
     RedeliverAll,
@@ -110,6 +118,11 @@ pub(crate) struct PartitionShared {
     /// Last id handed to the application (readers resume after it).
     pub last_dequeued: Mutex<Option<MessageId>>,
     track_delivered: bool,
+    /// The highest entry queued before the last detach: a message at or below it may be held
+    /// by the application and sit in the inbox again as the broker's resend. Set once the
+    /// partition has reattached; see [`PartitionShared::purge_acked`].
+    stale_high: Mutex<Option<EntryKey>>,
+    stale_guard: AtomicBool,
 }
 
 impl PartitionShared {
@@ -133,6 +146,42 @@ impl PartitionShared {
         }
         if count > 0 {
             self.return_permits(count);
+        }
+    }
+
+    /// The application acked `ids` (`cumulative`: everything up to each): a copy of one of
+    /// them that the broker resent after a reconnect, still queued, must never be handed out
+    /// after the ack. Costs one atomic load until this partition has reconnected once.
+    pub fn purge_acked(&self, inbox: &Inbox, ids: &[MessageId], cumulative: bool) {
+        if !self.stale_guard.load(Ordering::Acquire) {
+            return;
+        }
+        let Some(high) = *self.stale_high.lock().expect("stale_high lock") else {
+            return;
+        };
+        let acked: Vec<&MessageId> = ids
+            .iter()
+            .filter(|id| (id.ledger_id, id.entry_id) <= high)
+            .collect();
+        if acked.is_empty() {
+            return;
+        }
+        let epoch = self.epoch.load(Ordering::Acquire);
+        let covered = |m: &Message| {
+            acked.iter().any(|a| {
+                if cumulative {
+                    (m.id.ledger_id, m.id.entry_id, m.id.batch_index) <= (a.ledger_id, a.entry_id, a.batch_index)
+                        || (m.id.ledger_id, m.id.entry_id) < (a.ledger_id, a.entry_id)
+                } else {
+                    m.id.ledger_id == a.ledger_id && m.id.entry_id == a.entry_id && m.id.batch_index == a.batch_index
+                }
+            })
+        };
+        let removed = inbox.remove_where(|m| m.origin == self.index && m.epoch == epoch && covered(m));
+        if removed > 0 {
+            log::debug!("{}: dropped {removed} queued copies of acked messages", self.topic);
+            // Never taken: the broker's permits come back as if they had been.
+            self.return_permits(removed as u32);
         }
     }
 
@@ -170,6 +219,8 @@ pub(crate) async fn create(
         closed: AtomicBool::new(false),
         last_dequeued: Mutex::new(None),
         track_delivered: !opts.ack_timeout.is_zero(),
+        stale_high: Mutex::new(None),
+        stale_guard: AtomicBool::new(false),
     });
     let name = opts.name.clone().unwrap_or_else(random_name);
     let mut actor = Actor {
@@ -185,10 +236,10 @@ pub(crate) async fn create(
         conn: None,
         events: None,
         retry_at: None,
-        individual_acks: Vec::new(),
-        cumulative_ack: None,
+        book: AckBook::default(),
+        ack_tokens: 0,
+        queued_high: None,
         acks_due: None,
-        batches: HashMap::new(),
         nacks: Vec::new(),
         unacked: HashMap::new(),
         paused: false,
@@ -221,8 +272,6 @@ fn random_name() -> String {
     format!("magnetar-{:05x}{:05x}", std::process::id() & 0xfffff, nanos & 0xfffff)
 }
 
-type EntryKey = (i64, i64);
-
 struct Actor {
     client: Arc<ClientInner>,
     shared: Arc<PartitionShared>,
@@ -236,11 +285,12 @@ struct Actor {
     events: Option<mpsc::UnboundedReceiver<Event>>,
     backoff: Backoff,
     retry_at: Option<Instant>,
-    individual_acks: Vec<MessageIdData>,
-    cumulative_ack: Option<MessageId>,
+    /// The application's acks until the broker confirms them.
+    book: AckBook,
+    ack_tokens: u64,
+    /// The highest entry queued for the application on the current connection.
+    queued_high: Option<EntryKey>,
     acks_due: Option<Instant>,
-    /// Batch entries partly acked: bit i set = index i not yet acked.
-    batches: HashMap<EntryKey, Vec<u64>>,
     nacks: Vec<(Instant, MessageId)>,
     unacked: HashMap<EntryKey, (Instant, MessageId)>,
     paused: bool,
@@ -303,6 +353,7 @@ impl Actor {
                     self.ack(last, false);
                 }
             }
+            Command::AcksSettled { token, confirmed } => self.book.settled(token, confirmed),
             Command::AckWithReceipt { id, cumulative, reply } => {
                 self.record_ack(id, cumulative);
                 let _ = reply.send(self.flush_acks_with_receipt().await);
@@ -387,7 +438,7 @@ impl Actor {
             .await?;
         // The broker disconnects the consumer after a seek; drop what was queued before it.
         self.epoch_bump();
-        self.batches.clear();
+        self.book.clear();
         self.unacked.clear();
         self.nacks.clear();
         *self.shared.last_dequeued.lock().expect("last_dequeued lock") = None;
@@ -481,10 +532,8 @@ impl Actor {
             },
             Some(Event::Closed(e)) => {
                 log::info!("{}: connection lost ({e}); resubscribing", self.shared.topic);
-                self.conn = None;
-                self.events = None;
-                self.shared.connected.store(false, Ordering::Release);
-                self.retry_at = Some(Instant::now() + self.backoff.next_delay());
+                let delay = self.backoff.next_delay();
+                self.disconnect(delay);
             }
             None => self.disconnect(Duration::ZERO),
         }
@@ -549,6 +598,7 @@ impl Actor {
         let redelivery_count = cmd.redelivery_count.unwrap_or(0);
         let epoch = self.shared.epoch.load(Ordering::Acquire);
         let mut base = MessageId::from_data(&id_data);
+        let base_key = (base.ledger_id, base.entry_id);
         base.partition = topic_partition(&self.shared.topic);
         base.topic = Some(self.shared.topic.clone());
         let make = |id: MessageId, payload, single| Message {
@@ -582,15 +632,13 @@ impl Actor {
                 let mut id = base.clone();
                 id.batch_index = i as i32;
                 id.batch_size = count as i32;
-                if single.compacted_out == Some(true) || acked(i) || self.before_start(&id) {
+                if single.compacted_out == Some(true) || acked(i) || self.before_start(&id) || self.book.covers(&id) {
                     continue;
                 }
                 out.push(make(id, p, Some(single)));
             }
-        } else {
-            if !self.before_start(&base) {
-                out.push(make(base, data, None));
-            }
+        } else if !self.before_start(&base) && !self.book.covers(&base) {
+            out.push(make(base, data, None));
         }
         let skipped = count - out.len() as u32;
         if let Some(max) = self.opts.max_redeliver_count {
@@ -602,6 +650,12 @@ impl Actor {
         }
         if skipped > 0 {
             self.shared.return_permits(skipped);
+        }
+        if !out.is_empty() {
+            let key = (base_key.0, base_key.1);
+            if self.queued_high.is_none_or(|h| h < key) {
+                self.queued_high = Some(key);
+            }
         }
         self.inbox.push_many(out);
     }
@@ -625,12 +679,24 @@ impl Actor {
         }
     }
 
+    /// Leaves the connection and resubscribes after `delay`. What is queued for the
+    /// application goes now, not at the reattach: the broker will send all of it again, and
+    /// an ack of a message taken from here in between would come too late to stop that.
     fn disconnect(&mut self, delay: Duration) {
         if let Some(conn) = self.conn.take() {
             conn.unregister(HandlerId::Consumer(self.consumer_id));
         }
         self.events = None;
         self.shared.connected.store(false, Ordering::Release);
+        self.epoch_bump();
+        self.book.detached();
+        if let Some(high) = self.queued_high.take() {
+            let mut stale = self.shared.stale_high.lock().expect("stale_high lock");
+            if stale.is_none_or(|s| s < high) {
+                *stale = Some(high);
+            }
+            self.shared.stale_guard.store(true, Ordering::Release);
+        }
         self.retry_at = Some(Instant::now() + delay);
     }
 
@@ -729,14 +795,16 @@ impl Actor {
         cmd
     }
 
-    /// Takes over a successful subscription and grants the first permits.
+    /// Takes over a successful subscription and grants the first permits. The held acks go
+    /// first: an Exclusive or Failover subscribe rewinds the cursor to its mark-delete
+    /// position, and the first `Flow` would have the broker resend whatever it has not yet
+    /// seen acked.
     fn apply(&mut self, sub: Subscribed) {
-        self.epoch_bump();
-        self.batches.clear();
         self.shared.connected.store(true, Ordering::Release);
         self.backoff.reset();
         self.conn = Some(sub.conn);
         self.events = Some(sub.events);
+        self.flush_acks();
         let queue = self.opts.receiver_queue_size as u32;
         self.held_permits = 0;
         self.grant(queue);

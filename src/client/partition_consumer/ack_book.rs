@@ -1,0 +1,393 @@
+//! What the application has acknowledged on one partition, kept until the broker has it.
+//!
+//! An ack lives here in three stages: held (recorded, not yet sent), unconfirmed (sent with a
+//! request id, no `AckResponse` yet) and confirmed (forgotten). A connection that dies takes
+//! its unconfirmed acks with it, so they go back to held and are sent again on the next one,
+//! before its first `Flow`; the broker treats a repeated ack as harmless. Until an ack is
+//! confirmed, a message it covers that the broker sends again is a duplicate: [`AckBook::covers`]
+//! tells the consumer to drop it on arrival (the Java client's `isDuplicate`). Batch entries
+//! acked a message at a time keep their bitsets across reconnects, so a partly acked entry is
+//! still acked in full once its last message is.
+//!
+//! Pure bookkeeping: no I/O, no clock.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+use crate::protocol::pb::{command_ack::AckType, MessageIdData};
+
+use super::super::message::MessageId;
+
+/// `(ledger, entry)`: one stored entry (a whole batch).
+pub(super) type EntryKey = (i64, i64);
+
+/// Acks to send as one `CommandAck` each.
+pub(super) type AckBatch = Vec<(AckType, Vec<MessageIdData>)>;
+
+#[derive(Default)]
+pub(super) struct AckBook {
+    held_individual: Vec<MessageIdData>,
+    held_cumulative: Option<MessageId>,
+    /// Sent and not yet confirmed, by the token the actor gave the send.
+    unconfirmed: HashMap<u64, AckBatch>,
+    /// Whole entries acked and not yet confirmed (held or unconfirmed), with how many acks of
+    /// each are outstanding.
+    pending_entries: HashMap<EntryKey, u32, KeyHash>,
+    /// Batch entries partly acked: bit i set = index i not yet acked.
+    batches: HashMap<EntryKey, Vec<u64>, KeyHash>,
+    /// The furthest cumulative ack the application made (with its batch index): everything at
+    /// or before it is acked for good.
+    cumulative: Option<MessageId>,
+    /// The highest entry any ack here touches: arrivals beyond it need no lookup.
+    highest: Option<EntryKey>,
+}
+
+impl AckBook {
+    /// Books the application's ack of `id` (cumulative: of everything up to it).
+    pub fn record(&mut self, id: &MessageId, cumulative: bool, batch_index_ack: bool) {
+        let key = (id.ledger_id, id.entry_id);
+        self.raise_highest(key);
+        if cumulative {
+            let inner_of_batch = id.batch_index >= 0 && id.batch_size > 0 && id.batch_index < id.batch_size - 1;
+            let target = if inner_of_batch && !batch_index_ack {
+                // The broker cannot ack part of an entry: ack up to the previous entry only.
+                MessageId::new(id.ledger_id, id.entry_id - 1, id.partition, -1)
+            } else {
+                let mut t = id.clone();
+                if !inner_of_batch {
+                    t.batch_index = -1;
+                }
+                t
+            };
+            self.batches.retain(|k, _| *k > key);
+            if self.held_cumulative.as_ref().is_none_or(|c| *c < target) {
+                self.held_cumulative = Some(target);
+            }
+            let mut covered = id.clone();
+            if !inner_of_batch {
+                covered.batch_index = -1;
+            }
+            if self.cumulative.as_ref().is_none_or(|c| cumulative_before(c, &covered)) {
+                self.cumulative = Some(covered);
+            }
+        } else if id.batch_index >= 0 && id.batch_size > 1 {
+            let size = id.batch_size as usize;
+            let bits = self.batches.entry(key).or_insert_with(|| full_bitset(size));
+            let i = id.batch_index as usize;
+            if i < size && i / 64 < bits.len() {
+                bits[i / 64] &= !(1u64 << (i % 64));
+            }
+            if bits.iter().all(|w| *w == 0) {
+                self.batches.remove(&key);
+                self.hold_entry(id.entry_data());
+            } else if batch_index_ack {
+                let mut data = id.entry_data();
+                data.ack_set = bits.iter().map(|w| *w as i64).collect();
+                data.batch_size = Some(id.batch_size);
+                self.held_individual.push(data);
+            }
+        } else {
+            self.hold_entry(id.entry_data());
+        }
+    }
+
+    /// Books an ack of a whole entry the application never saw as a message (the earlier
+    /// chunks of a chunked message).
+    pub fn record_entry(&mut self, entry: MessageIdData) {
+        self.raise_highest((entry.ledger_id as i64, entry.entry_id as i64));
+        self.hold_entry(entry);
+    }
+
+    fn hold_entry(&mut self, data: MessageIdData) {
+        *self
+            .pending_entries
+            .entry((data.ledger_id as i64, data.entry_id as i64))
+            .or_insert(0) += 1;
+        self.held_individual.push(data);
+    }
+
+    fn raise_highest(&mut self, key: EntryKey) {
+        if self.highest.is_none_or(|h| h < key) {
+            self.highest = Some(key);
+        }
+    }
+
+    /// Whether acks wait to be sent.
+    pub fn has_held(&self) -> bool {
+        !self.held_individual.is_empty() || self.held_cumulative.is_some()
+    }
+
+    /// Held individual acks: the ack-group limit counts these.
+    pub fn held_len(&self) -> usize {
+        self.held_individual.len()
+    }
+
+    /// Everything held, as the commands to send; they become unconfirmed with [`AckBook::sent`].
+    pub fn take_held(&mut self) -> AckBatch {
+        let mut out = Vec::new();
+        if !self.held_individual.is_empty() {
+            out.push((AckType::Individual, std::mem::take(&mut self.held_individual)));
+        }
+        if let Some(id) = self.held_cumulative.take() {
+            out.push((AckType::Cumulative, vec![id.entry_data()]));
+        }
+        out
+    }
+
+    /// `acks` are on their way under `token`.
+    pub fn sent(&mut self, token: u64, acks: AckBatch) {
+        self.unconfirmed.insert(token, acks);
+    }
+
+    /// `acks` could not be sent at all: hold them again.
+    pub fn unsent(&mut self, acks: AckBatch) {
+        for (kind, ids) in acks {
+            match kind {
+                AckType::Cumulative => {
+                    for d in ids {
+                        let id = MessageId::from_data(&d);
+                        if self.held_cumulative.as_ref().is_none_or(|c| *c < id) {
+                            self.held_cumulative = Some(id);
+                        }
+                    }
+                }
+                AckType::Individual => self.held_individual.extend(ids),
+            }
+        }
+    }
+
+    /// The broker answered the acks sent under `token`: confirmed, or refused (held again).
+    pub fn settled(&mut self, token: u64, confirmed: bool) {
+        let Some(acks) = self.unconfirmed.remove(&token) else {
+            // Already moved back to held by a reconnect, or dropped by a seek.
+            return;
+        };
+        if !confirmed {
+            self.unsent(acks);
+            return;
+        }
+        for (kind, ids) in acks {
+            if kind != AckType::Individual {
+                continue;
+            }
+            for d in ids.iter().filter(|d| d.ack_set.is_empty()) {
+                let key = (d.ledger_id as i64, d.entry_id as i64);
+                if let Some(n) = self.pending_entries.get_mut(&key) {
+                    *n -= 1;
+                    if *n == 0 {
+                        self.pending_entries.remove(&key);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The connection is gone, and with it any answer to what was sent on it: everything
+    /// unconfirmed is held again, to be sent on the next connection.
+    pub fn detached(&mut self) {
+        let acks: Vec<AckBatch> = self.unconfirmed.drain().map(|(_, a)| a).collect();
+        for a in acks {
+            self.unsent(a);
+        }
+    }
+
+    /// Whether the application already acked the message `id`: the broker sent it again
+    /// before it had the ack.
+    pub fn covers(&self, id: &MessageId) -> bool {
+        let key = (id.ledger_id, id.entry_id);
+        if self.highest.is_none_or(|h| key > h) {
+            return false;
+        }
+        if let Some(c) = &self.cumulative {
+            if key < (c.ledger_id, c.entry_id)
+                || (key == (c.ledger_id, c.entry_id) && (c.batch_index < 0 || id.batch_index <= c.batch_index))
+            {
+                return true;
+            }
+        }
+        if self.pending_entries.contains_key(&key) {
+            return true;
+        }
+        if id.batch_index >= 0 {
+            if let Some(bits) = self.batches.get(&key) {
+                let i = id.batch_index as usize;
+                return bits.get(i / 64).is_some_and(|w| w & (1u64 << (i % 64)) == 0);
+            }
+        }
+        false
+    }
+
+    /// A seek moves the subscription: what was acked before it may legitimately come again.
+    /// Acks sent before the seek reached the broker before it (one connection, in order).
+    pub fn clear(&mut self) {
+        *self = AckBook::default();
+    }
+
+    /// Partly acked batch entries (for tests and stats).
+    #[cfg(test)]
+    pub fn partial_batches(&self) -> usize {
+        self.batches.len()
+    }
+}
+
+/// Whether cumulative position `a` is strictly before `b` (a batch index of -1 = whole entry).
+fn cumulative_before(a: &MessageId, b: &MessageId) -> bool {
+    let whole = |i: i32| if i < 0 { i32::MAX } else { i };
+    (a.ledger_id, a.entry_id, whole(a.batch_index)) < (b.ledger_id, b.entry_id, whole(b.batch_index))
+}
+
+pub(super) fn full_bitset(size: usize) -> Vec<u64> {
+    let mut bits = vec![u64::MAX; size.div_ceil(64)];
+    if size % 64 != 0 {
+        *bits.last_mut().expect("non-empty") = (1u64 << (size % 64)) - 1;
+    }
+    bits
+}
+
+/// Entry keys are two small integers chosen by the broker, not by an attacker who gains from
+/// collisions; a multiply-rotate hash is several times cheaper than SipHash on the ack path.
+#[derive(Default)]
+pub(super) struct EntryHasher(u64);
+
+impl Hasher for EntryHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.write_u64(*b as u64);
+        }
+    }
+    fn write_i64(&mut self, n: i64) {
+        self.write_u64(n as u64);
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+type KeyHash = BuildHasherDefault<EntryHasher>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(entry: i64, index: i32, size: i32) -> MessageId {
+        let mut m = MessageId::new(7, entry, -1, index);
+        m.batch_size = size;
+        m
+    }
+
+    #[test]
+    fn bitsets_cover_exactly_the_batch() {
+        assert_eq!(full_bitset(3), vec![0b111]);
+        assert_eq!(full_bitset(64), vec![u64::MAX]);
+        assert_eq!(full_bitset(65), vec![u64::MAX, 1]);
+    }
+
+    #[test]
+    fn an_ack_covers_its_message_until_confirmed() {
+        let mut book = AckBook::default();
+        book.record(&id(1, -1, 0), false, false);
+        assert!(book.covers(&id(1, -1, 0)));
+        assert!(!book.covers(&id(2, -1, 0)));
+        let acks = book.take_held();
+        assert_eq!(acks.len(), 1);
+        book.sent(1, acks);
+        assert!(book.covers(&id(1, -1, 0)), "sent but unconfirmed still covers");
+        book.settled(1, true);
+        assert!(!book.covers(&id(1, -1, 0)));
+        assert!(!book.has_held());
+    }
+
+    #[test]
+    fn unconfirmed_acks_are_held_again_when_the_connection_goes() {
+        let mut book = AckBook::default();
+        book.record(&id(1, -1, 0), false, false);
+        book.record(&id(3, -1, 0), true, false);
+        let acks = book.take_held();
+        book.sent(9, acks);
+        assert!(!book.has_held());
+        book.detached();
+        let again = book.take_held();
+        assert_eq!(again.len(), 2, "individual and cumulative both resent: {again:?}");
+        // The answer to the old connection's request arrives late: ignored.
+        book.settled(9, true);
+        assert!(book.covers(&id(1, -1, 0)));
+    }
+
+    #[test]
+    fn refused_acks_are_held_again() {
+        let mut book = AckBook::default();
+        book.record(&id(1, -1, 0), false, false);
+        let acks = book.take_held();
+        book.sent(1, acks);
+        book.settled(1, false);
+        assert!(book.has_held());
+        assert!(book.covers(&id(1, -1, 0)));
+    }
+
+    #[test]
+    fn cumulative_ack_covers_everything_before_it_for_good() {
+        let mut book = AckBook::default();
+        book.record(&id(5, 2, 4), true, false);
+        assert!(book.covers(&id(4, 3, 4)));
+        assert!(book.covers(&id(5, 0, 4)));
+        assert!(book.covers(&id(5, 2, 4)));
+        assert!(!book.covers(&id(5, 3, 4)));
+        // Only the entries before the partly acked one go to the broker.
+        let acks = book.take_held();
+        assert_eq!(acks[0].0, AckType::Cumulative);
+        assert_eq!(acks[0].1[0].entry_id, 4);
+        book.sent(1, acks);
+        book.settled(1, true);
+        assert!(book.covers(&id(3, -1, 0)), "cumulative coverage survives confirmation");
+    }
+
+    #[test]
+    fn a_partly_acked_batch_is_acked_whole_after_reconnects() {
+        let mut book = AckBook::default();
+        book.record(&id(1, 0, 3), false, false);
+        book.record(&id(1, 2, 3), false, false);
+        assert!(!book.has_held(), "nothing to send until the whole entry is acked");
+        book.detached();
+        assert_eq!(book.partial_batches(), 1, "bitset survives the reconnect");
+        assert!(book.covers(&id(1, 0, 3)));
+        assert!(!book.covers(&id(1, 1, 3)));
+        book.record(&id(1, 1, 3), false, false);
+        let acks = book.take_held();
+        assert_eq!(acks[0].1.len(), 1);
+        assert!(acks[0].1[0].ack_set.is_empty(), "whole-entry ack");
+    }
+
+    #[test]
+    fn batch_index_acks_send_the_remaining_bits() {
+        let mut book = AckBook::default();
+        book.record(&id(1, 1, 3), false, true);
+        let acks = book.take_held();
+        assert_eq!(acks[0].1[0].ack_set, vec![0b101]);
+        assert!(book.covers(&id(1, 1, 3)));
+    }
+
+    #[test]
+    fn out_of_range_batch_index_is_harmless() {
+        let mut book = AckBook::default();
+        book.record(&id(1, 90, 3), false, false);
+        book.record(&id(1, i32::MAX, 3), false, false);
+        assert!(!book.covers(&id(1, 0, 3)));
+    }
+
+    #[test]
+    fn seek_forgets_everything() {
+        let mut book = AckBook::default();
+        book.record(&id(5, -1, 0), true, false);
+        book.record(&id(9, -1, 0), false, false);
+        let acks = book.take_held();
+        book.sent(1, acks);
+        book.clear();
+        assert!(!book.covers(&id(1, -1, 0)));
+        assert!(!book.covers(&id(9, -1, 0)));
+        book.detached();
+        assert!(!book.has_held());
+    }
+}
