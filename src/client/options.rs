@@ -186,6 +186,10 @@ pub struct ConsumerOptions {
     pub max_redeliver_count: Option<u32>,
     /// Dead-letter topic (default `<topic>-<subscription>-DLQ`).
     pub dead_letter_topic: Option<String>,
+    /// A chunked message still incomplete after this long is given up: its chunks are acked.
+    pub chunk_expiry: Duration,
+    /// Most chunked messages reassembled at once; beyond it the oldest is given up.
+    pub max_pending_chunked_messages: usize,
 }
 
 impl Default for ConsumerOptions {
@@ -211,6 +215,10 @@ impl Default for ConsumerOptions {
             discovery_period: Duration::from_secs(60),
             max_redeliver_count: None,
             dead_letter_topic: None,
+            // The Java client's defaults (expireTimeOfIncompleteChunkedMessage,
+            // maxPendingChunkedMessage).
+            chunk_expiry: Duration::from_secs(60),
+            max_pending_chunked_messages: 10,
         }
     }
 }
@@ -226,6 +234,9 @@ impl ConsumerOptions {
         }
         if self.max_redeliver_count == Some(0) {
             return Err(Error::invalid("max_redeliver_count must be at least 1"));
+        }
+        if self.max_pending_chunked_messages == 0 {
+            return Err(Error::invalid("max_pending_chunked_messages must be at least 1"));
         }
         Ok(())
     }

@@ -254,10 +254,12 @@ impl ChunkAssembler {
             .collect()
     }
 
-    /// When the oldest message in progress expires; `None` when nothing is in progress.
+    /// When the oldest message in progress expires; `None` when nothing is in progress, or
+    /// when the expiry is too far off to name (it never comes; a deadline in the past would
+    /// have the caller spin).
     pub fn next_deadline(&self) -> Option<Instant> {
         let oldest = self.partials.values().map(|p| p.started).min()?;
-        Some(oldest.checked_add(self.limits.expiry).unwrap_or(oldest))
+        oldest.checked_add(self.limits.expiry)
     }
 
     /// Forgets every message in progress without reporting it (after a seek, the broker

@@ -27,17 +27,18 @@ use crate::protocol::pb::{
     base_command::Type,
     command_ack::{AckType, ValidationError},
     command_subscribe::{self, SubType},
-    BaseCommand, CompressionType, KeySharedMeta, KeySharedMode, MessageIdData,
+    BaseCommand, KeySharedMeta, KeySharedMode, MessageIdData,
 };
-use crate::protocol::{batch, commands, compression, frame::Payload};
+use crate::protocol::{commands, frame::Payload};
 
 mod ack_book;
 mod acks;
-mod chunks;
+mod receive;
 
 use ack_book::{AckBook, EntryKey};
 
-use chunks::{Chunked, MAX_CHUNKED_MESSAGE_SIZE};
+use crate::protocol::chunks::{ChunkAssembler, ChunkLimits};
+use receive::MAX_CHUNKED_MESSAGE_SIZE;
 
 /// Where `seek` moves the subscription.
 #[derive(Debug, Clone)]
@@ -186,7 +187,12 @@ impl PartitionShared {
     }
 
     fn return_permits(&self, n: u32) {
-        let total = self.dequeued.fetch_add(n, Ordering::AcqRel) + n;
+        // Saturating: a hostile entry may declare up to i32::MAX messages.
+        let before = self
+            .dequeued
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |d| Some(d.saturating_add(n)))
+            .unwrap_or(0);
+        let total = before.saturating_add(n);
         if total >= self.threshold {
             let granted = self.dequeued.swap(0, Ordering::AcqRel);
             if granted > 0 {
@@ -223,6 +229,11 @@ pub(crate) async fn create(
         stale_guard: AtomicBool::new(false),
     });
     let name = opts.name.clone().unwrap_or_else(random_name);
+    let chunk_limits = ChunkLimits {
+        max_pending: opts.max_pending_chunked_messages,
+        expiry: opts.chunk_expiry,
+        max_message_size: MAX_CHUNKED_MESSAGE_SIZE,
+    };
     let mut actor = Actor {
         consumer_id: client.next_consumer_id(),
         backoff: Backoff::new(client.opts.initial_backoff, client.opts.max_backoff),
@@ -247,7 +258,7 @@ pub(crate) async fn create(
         dlq: None,
         closing: None,
         not_before_ms: None,
-        chunks: HashMap::new(),
+        chunks: ChunkAssembler::new(chunk_limits),
         chunk_entries: HashMap::new(),
         attaching: None,
         deferred_last_ids: Vec::new(),
@@ -303,7 +314,7 @@ struct Actor {
     /// `LastMessageId` requests that arrived while reattaching.
     deferred_last_ids: Vec<oneshot::Sender<Result<MessageId>>>,
     /// Chunked messages being reassembled, by uuid.
-    chunks: HashMap<String, Chunked>,
+    chunks: ChunkAssembler,
     /// Entries of delivered chunked messages, keyed by the last chunk: acking it acks all.
     chunk_entries: HashMap<EntryKey, Vec<MessageIdData>>,
 }
@@ -324,6 +335,7 @@ impl Actor {
                 _ = sleep_until_opt(nack_due) => self.redeliver_nacked(),
                 _ = ack_timer.tick(), if !self.opts.ack_timeout.is_zero() => self.redeliver_timed_out(),
                 _ = sleep_until_opt(self.retry_at) => self.reconnect(),
+                _ = sleep_until_opt(self.chunks.next_deadline().map(Instant::from_std)) => self.expire_chunks(),
                 attached = attach_done(&mut self.attaching) => {
                     self.on_attach_result(attached);
                     if self.conn.is_some() {
@@ -536,146 +548,6 @@ impl Actor {
                 self.disconnect(delay);
             }
             None => self.disconnect(Duration::ZERO),
-        }
-    }
-
-    fn discard(&mut self, id: &MessageIdData, why: ValidationError, permits: u32) {
-        log::warn!(
-            "{}: discarding corrupt message {}:{} ({why:?})",
-            self.shared.topic,
-            id.ledger_id,
-            id.entry_id
-        );
-        self.inbox.count_corrupt();
-        if let Some(conn) = &self.conn {
-            let _ = conn.send_command(&commands::ack(
-                self.consumer_id,
-                AckType::Individual,
-                vec![MessageIdData {
-                    ledger_id: id.ledger_id,
-                    entry_id: id.entry_id,
-                    ..Default::default()
-                }],
-                Some(why),
-                None,
-            ));
-        }
-        self.shared.return_permits(permits);
-    }
-
-    async fn on_message(&mut self, cmd: crate::protocol::pb::CommandMessage, payload: Payload) {
-        let id_data = cmd.message_id;
-        if payload.corruption.is_some() {
-            return self.discard(&id_data, ValidationError::ChecksumMismatch, 1);
-        }
-        let mut payload = payload;
-        if payload.metadata.num_chunks_from_msg.unwrap_or(0) > 1 {
-            match self.on_chunk(&id_data, &payload.metadata, std::mem::take(&mut payload.data)) {
-                Some(whole) => payload.data = whole,
-                None => return,
-            }
-        }
-        let meta = Arc::new(payload.metadata);
-        let count = meta.num_messages_in_batch.unwrap_or(1).max(1) as u32;
-        let codec = CompressionType::try_from(meta.compression.unwrap_or(0)).unwrap_or(CompressionType::None);
-        // The declared size comes from the peer: bound what it can make us allocate. Chunked
-        // messages legitimately exceed the frame limit.
-        let limit = if meta.num_chunks_from_msg.unwrap_or(0) > 1 {
-            MAX_CHUNKED_MESSAGE_SIZE
-        } else {
-            self.conn
-                .as_ref()
-                .map_or(crate::protocol::frame::DEFAULT_MAX_MESSAGE_SIZE, |c| {
-                    c.max_message_size()
-                })
-                * 2
-        };
-        let data =
-            match compression::decompress(codec, payload.data, meta.uncompressed_size.unwrap_or(0) as usize, limit) {
-                Ok(d) => d,
-                Err(_) => return self.discard(&id_data, ValidationError::DecompressionError, count),
-            };
-        let redelivery_count = cmd.redelivery_count.unwrap_or(0);
-        let epoch = self.shared.epoch.load(Ordering::Acquire);
-        let mut base = MessageId::from_data(&id_data);
-        let base_key = (base.ledger_id, base.entry_id);
-        base.partition = topic_partition(&self.shared.topic);
-        base.topic = Some(self.shared.topic.clone());
-        let make = |id: MessageId, payload, single| Message {
-            topic: self.shared.topic.clone(),
-            id,
-            payload,
-            metadata: meta.clone(),
-            single,
-            redelivery_count,
-            origin: self.shared.index,
-            epoch,
-        };
-        let mut out = Vec::with_capacity(count as usize);
-        if self.not_before_ms.is_some_and(|t| meta.publish_time < t) {
-            self.shared.return_permits(count);
-            return;
-        }
-        if meta.num_messages_in_batch.is_some() {
-            let entries = match batch::decode_entries(data, count as usize) {
-                Ok(e) => e,
-                Err(_) => return self.discard(&id_data, ValidationError::BatchDeSerializeError, count),
-            };
-            let acked = |i: usize| {
-                !cmd.ack_set.is_empty()
-                    && cmd
-                        .ack_set
-                        .get(i / 64)
-                        .is_some_and(|w| (*w as u64) & (1u64 << (i % 64)) == 0)
-            };
-            for (i, (single, p)) in entries.into_iter().enumerate() {
-                let mut id = base.clone();
-                id.batch_index = i as i32;
-                id.batch_size = count as i32;
-                if single.compacted_out == Some(true) || acked(i) || self.before_start(&id) || self.book.covers(&id) {
-                    continue;
-                }
-                out.push(make(id, p, Some(single)));
-            }
-        } else if !self.before_start(&base) && !self.book.covers(&base) {
-            out.push(make(base, data, None));
-        }
-        let skipped = count - out.len() as u32;
-        if let Some(max) = self.opts.max_redeliver_count {
-            if redelivery_count > max && !out.is_empty() {
-                self.dead_letter(out).await;
-                self.shared.return_permits(count);
-                return;
-            }
-        }
-        if skipped > 0 {
-            self.shared.return_permits(skipped);
-        }
-        if !out.is_empty() {
-            let key = (base_key.0, base_key.1);
-            if self.queued_high.is_none_or(|h| h < key) {
-                self.queued_high = Some(key);
-            }
-        }
-        self.inbox.push_many(out);
-    }
-
-    /// Readers skip what precedes their start position inside the first entry.
-    fn before_start(&self, id: &MessageId) -> bool {
-        match (&self.opts.start_message_id, self.opts.durable) {
-            (Some(start), false) if *start != MessageId::EARLIEST && *start != MessageId::LATEST => {
-                let cmp = (id.ledger_id, id.entry_id, id.batch_index).cmp(&(
-                    start.ledger_id,
-                    start.entry_id,
-                    start.batch_index,
-                ));
-                if self.opts.start_inclusive {
-                    cmp.is_lt()
-                } else {
-                    cmp.is_le()
-                }
-            }
-            _ => false,
         }
     }
 

@@ -1,0 +1,296 @@
+//! What the broker pushes to one partition's consumer: checks, chunk reassembly, unpacking,
+//! the filters (acked already, before a reader's start, compacted out), and what becomes of an
+//! entry that cannot be read.
+//!
+//! Nothing the peer declares sizes an allocation here: `protocol::entry` bounds counts by the
+//! bytes that carry them, `protocol::chunks` bounds reassembly. A malformed entry is never
+//! fatal: it is dead-lettered when the subscription has a dead-letter policy, else acked with
+//! its validation error and counted as corrupt, and the entries after it are delivered.
+
+use super::*;
+use crate::protocol::chunks::{ChunkIn, ChunkOutcome, EntryId};
+use crate::protocol::entry::{self, UnpackError};
+use crate::protocol::pb::{CommandMessage, MessageMetadata};
+
+/// Largest chunked message reassembled (uncompressed as well as compressed).
+pub(super) const MAX_CHUNKED_MESSAGE_SIZE: usize = 1 << 30;
+
+impl Actor {
+    pub(super) async fn on_message(&mut self, cmd: CommandMessage, payload: Payload) {
+        let id_data = cmd.message_id;
+        let permits = broker_permits(&payload.metadata);
+        if payload.corruption.is_some() {
+            return self.discard(&id_data, ValidationError::ChecksumMismatch, permits);
+        }
+        let mut payload = payload;
+        let chunked = payload.metadata.num_chunks_from_msg.unwrap_or(0) > 1;
+        if chunked {
+            match self.on_chunk(&id_data, &payload.metadata, std::mem::take(&mut payload.data)) {
+                Some(whole) => payload.data = whole,
+                None => return,
+            }
+        }
+        let meta = Arc::new(payload.metadata);
+        if self.not_before_ms.is_some_and(|t| meta.publish_time < t) {
+            self.shared.return_permits(permits);
+            return;
+        }
+        // Chunked messages legitimately exceed the frame limit; others expand at most this much.
+        let limit = if chunked {
+            MAX_CHUNKED_MESSAGE_SIZE
+        } else {
+            self.max_message_size() * 2
+        };
+        let entries = match entry::unpack(&meta, payload.data.clone(), limit) {
+            Ok(e) => e,
+            Err(why) => return self.malformed(&id_data, meta, payload.data, why, permits).await,
+        };
+        let redelivery_count = cmd.redelivery_count.unwrap_or(0);
+        let epoch = self.shared.epoch.load(Ordering::Acquire);
+        let mut base = MessageId::from_data(&id_data);
+        let base_key = (base.ledger_id, base.entry_id);
+        base.partition = topic_partition(&self.shared.topic);
+        base.topic = Some(self.shared.topic.clone());
+        let batched = meta.num_messages_in_batch.is_some();
+        let batch_size = entries.len() as i32;
+        let acked_by_broker = |i: usize| {
+            !cmd.ack_set.is_empty()
+                && cmd
+                    .ack_set
+                    .get(i / 64)
+                    .is_some_and(|w| (*w as u64) & (1u64 << (i % 64)) == 0)
+        };
+        let mut out = Vec::with_capacity(entries.len());
+        for (i, e) in entries.into_iter().enumerate() {
+            let mut id = base.clone();
+            if batched {
+                id.batch_index = i as i32;
+                id.batch_size = batch_size;
+                let compacted_out = e.single.as_ref().is_some_and(|s| s.compacted_out == Some(true));
+                if compacted_out || acked_by_broker(i) {
+                    continue;
+                }
+            }
+            if self.before_start(&id) || self.book.covers(&id) {
+                continue;
+            }
+            out.push(Message {
+                topic: self.shared.topic.clone(),
+                id,
+                payload: e.payload,
+                metadata: meta.clone(),
+                single: e.single,
+                redelivery_count,
+                origin: self.shared.index,
+                epoch,
+            });
+        }
+        if let Some(max) = self.opts.max_redeliver_count {
+            if redelivery_count > max && !out.is_empty() {
+                self.dead_letter(out).await;
+                self.shared.return_permits(permits);
+                return;
+            }
+        }
+        let skipped = permits.saturating_sub(out.len() as u32);
+        if skipped > 0 {
+            self.shared.return_permits(skipped);
+        }
+        if !out.is_empty() && self.queued_high.is_none_or(|h| h < base_key) {
+            self.queued_high = Some(base_key);
+        }
+        self.inbox.push_many(out);
+    }
+
+    fn max_message_size(&self) -> usize {
+        self.conn
+            .as_ref()
+            .map_or(crate::protocol::frame::DEFAULT_MAX_MESSAGE_SIZE, |c| c.max_message_size())
+    }
+
+    /// An entry that cannot be read: dead-lettered as it came (still compressed) when the
+    /// subscription has a dead-letter policy, else acked with the reason and counted.
+    async fn malformed(
+        &mut self,
+        id: &MessageIdData,
+        meta: Arc<MessageMetadata>,
+        raw: bytes::Bytes,
+        why: UnpackError,
+        permits: u32,
+    ) {
+        if self.opts.dead_letter_topic.is_none() && self.opts.max_redeliver_count.is_none() {
+            return self.discard(id, why.validation_error(), permits);
+        }
+        log::error!(
+            "{}: message {}:{} cannot be read ({why}); dead-lettering it",
+            self.shared.topic,
+            id.ledger_id,
+            id.entry_id
+        );
+        self.inbox.count_corrupt();
+        let mut msg_id = MessageId::from_data(id);
+        msg_id.batch_index = -1;
+        msg_id.partition = topic_partition(&self.shared.topic);
+        msg_id.topic = Some(self.shared.topic.clone());
+        let msg = Message {
+            topic: self.shared.topic.clone(),
+            id: msg_id,
+            payload: raw,
+            metadata: meta,
+            single: None,
+            redelivery_count: 0,
+            origin: self.shared.index,
+            epoch: self.shared.epoch.load(Ordering::Acquire),
+        };
+        self.dead_letter(vec![msg]).await;
+        self.shared.return_permits(permits);
+    }
+
+    pub(super) fn discard(&mut self, id: &MessageIdData, why: ValidationError, permits: u32) {
+        log::error!(
+            "{}: discarding unreadable message {}:{} ({why:?}); acked so it is not redelivered",
+            self.shared.topic,
+            id.ledger_id,
+            id.entry_id
+        );
+        self.inbox.count_corrupt();
+        if let Some(conn) = &self.conn {
+            let _ = conn.send_command(&commands::ack(
+                self.consumer_id,
+                AckType::Individual,
+                vec![MessageIdData {
+                    ledger_id: id.ledger_id,
+                    entry_id: id.entry_id,
+                    ..Default::default()
+                }],
+                Some(why),
+                None,
+            ));
+        }
+        self.shared.return_permits(permits);
+    }
+
+    /// Adds one chunk; returns the whole (still compressed) payload once the last arrives.
+    /// Every chunk but the last returns its permit at once: the assembler's bounds, not the
+    /// broker's flow control, limit what incomplete messages hold.
+    fn on_chunk(&mut self, id: &MessageIdData, meta: &MessageMetadata, data: bytes::Bytes) -> Option<bytes::Bytes> {
+        let entry: EntryId = (id.ledger_id, id.entry_id);
+        let chunk = ChunkIn {
+            uuid: meta.uuid.as_deref().unwrap_or(""),
+            chunk_id: meta.chunk_id.unwrap_or(0),
+            num_chunks: meta.num_chunks_from_msg.unwrap_or(0),
+            total_size: meta.total_chunk_msg_size.unwrap_or(0),
+            entry,
+            data,
+        };
+        let (outcome, evicted) = self.chunks.push(chunk, std::time::Instant::now());
+        for (entries, reason) in evicted {
+            self.give_up_chunks(entries, reason);
+        }
+        match outcome {
+            ChunkOutcome::Pending => {
+                self.shared.return_permits(1);
+                None
+            }
+            ChunkOutcome::Complete { data, entries } => {
+                let entries = entries
+                    .into_iter()
+                    .map(|(l, e)| MessageIdData {
+                        ledger_id: l,
+                        entry_id: e,
+                        ..Default::default()
+                    })
+                    .collect();
+                self.chunk_entries.insert((id.ledger_id as i64, id.entry_id as i64), entries);
+                Some(data)
+            }
+            ChunkOutcome::Duplicate => {
+                log::info!(
+                    "{}: duplicate chunk {}:{} (a producer resend); acked and skipped",
+                    self.shared.topic,
+                    id.ledger_id,
+                    id.entry_id
+                );
+                self.ack_entries(vec![entry]);
+                self.shared.return_permits(1);
+                None
+            }
+            ChunkOutcome::Orphan => {
+                // Its start was acked, completed, or precedes where this subscription began.
+                // Like the Java client, leave it for redelivery until the message could no
+                // longer complete anyway, then ack it so it leaves no hole.
+                let expired = meta.publish_time.saturating_add(self.opts.chunk_expiry.as_millis() as u64)
+                    < super::super::util::now_ms();
+                if expired {
+                    self.ack_entries(vec![entry]);
+                }
+                self.shared.return_permits(1);
+                None
+            }
+            ChunkOutcome::Abandoned { entries, reason } => {
+                self.give_up_chunks(entries, reason);
+                self.shared.return_permits(1);
+                None
+            }
+        }
+    }
+
+    /// Incomplete chunked messages past the expiry are given up.
+    pub(super) fn expire_chunks(&mut self) {
+        for (entries, reason) in self.chunks.expire(std::time::Instant::now()) {
+            self.give_up_chunks(entries, reason);
+        }
+    }
+
+    /// A chunked message that can never complete: its chunks are acked, so they leave no
+    /// unacked hole behind. (There is no whole payload to dead-letter.)
+    fn give_up_chunks(&mut self, entries: Vec<EntryId>, reason: &'static str) {
+        log::error!(
+            "{}: giving up a chunked message of {} chunks ({reason}); its chunks are acked",
+            self.shared.topic,
+            entries.len()
+        );
+        self.inbox.count_corrupt();
+        self.ack_entries(entries);
+    }
+
+    fn ack_entries(&mut self, entries: Vec<EntryId>) {
+        for (ledger_id, entry_id) in entries {
+            self.book.record_entry(MessageIdData {
+                ledger_id,
+                entry_id,
+                ..Default::default()
+            });
+        }
+        if self.acks_due.is_none() {
+            self.acks_due = Some(Instant::now() + self.opts.ack_group_time);
+        }
+    }
+
+    /// Readers skip what precedes their start position inside the first entry.
+    pub(super) fn before_start(&self, id: &MessageId) -> bool {
+        match (&self.opts.start_message_id, self.opts.durable) {
+            (Some(start), false) if *start != MessageId::EARLIEST && *start != MessageId::LATEST => {
+                let cmp = (id.ledger_id, id.entry_id, id.batch_index).cmp(&(
+                    start.ledger_id,
+                    start.entry_id,
+                    start.batch_index,
+                ));
+                if self.opts.start_inclusive {
+                    cmp.is_lt()
+                } else {
+                    cmp.is_le()
+                }
+            }
+            _ => false,
+        }
+    }
+}
+
+/// The permits the broker took for an entry: it counts `num_messages_in_batch` as declared
+/// (`totalMessages += batchSize` in its dispatcher), so returning exactly that keeps its
+/// count right even for an entry that declares far more messages than it holds. Never used to
+/// size anything.
+fn broker_permits(meta: &MessageMetadata) -> u32 {
+    meta.num_messages_in_batch.unwrap_or(1).max(1) as u32
+}
