@@ -117,8 +117,10 @@ class ChaosPlugin:
 
     def pytest_runtest_logreport(self, report: Any) -> None:
         nodeid = report.nodeid
-        if report.failed:
-            self._phase_failed.setdefault(nodeid, report.when)
+        if report.failed and nodeid not in self._phase_failed:
+            crash = getattr(report.longrepr, "reprcrash", None)
+            why = crash.message if crash is not None else str(report.longrepr)
+            self._phase_failed[nodeid] = f"{report.when}: {' '.join(why.split())[:400]}"
         if report.when == "call":
             self._props[nodeid] = {k: int(v) for k, v in report.user_properties if k in COUNTS}
         if report.when != "teardown":
@@ -145,8 +147,8 @@ class ChaosPlugin:
         self.done += 1
         counts = " ".join(f"{k}={v}" for k, v in props.items())
         print(f"[{self.done}/{self.items}] {name} run {run}: "
-              f"{'passed' if failed_in is None else 'FAILED in ' + failed_in} {counts} ({seconds:.1f} s)",
-              flush=True)
+              f"{'passed' if failed_in is None else 'FAILED'} {counts} ({seconds:.1f} s)"
+              f"{'' if failed_in is None else chr(10) + '    failed in ' + failed_in}", flush=True)
         self.json_path.write_text(json.dumps(self.results, indent=1))
 
 
@@ -177,7 +179,7 @@ def commit_label() -> str:
     # The extension is built from the work tree: say so when the engine's sources differ from HEAD.
     dirty = subprocess.run(["git", "status", "--porcelain", "--", "src"], cwd=ROOT, capture_output=True,
                            text=True, check=False).stdout.strip()
-    return f"{head}{' + uncommitted src/' if dirty else ''}"
+    return f"{head}{'+wt' if dirty else ''}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -194,6 +196,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--record-from", type=Path, default=None, metavar="JSON",
                     help="append the table of an earlier (e.g. interrupted) run's --json file and stop")
     ap.add_argument("--note", default="", help="a few words for the record's heading")
+    ap.add_argument("--commit", default=None,
+                    help="what the extension was built from, for the record (default: HEAD, and whether src/ differs)")
     ap.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     args = ap.parse_args(argv)
     heavy = args.heavy_runs if args.heavy_runs is not None else min(args.runs, 5)
@@ -206,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.record_from is not None:
         results = json.loads(args.record_from.read_text())
         stamp = _dt.date.fromtimestamp(args.record_from.stat().st_mtime).isoformat()
-        text = table(results, stamp, commit_label())
+        text = table(results, stamp, args.commit or commit_label())
         print(text)
         with RECORD.open("a") as f:
             f.write(f"\n### {stamp}: from {args.record_from.name}{', ' + args.note if args.note else ''}\n\n"
@@ -220,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
         pytest_args += ["-k", args.pattern]
     os.chdir(ROOT)
     date = _dt.date.today().isoformat()
-    commit = commit_label()
+    commit = args.commit or commit_label()
     t0 = time.monotonic()
     code = pytest.main(pytest_args, plugins=[plugin])
     took = time.monotonic() - t0

@@ -36,7 +36,7 @@ def commit_label() -> str:
                           check=False).stdout.strip() or "?"
     dirty = subprocess.run(["git", "status", "--porcelain", "--", "src"], cwd=ROOT, capture_output=True,
                            text=True, check=False).stdout.strip()
-    return f"{head}{' + uncommitted src/' if dirty else ''}"
+    return f"{head}{'+wt' if dirty else ''}"
 
 
 def summary(runs: list[UnloadRun]) -> str:
@@ -67,7 +67,7 @@ def cmd_unload(args: argparse.Namespace) -> int:
         print("starting a standalone broker ...", flush=True)
         broker = Standalone(port=0).start()
         service_url, admin = broker.service_url, broker
-    date, commit = _dt.date.today().isoformat(), commit_label()
+    date, commit = _dt.date.today().isoformat(), args.commit or commit_label()
     runs: list[UnloadRun] = []
     t0 = time.monotonic()
     try:
@@ -114,6 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     u.add_argument("--admin-url", default=None)
     u.add_argument("--no-record", action="store_true", help="do not append the summary to docs/resilience.md")
     u.add_argument("--note", default="", help="a few words for the record's heading")
+    u.add_argument("--commit", default=None,
+                   help="what the extension was built from, for the record (default: HEAD, and whether src/ differs)")
     args = ap.parse_args(argv)
     if args.runs < 1 or args.messages < 1:
         ap.error("--runs and --messages must be >= 1")
