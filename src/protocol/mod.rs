@@ -10,6 +10,7 @@ pub mod compression;
 pub mod entry;
 pub mod error;
 pub mod frame;
+pub mod fuzzing;
 pub mod hash;
 
 /// Types generated from `proto/PulsarApi.proto`.

@@ -1,0 +1,6 @@
+//! The `message` harness of `magnetar::protocol::fuzzing`; see docs/fuzzing.md.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    let _ = magnetar::protocol::fuzzing::message(data);
+});
