@@ -1274,3 +1274,37 @@ def test_connect_to_a_silent_server_fails_within_connect_timeout(proxy: FaultPro
     finally:
         proxy.blackhole(False)
         client.close()
+
+
+@pytest.mark.parametrize("dedup", [True, False], ids=["dedup", "no-dedup"])
+def test_chunked_message_survives_a_reset_mid_sequence(rbroker: Any, proxy: FaultProxy, clients: Any,
+                                                        integrity: Any, dedup: bool) -> None:
+    """A 12 MB message goes out in chunks; the receipt of its first chunk is lost and the
+    connection reset, so the producer sends the chunks again on a new connection (with
+    deduplication off the topic then holds some twice). The consumer delivers the message
+    once, whole, then the message after it, and every entry ends up acked."""
+    topic = new_topic(DEDUP_NS if dedup else PLAIN_NS, "chunk")
+    client = clients(proxy.service_url)
+    consumer = client.subscribe(topic, "s", initial_position="earliest")
+    producer = client.create_producer(topic, chunking=True, batching=False, name=f"p-{uuid.uuid4().hex[:8]}")
+    big = os.urandom(3 * 1024 * 1024) * 4
+    proxy.cut_at("SEND_RECEIPT")
+    bounded(lambda: producer.send(big), 60, "send of the chunked message")
+    bounded(lambda: producer.send(b"tail"), 30, "send after it")
+    assert proxy.cuts, "the fault was not injected"
+    got = []
+    while True:
+        try:
+            got.append(bounded(lambda: consumer.receive(timeout=3.0), 30, "receive"))
+        except magnetar.Timeout:
+            break
+    datas = [m.data for m in got]
+    whole = sum(1 for d in datas if d == big)
+    integrity(lost=int(whole == 0) + int(b"tail" not in datas), duplicated=max(0, whole - 1))
+    assert whole == 1 and datas.count(b"tail") == 1, (
+        f"{whole} whole copies, {datas.count(b'tail')} tails, {len(datas)} messages")
+    assert all(d in (big, b"tail") for d in datas), "a partial or garbled message was delivered"
+    for m in got:
+        consumer.ack(m)
+    assert wait_until(lambda: backlog(rbroker, topic, "s") == 0, 30), (
+        f"backlog {backlog(rbroker, topic, 's')}: chunk entries left unacked")

@@ -72,8 +72,8 @@ pub enum ChunkOutcome {
     /// A chunk already taken (its id is below the next one expected) at another entry: the caller
     /// acks this entry and skips it. (The same entry redelivered is `Pending`: it is held.)
     Duplicate,
-    /// A chunk after the first with no message in progress (its start completed, was abandoned
-    /// or was lost): the caller acks or skips it.
+    /// A chunk after the first with no message in progress (its start was abandoned, lost, or
+    /// precedes where the subscription began): the caller acks or skips it.
     Orphan,
     /// The message can never complete (a gap, an invalid or inconsistent header, more bytes
     /// than its declared size or `max_message_size`): the caller acks or dead-letters these
@@ -113,7 +113,16 @@ pub struct ChunkAssembler {
     partials: HashMap<String, Partial>,
     buffered: usize,
     serial: u64,
+    /// The last [`RECENTLY_COMPLETED`] messages completed, with their entries: a chunk of one of
+    /// them at an entry it does not hold is a producer's resend (after a reconnect, with
+    /// deduplication off) of a message already delivered.
+    completed: std::collections::VecDeque<(String, Vec<EntryId>)>,
 }
+
+/// How many completed messages [`ChunkAssembler`] remembers to recognise resends: a producer
+/// resends only what was unacknowledged when its connection dropped, so a resend follows the
+/// original closely.
+const RECENTLY_COMPLETED: usize = 64;
 
 const INVALID: &str = "invalid chunk header (num_chunks, chunk_id or total size out of range)";
 const INCONSISTENT: &str = "chunk header disagrees with the message's earlier chunks";
@@ -122,7 +131,7 @@ const OVERSIZED: &str = "chunks exceed the message's declared total size";
 const UNDERSIZED: &str = "chunks add up to less than the message's declared total size";
 const GAP: &str = "chunk missing: a later chunk arrived before it";
 const EVICTED: &str = "too many chunked messages in progress; the oldest was dropped";
-const RESTARTED: &str = "message restarted from its first chunk at another entry";
+pub const RESTARTED: &str = "message restarted from its first chunk at another entry";
 const EXPIRED: &str = "chunked message incomplete past its expiry";
 
 impl ChunkAssembler {
@@ -133,6 +142,7 @@ impl ChunkAssembler {
             partials: HashMap::new(),
             buffered: 0,
             serial: 0,
+            completed: std::collections::VecDeque::new(),
         }
     }
 
@@ -151,6 +161,15 @@ impl ChunkAssembler {
             return (self.abandon(chunk.uuid, chunk.entry, INVALID), dropped);
         }
         let total = chunk.total_size as usize;
+        if !self.partials.contains_key(chunk.uuid) || chunk.chunk_id == 0 {
+            let resend = self
+                .completed
+                .iter()
+                .any(|(uuid, entries)| uuid == chunk.uuid && !entries.contains(&chunk.entry));
+            if resend {
+                return (ChunkOutcome::Duplicate, dropped);
+            }
+        }
         if chunk.chunk_id == 0 {
             if let Some(old) = self.take(chunk.uuid) {
                 if old.entries.first() != Some(&chunk.entry) {
@@ -165,6 +184,7 @@ impl ChunkAssembler {
             }
             if chunk.num_chunks == 1 {
                 let outcome = if chunk.data.len() == total {
+                    self.remember(chunk.uuid, vec![chunk.entry]);
                     ChunkOutcome::Complete {
                         data: chunk.data,
                         entries: vec![chunk.entry],
@@ -229,6 +249,7 @@ impl ChunkAssembler {
         for part in &done.chunks {
             data.extend_from_slice(part);
         }
+        self.remember(chunk.uuid, done.entries.clone());
         let outcome = ChunkOutcome::Complete {
             data: data.freeze(),
             entries: done.entries,
@@ -266,7 +287,23 @@ impl ChunkAssembler {
     /// delivers from the new position and none of them will continue).
     pub fn clear(&mut self) {
         self.partials.clear();
+        self.completed.clear();
         self.buffered = 0;
+    }
+
+    /// Forgets the messages in progress but not the recently completed ones (after a
+    /// reconnect: the broker redelivers from the first unacked chunk, and a producer's resend
+    /// of a completed message may still follow).
+    pub fn clear_in_progress(&mut self) {
+        self.partials.clear();
+        self.buffered = 0;
+    }
+
+    fn remember(&mut self, uuid: &str, entries: Vec<EntryId>) {
+        if self.completed.len() >= RECENTLY_COMPLETED {
+            self.completed.pop_front();
+        }
+        self.completed.push_back((uuid.to_owned(), entries));
     }
 
     /// Messages in progress.

@@ -123,13 +123,33 @@ fn a_producer_restart_at_another_entry_reports_the_old_attempt() {
 }
 
 #[test]
+fn a_resend_of_a_completed_message_is_a_duplicate_but_a_redelivery_completes_again() {
+    let mut a = ChunkAssembler::new(LIMITS);
+    push(&mut a, chunk("u", 0, 2, 6, 1, b"abc"));
+    assert_eq!(
+        push(&mut a, chunk("u", 1, 2, 6, 2, b"def")),
+        complete(b"abcdef", &[1, 2])
+    );
+    // The producer lost its connection before the receipts and sent it all again.
+    assert_eq!(push(&mut a, chunk("u", 0, 2, 6, 3, b"abc")), ChunkOutcome::Duplicate);
+    assert_eq!(push(&mut a, chunk("u", 1, 2, 6, 4, b"def")), ChunkOutcome::Duplicate);
+    assert_eq!(a.pending(), 0);
+    // The broker redelivers the original (unacked) entries: the message comes again.
+    assert_eq!(push(&mut a, chunk("u", 0, 2, 6, 1, b"abc")), ChunkOutcome::Pending);
+    assert_eq!(
+        push(&mut a, chunk("u", 1, 2, 6, 2, b"def")),
+        complete(b"abcdef", &[1, 2])
+    );
+}
+
+#[test]
 fn a_later_chunk_without_its_start_is_an_orphan() {
     let mut a = ChunkAssembler::new(LIMITS);
     assert_eq!(push(&mut a, chunk("u", 1, 2, 4, 1, b"cd")), ChunkOutcome::Orphan);
     push(&mut a, chunk("v", 0, 2, 4, 2, b"ab"));
     push(&mut a, chunk("v", 1, 2, 4, 3, b"cd"));
-    // Completed messages are forgotten: a late duplicate of their last chunk is an orphan.
-    assert_eq!(push(&mut a, chunk("v", 1, 2, 4, 4, b"cd")), ChunkOutcome::Orphan);
+    // A recently completed message is remembered: a late resend of its last chunk is a duplicate.
+    assert_eq!(push(&mut a, chunk("v", 1, 2, 4, 4, b"cd")), ChunkOutcome::Duplicate);
 }
 
 #[test]

@@ -450,6 +450,7 @@ impl Actor {
             .await?;
         // The broker disconnects the consumer after a seek; drop what was queued before it.
         self.epoch_bump();
+        self.chunks.clear();
         self.book.clear();
         self.unacked.clear();
         self.nacks.clear();
@@ -516,7 +517,7 @@ impl Actor {
     }
 
     fn epoch_bump(&mut self) {
-        self.chunks.clear();
+        self.chunks.clear_in_progress();
         self.shared.epoch.fetch_add(1, Ordering::AcqRel);
         self.shared.dequeued.store(0, Ordering::Release);
         self.inbox.drop_origin(self.shared.index);

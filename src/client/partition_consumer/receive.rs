@@ -245,12 +245,18 @@ impl Actor {
     /// A chunked message that can never complete: its chunks are acked, so they leave no
     /// unacked hole behind. (There is no whole payload to dead-letter.)
     fn give_up_chunks(&mut self, entries: Vec<EntryId>, reason: &'static str) {
-        log::error!(
-            "{}: giving up a chunked message of {} chunks ({reason}); its chunks are acked",
-            self.shared.topic,
-            entries.len()
-        );
-        self.inbox.count_corrupt();
+        if reason == crate::protocol::chunks::RESTARTED {
+            // A producer that reconnected mid-message sends it again from its first chunk;
+            // the copy completes, the stale chunks only need acking.
+            log::info!("{}: {reason}; acking {} stale chunks", self.shared.topic, entries.len());
+        } else {
+            log::error!(
+                "{}: giving up a chunked message of {} chunks ({reason}); its chunks are acked",
+                self.shared.topic,
+                entries.len()
+            );
+            self.inbox.count_corrupt();
+        }
         self.ack_entries(entries);
     }
 
