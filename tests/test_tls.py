@@ -2,7 +2,7 @@
 
 The module's broker serves TLS next to its plain port. Its certificate names only
 ``127.0.0.1``, so ``localhost`` reaches the same broker under a name the certificate does not
-list: that is how hostname validation is shown to matter. Every round trip below can only
+list: a peer with a certificate for another host, without dialling anything off loopback. Every round trip below can only
 succeed over TLS, because the TLS port speaks nothing else, and a partitioned topic can only
 be reached if lookups follow the brokers' TLS URLs.
 """
@@ -187,20 +187,40 @@ def test_insecure_connection_needs_no_ca(tls_broker, topic, api_kind):
         twin.close()
 
 
-def test_hostname_is_validated_only_when_asked(tls_broker, ca, topic):
+def test_hostname_is_validated_by_default(tls_broker, ca, topic, api_kind):
     port = tls_broker.tls_port
     # The certificate lists IP 127.0.0.1.
-    with magnetar.Client(f"pulsar+ssl://127.0.0.1:{port}", tls_trust_certs_file_path=ca,
-                         tls_validate_hostname=True) as client:
-        round_trip(Api.of(client), topic, n=1)
-    # It does not list `localhost`: fine by default (chain only, like the official client) ...
-    with magnetar.Client(f"pulsar+ssl://localhost:{port}", tls_trust_certs_file_path=ca) as client:
-        round_trip(Api.of(client), topic + "-b", n=1)
-    # ... refused when the name must match.
-    with magnetar.Client(f"pulsar+ssl://localhost:{port}", tls_trust_certs_file_path=ca,
-                         tls_validate_hostname=True, connect_timeout=60.0) as client:
-        with pytest.raises(magnetar.ConnectError, match="not valid for name"):
-            client.create_producer(topic + "-c")
+    twin = Api(api_kind, f"pulsar+ssl://127.0.0.1:{port}", tls_trust_certs_file_path=ca)
+    try:
+        round_trip(twin, topic, n=1)
+    finally:
+        twin.close()
+    # It does not list `localhost`: refused at once, saying which name and how to opt out ...
+    twin = Api(api_kind, f"pulsar+ssl://localhost:{port}", tls_trust_certs_file_path=ca, connect_timeout=60.0)
+    try:
+        started = time.monotonic()
+        with pytest.raises(magnetar.ConnectError) as info:
+            twin.call(twin.client, "create_producer", topic + "-b")
+        message = str(info.value)
+        assert 'not valid for name "localhost"' in message, message
+        assert "127.0.0.1" in message and "tls_validate_hostname=False" in message, message
+        assert time.monotonic() - started < 30  # final, not retried for the connect timeout
+    finally:
+        twin.close()
+    # ... and reached with the check off: the chain is still verified, the name is not.
+    twin = Api(api_kind, f"pulsar+ssl://localhost:{port}", tls_trust_certs_file_path=ca,
+               tls_validate_hostname=False)
+    try:
+        round_trip(twin, topic + "-c", n=1)
+    finally:
+        twin.close()
+
+
+def test_turning_the_name_check_off_still_verifies_the_chain(tls_broker, topic):
+    with magnetar.Client(f"pulsar+ssl://localhost:{tls_broker.tls_port}", tls_validate_hostname=False,
+                         connect_timeout=60.0) as client:
+        with pytest.raises(magnetar.ConnectError, match="UnknownIssuer"):
+            client.create_producer(topic)
 
 
 def test_mixing_up_plain_and_tls_ports_fails_clearly(tls_broker, ca, topic):
@@ -272,13 +292,14 @@ def test_official_client_produces_over_tls_and_magnetar_consumes(tls_broker, ca,
 
 
 def test_client_config_carries_tls_options(tls_broker, ca, topic):
+    assert magnetar.ClientConfig(tls_broker.service_url_tls).tls_validate_hostname is True
     # A Path is accepted too, and kept as str like every path of the configuration.
     conf = magnetar.ClientConfig(tls_broker.service_url_tls, tls_trust_certs_file_path=Path(ca),  # type: ignore[arg-type]
-                                 tls_validate_hostname=True)
+                                 tls_validate_hostname=False)
     assert conf.tls_trust_certs_file_path == ca
     again = pickle.loads(pickle.dumps(conf))
     assert again == conf and hash(again) == hash(conf)
-    assert again.client_kwargs()["tls_validate_hostname"] is True
+    assert again.client_kwargs()["tls_validate_hostname"] is False
     with again.create() as client:
         round_trip(Api.of(client), topic, n=1)
     with pytest.raises(magnetar.InvalidConfiguration):
@@ -291,6 +312,11 @@ def test_spark_source_passes_tls_options_to_its_clients(tls_broker, ca, topic):
     from magnetar import spark as ms
     from magnetar.spark._options import SourceOptions
 
+    default = SourceOptions.parse({"service_url": tls_broker.service_url_tls, "topic": topic})
+    assert default.client.tls_validate_hostname is True
+    off = SourceOptions.parse({"service_url": tls_broker.service_url_tls, "topic": topic,
+                               "tlsValidateHostname": "false"})
+    assert off.client.tls_validate_hostname is False
     opts = SourceOptions.parse({
         "service_url": tls_broker.service_url_tls, "topic": topic,
         "tlsTrustCertsFilePath": ca, "tlsValidateHostname": "true", "tlsAllowInsecureConnection": "false",

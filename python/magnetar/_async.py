@@ -139,7 +139,9 @@ class AsyncConsumer:
         return self._core.is_connected
 
     async def receive(self, timeout: float | None = None) -> Message:
-        """The next message; raises :class:`~magnetar.Timeout` after ``timeout`` seconds."""
+        """The next message; raises :class:`~magnetar.Timeout` after ``timeout`` seconds
+        (``None``: waits for ever)."""
+        timeout = _core._duration_seconds(timeout, "timeout")
         msg = self._core.try_receive()
         if msg is not None:
             return msg
@@ -159,6 +161,7 @@ class AsyncConsumer:
 
     async def receive_many(self, max_messages: int = 100, timeout: float | None = 0.1) -> list[Message]:
         """Up to ``max_messages``: what is queued, else what arrives within ``timeout``."""
+        timeout = _core._duration_seconds(timeout, "timeout")
         msgs = self._core.receive_many(max_messages, 0.0)
         if msgs:
             return msgs
@@ -266,13 +269,16 @@ class AsyncReader:
 
 
 class AsyncClient:
-    """The asyncio twin of :class:`magnetar.Client`, with the same options.
+    """The asyncio twin of :class:`magnetar.Client`, with the same options; durations read the
+    same way (``None``, ``inf`` or over 2**31 s: no limit; negative or NaN:
+    :class:`~magnetar.InvalidConfiguration`).
 
     Args:
         tls_trust_certs_file_path: PEM file of the CA certificates that sign the brokers'
             certificates (``pulsar+ssl://``); default: the Mozilla roots.
         tls_allow_insecure_connection: accept any broker certificate (tests only).
-        tls_validate_hostname: also require the certificate to name the host of the URL.
+        tls_validate_hostname: require the certificate to name the host of the URL (default
+            True; ``False`` checks the chain only).
         tls_certificate_file_path: PEM client certificate for mutual TLS.
         tls_private_key_file_path: PEM private key of ``tls_certificate_file_path``.
     """
@@ -281,9 +287,9 @@ class AsyncClient:
         self,
         service_url: str,
         *,
-        operation_timeout: float = DEFAULT_OPERATION_TIMEOUT,
-        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
-        keepalive_interval: float = DEFAULT_KEEPALIVE_INTERVAL,
+        operation_timeout: float | None = DEFAULT_OPERATION_TIMEOUT,
+        connect_timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
+        keepalive_interval: float | None = DEFAULT_KEEPALIVE_INTERVAL,
         memory_limit: int = DEFAULT_MEMORY_LIMIT,
         authentication: Authentication | None = None,
         initial_backoff: float = 0.1,
@@ -291,7 +297,7 @@ class AsyncClient:
         on_state_change: Callable[[str], object] | None = None,
         tls_trust_certs_file_path: str | os.PathLike[str] | None = None,
         tls_allow_insecure_connection: bool = False,
-        tls_validate_hostname: bool = False,
+        tls_validate_hostname: bool = True,
         tls_certificate_file_path: str | os.PathLike[str] | None = None,
         tls_private_key_file_path: str | os.PathLike[str] | None = None,
     ) -> None:
@@ -325,7 +331,7 @@ class AsyncClient:
         compression: str | None = None,
         max_pending: int = 1000,
         block_if_full: bool = True,
-        send_timeout: float = 30.0,
+        send_timeout: float | None = 30.0,
         initial_sequence_id: int | None = None,
         access_mode: str = "shared",
         chunking: bool = False,
@@ -334,7 +340,7 @@ class AsyncClient:
         hashing_scheme: str = "java_string",
         router: Callable[[str | None, int], int] | None = None,
         batching_type: str = "default",
-        partitions_update_interval: float = 60.0,
+        partitions_update_interval: float | None = 60.0,
     ) -> AsyncProducer:
         opts = producer_options(
             name=name, batching=batching, batch_max_messages=batch_max_messages,
@@ -359,7 +365,7 @@ class AsyncClient:
         consumer_name: str | None = None,
         receiver_queue_size: int = 1000,
         nack_redelivery_delay: float = 60.0,
-        ack_timeout: float = 0.0,
+        ack_timeout: float | None = 0.0,
         ack_group_time: float = 0.1,
         ack_group_max: int = 1000,
         batch_index_ack: bool = False,
@@ -367,7 +373,7 @@ class AsyncClient:
         subscription_properties: Mapping[str, str] | None = None,
         properties: Mapping[str, str] | None = None,
         priority_level: int = 0,
-        discovery_period: float = 60.0,
+        discovery_period: float | None = 60.0,
         max_redeliver_count: int | None = None,
         dead_letter_topic: str | None = None,
         listener: Callable[[Message], Awaitable[object]] | None = None,

@@ -177,7 +177,8 @@ class Consumer:
         return self._core.is_connected
 
     def receive(self, timeout: float | None = None) -> Message:
-        """The next message; raises :class:`~magnetar.Timeout` after ``timeout`` seconds."""
+        """The next message; raises :class:`~magnetar.Timeout` after ``timeout`` seconds
+        (``None``: waits for ever)."""
         return self._core.receive(timeout)
 
     def receive_many(self, max_messages: int = 100, timeout: float | None = 0.1) -> list[Message]:
@@ -323,6 +324,17 @@ class Client:
     (:class:`~magnetar.InvalidConfiguration`); nothing connects until a producer, consumer or
     reader is created.
 
+    Durations, here and in every method (``create_producer``, ``subscribe``, ``receive``,
+    ``SendFuture.result``, ``deliver_after``), are seconds (int or float) or a
+    ``datetime.timedelta``. ``None``, ``float("inf")`` and anything over 2**31 seconds mean no
+    limit: a timeout waits for ever, ``send_timeout`` and ``ack_timeout`` are off,
+    ``keepalive_interval`` sends no pings, ``partitions_update_interval`` and
+    ``discovery_period`` never look again. Delays that would then never end refuse it with
+    :class:`~magnetar.InvalidConfiguration`: ``batch_max_delay`` (use ``batching=False``),
+    ``ack_group_time`` (use 0), ``nack_redelivery_delay``, ``initial_backoff``, ``max_backoff``
+    and ``deliver_after``. A negative or NaN duration is always
+    :class:`~magnetar.InvalidConfiguration`.
+
     TLS options (named as in the official ``pulsar-client``; used with ``pulsar+ssl://``):
 
     Args:
@@ -331,25 +343,27 @@ class Client:
             unreadable file raises :class:`~magnetar.InvalidConfiguration` here.
         tls_allow_insecure_connection: accept any broker certificate. The connection is
             encrypted but the broker is not authenticated; for tests only.
-        tls_validate_hostname: also require the broker's certificate to name the host of the
-            URL (a DNS or IP subject alternative name). Off by default, as in the official
-            client: the chain is verified, the name is not.
+        tls_validate_hostname: require the broker's certificate to name the host of the URL
+            (a DNS or IP subject alternative name). On by default (the official client has it
+            off, so any certificate from a trusted CA passes for any broker); ``False`` checks
+            the chain only, for brokers reached by a name their certificates do not list.
         tls_certificate_file_path: PEM client certificate (chain) presented to brokers that
             ask for one (mutual TLS); needs ``tls_private_key_file_path``.
         tls_private_key_file_path: PEM private key (PKCS#8, PKCS#1 or SEC1) of
             ``tls_certificate_file_path``.
 
     A broker whose certificate is refused makes ``create_producer``/``subscribe`` raise
-    :class:`~magnetar.ConnectError` with the reason (for example ``UnknownIssuer``).
+    :class:`~magnetar.ConnectError` with the reason (for example ``UnknownIssuer``, or
+    ``certificate not valid for name``).
     """
 
     def __init__(
         self,
         service_url: str,
         *,
-        operation_timeout: float = DEFAULT_OPERATION_TIMEOUT,
-        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
-        keepalive_interval: float = DEFAULT_KEEPALIVE_INTERVAL,
+        operation_timeout: float | None = DEFAULT_OPERATION_TIMEOUT,
+        connect_timeout: float | None = DEFAULT_CONNECT_TIMEOUT,
+        keepalive_interval: float | None = DEFAULT_KEEPALIVE_INTERVAL,
         memory_limit: int = DEFAULT_MEMORY_LIMIT,
         authentication: Authentication | None = None,
         initial_backoff: float = 0.1,
@@ -357,7 +371,7 @@ class Client:
         on_state_change: Callable[[str], object] | None = None,
         tls_trust_certs_file_path: str | os.PathLike[str] | None = None,
         tls_allow_insecure_connection: bool = False,
-        tls_validate_hostname: bool = False,
+        tls_validate_hostname: bool = True,
         tls_certificate_file_path: str | os.PathLike[str] | None = None,
         tls_private_key_file_path: str | os.PathLike[str] | None = None,
     ) -> None:
@@ -391,7 +405,7 @@ class Client:
         compression: str | None = None,
         max_pending: int = 1000,
         block_if_full: bool = True,
-        send_timeout: float = 30.0,
+        send_timeout: float | None = 30.0,
         initial_sequence_id: int | None = None,
         access_mode: str = "shared",
         chunking: bool = False,
@@ -400,7 +414,7 @@ class Client:
         hashing_scheme: str = "java_string",
         router: Callable[[str | None, int], int] | None = None,
         batching_type: str = "default",
-        partitions_update_interval: float = 60.0,
+        partitions_update_interval: float | None = 60.0,
     ) -> Producer:
         """Creates a producer; the topic is looked up and the producer attached before this
         returns, so a missing topic or a refused permission raises here."""
@@ -427,7 +441,7 @@ class Client:
         consumer_name: str | None = None,
         receiver_queue_size: int = 1000,
         nack_redelivery_delay: float = 60.0,
-        ack_timeout: float = 0.0,
+        ack_timeout: float | None = 0.0,
         ack_group_time: float = 0.1,
         ack_group_max: int = 1000,
         batch_index_ack: bool = False,
@@ -435,7 +449,7 @@ class Client:
         subscription_properties: Mapping[str, str] | None = None,
         properties: Mapping[str, str] | None = None,
         priority_level: int = 0,
-        discovery_period: float = 60.0,
+        discovery_period: float | None = 60.0,
         max_redeliver_count: int | None = None,
         dead_letter_topic: str | None = None,
         listener: Callable[[Message], object] | None = None,

@@ -18,6 +18,7 @@ import os
 from dataclasses import InitVar, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ._core import _check_client_options
 from ._options import (
     DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_KEEPALIVE_INTERVAL,
@@ -80,9 +81,9 @@ class ClientConfig:
     """
 
     service_url: str
-    operation_timeout: float = field(default=DEFAULT_OPERATION_TIMEOUT, kw_only=True)
-    connect_timeout: float = field(default=DEFAULT_CONNECT_TIMEOUT, kw_only=True)
-    keepalive_interval: float = field(default=DEFAULT_KEEPALIVE_INTERVAL, kw_only=True)
+    operation_timeout: float | None = field(default=DEFAULT_OPERATION_TIMEOUT, kw_only=True)
+    connect_timeout: float | None = field(default=DEFAULT_CONNECT_TIMEOUT, kw_only=True)
+    keepalive_interval: float | None = field(default=DEFAULT_KEEPALIVE_INTERVAL, kw_only=True)
     memory_limit: int = field(default=DEFAULT_MEMORY_LIMIT, kw_only=True)
     initial_backoff: float = field(default=0.1, kw_only=True)
     max_backoff: float = field(default=60.0, kw_only=True)
@@ -92,8 +93,8 @@ class ClientConfig:
     """PEM file of the CA certificates that sign the brokers' certificates (``pulsar+ssl://``)."""
     tls_allow_insecure_connection: bool = field(default=False, kw_only=True)
     """Accept any broker certificate: encrypted, but the broker is not authenticated."""
-    tls_validate_hostname: bool = field(default=False, kw_only=True)
-    """Also check that the broker's certificate names the host in the URL."""
+    tls_validate_hostname: bool = field(default=True, kw_only=True)
+    """Check that the broker's certificate names the host in the URL (``False``: chain only)."""
     tls_certificate_file_path: str | None = field(default=None, kw_only=True)
     """PEM client certificate for mutual TLS (with ``tls_private_key_file_path``)."""
     tls_private_key_file_path: str | None = field(default=None, kw_only=True)
@@ -121,8 +122,10 @@ class ClientConfig:
             object.__setattr__(self, name, value)
         # Same validation as the Client constructor, so a bad value fails here, in the
         # process that built the configuration, and not later on a remote worker.
-        client_options(self.operation_timeout, self.connect_timeout, self.keepalive_interval,
-                       self.memory_limit, self._authentication(), self.initial_backoff, self.max_backoff)
+        _check_client_options(
+            client_options(self.operation_timeout, self.connect_timeout, self.keepalive_interval,
+                           self.memory_limit, self._authentication(), self.initial_backoff, self.max_backoff)
+            | self._tls())
         if isinstance(self.memory_limit, bool) or not isinstance(self.memory_limit, int) or self.memory_limit < 0:
             raise InvalidConfiguration(f"memory_limit must be a non-negative int, not {self.memory_limit!r}")
 

@@ -13,6 +13,8 @@ __all__ = [
     "_Consumer",
     "_Producer",
     "__version__",
+    "_check_client_options",
+    "_duration_seconds",
     "_error_class_names",
     "_key_hash",
     "_panic_in_engine",
@@ -283,3 +285,10 @@ def _key_hash(key: str, scheme: str = "java_string") -> int:
 
 def _panic_in_engine() -> None:
     """Panics inside an engine task (tests only): raises PulsarError."""
+
+def _duration_seconds(value: object, what: str, unlimited_ok: bool = True) -> float | None:
+    """A user's duration in seconds, read as every engine duration is: None for no limit (None,
+    inf, over 2**31 s); InvalidConfiguration if negative, NaN, or unlimited and not ``unlimited_ok``."""
+
+def _check_client_options(options: Mapping[str, Any]) -> None:
+    """Validates ``_Client`` options without making a client (InvalidConfiguration)."""

@@ -7,7 +7,7 @@ import enum
 import time
 from typing import Any, Mapping, Sequence, Union
 
-from ._core import MessageId
+from ._core import MessageId, _duration_seconds
 from .exceptions import InvalidConfiguration
 
 __all__ = [
@@ -81,27 +81,20 @@ def deliver_at_ms(deliver_at: TimeLike | None, deliver_after: float | _dt.timede
     if deliver_at is not None and deliver_after is not None:
         raise InvalidConfiguration("give deliver_at or deliver_after, not both")
     if deliver_after is not None:
-        seconds = deliver_after.total_seconds() if isinstance(deliver_after, _dt.timedelta) else deliver_after
-        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds < 0:
-            raise InvalidConfiguration(f"deliver_after must be non-negative seconds or a timedelta, not {deliver_after!r}")
+        seconds = _duration_seconds(deliver_after, "deliver_after", False)
+        assert seconds is not None  # the engine refuses "no limit" for a delivery delay
         return int(time.time() * 1000 + seconds * 1000)
     if deliver_at is not None:
         return time_ms(deliver_at, "deliver_at")
     return None
 
 
-def _seconds(value: Any, what: str) -> float:
-    if isinstance(value, _dt.timedelta):
-        return value.total_seconds()
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InvalidConfiguration(f"{what} must be a number of seconds, not {value!r}")
-    return float(value)
-
-
+# Durations pass through untouched: the engine checks them (``convert::span``), so a value
+# means the same wherever it is given.
 def client_options(
-    operation_timeout: float,
-    connect_timeout: float,
-    keepalive_interval: float,
+    operation_timeout: float | None,
+    connect_timeout: float | None,
+    keepalive_interval: float | None,
     memory_limit: int,
     authentication: Authentication | None,
     initial_backoff: float,
@@ -110,14 +103,14 @@ def client_options(
     if authentication is not None and not isinstance(authentication, Authentication):
         raise InvalidConfiguration("authentication must be a magnetar.Authentication")
     return {
-        "operation_timeout": _seconds(operation_timeout, "operation_timeout"),
-        "connect_timeout": _seconds(connect_timeout, "connect_timeout"),
-        "keepalive_interval": _seconds(keepalive_interval, "keepalive_interval"),
+        "operation_timeout": operation_timeout,
+        "connect_timeout": connect_timeout,
+        "keepalive_interval": keepalive_interval,
         "memory_limit": memory_limit,
         "auth_method": authentication.method if authentication else None,
         "auth_data": authentication.data if authentication else None,
-        "initial_backoff": _seconds(initial_backoff, "initial_backoff"),
-        "max_backoff": _seconds(max_backoff, "max_backoff"),
+        "initial_backoff": initial_backoff,
+        "max_backoff": max_backoff,
     }
 
 
@@ -125,8 +118,6 @@ def producer_options(**kw: Any) -> dict[str, Any]:
     compression = kw.get("compression")
     if compression is not None and not isinstance(compression, str):
         raise InvalidConfiguration(f"compression must be None or a codec name, not {compression!r}")
-    for key in ("batch_max_delay", "send_timeout", "partitions_update_interval"):
-        kw[key] = _seconds(kw[key], key)
     return kw
 
 
@@ -141,9 +132,6 @@ def consumer_options(
         raise InvalidConfiguration(f"subscription_type must be a SubscriptionType, not {subscription_type!r}")
     kw["subscription_type"] = subscription_type
     kw["initial_position"] = initial_position
-    for key in ("nack_redelivery_delay", "ack_timeout", "ack_group_time", "discovery_period"):
-        if key in kw:
-            kw[key] = _seconds(kw[key], key)
     return kw
 
 

@@ -241,3 +241,49 @@ impl ConsumerOptions {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TOKEN: &str = "eyJhbGciOiJIUzI1NiJ9.c2VjcmV0LXRva2Vu.sig";
+
+    fn with_token() -> ClientOptions {
+        let mut o = ClientOptions::default();
+        o.connection.auth = Some(("token".into(), TOKEN.as_bytes().to_vec()));
+        o.connection.tls.private_key_file = Some("/etc/pulsar/client.key.pem".into());
+        o
+    }
+
+    #[test]
+    fn debug_never_prints_credentials() {
+        let o = with_token();
+        // Bytes would print as a list of numbers, so look for those too.
+        let as_numbers = format!("{:?}", TOKEN.as_bytes());
+        let inner = &as_numbers[1..as_numbers.len() - 1];
+        for printed in [
+            format!("{o:?}"),
+            format!("{o:#?}"),
+            format!("{:?}", o.connection),
+            format!("{:?}", o.clone().connection),
+        ] {
+            assert!(!printed.contains(TOKEN), "{printed}");
+            assert!(!printed.contains("c2VjcmV0"), "{printed}");
+            assert!(!printed.contains(inner), "{printed}");
+            assert!(
+                printed.contains("\"token\"") && printed.contains("<redacted>"),
+                "{printed}"
+            );
+        }
+        // What is not secret still shows, so the output stays useful.
+        let printed = format!("{o:?}");
+        assert!(printed.contains("operation_timeout: 30s"), "{printed}");
+        assert!(printed.contains("client.key.pem"), "{printed}");
+    }
+
+    #[test]
+    fn debug_without_credentials_says_none() {
+        let printed = format!("{:?}", ClientOptions::default());
+        assert!(printed.contains("auth: None"), "{printed}");
+    }
+}

@@ -30,7 +30,7 @@ const CLOSED_IN_HANDSHAKE: &str = "closed by the broker during the handshake";
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
 
 /// Settings of every connection of a client.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct ConnectionOptions {
     /// TCP connect plus the Connect/Connected handshake.
     pub connect_timeout: Duration,
@@ -53,6 +53,27 @@ impl Default for ConnectionOptions {
             auth: None,
             tls: TlsOptions::default(),
         }
+    }
+}
+
+/// Options end up in logs and panic messages: the credentials are shown by method only.
+impl std::fmt::Debug for ConnectionOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Destructured, so a field added later cannot slip past without a decision here.
+        let ConnectionOptions {
+            connect_timeout,
+            operation_timeout,
+            keepalive_interval,
+            auth,
+            tls,
+        } = self;
+        f.debug_struct("ConnectionOptions")
+            .field("connect_timeout", connect_timeout)
+            .field("operation_timeout", operation_timeout)
+            .field("keepalive_interval", keepalive_interval)
+            .field("auth", &auth.as_ref().map(|(method, _)| (method, "<redacted>")))
+            .field("tls", tls)
+            .finish()
     }
 }
 

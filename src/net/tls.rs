@@ -1,8 +1,10 @@
 //! TLS for `pulsar+ssl://` service URLs, through rustls with the `ring` provider.
 //!
-//! The defaults follow the official clients: the chain is verified against the given CA file
-//! (or the Mozilla roots when there is none), but the broker's name is not checked unless asked,
-//! because brokers are often reached through addresses their certificates do not list.
+//! By default the chain is verified against the given CA file (or the Mozilla roots when there
+//! is none) and the broker's certificate must name the host it was reached by. The official
+//! clients skip the name unless asked, which lets anyone holding a certificate from the same CA
+//! impersonate any broker; `validate_hostname: false` restores that, for brokers reached through
+//! addresses their certificates do not list.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -19,19 +21,33 @@ use tokio_rustls::client::TlsStream;
 use super::NetError;
 
 /// TLS settings of a client. They apply when the service URL is `pulsar+ssl://`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+///
+/// `Debug` may print everything here: the key is named by its path, never held.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TlsOptions {
     /// PEM file of the CA certificates that sign broker certificates; `None` trusts the
     /// Mozilla root programme (webpki-roots).
     pub trust_certs_file: Option<PathBuf>,
     /// Accept any broker certificate. Encrypts, but does not authenticate the broker.
     pub allow_insecure_connection: bool,
-    /// Also require the broker's certificate to name the host it was reached by.
+    /// Require the broker's certificate to name the host it was reached by (default: true).
     pub validate_hostname: bool,
     /// PEM client certificate (chain) presented to a broker that asks for one (mutual TLS).
     pub certificate_file: Option<PathBuf>,
     /// PEM private key of `certificate_file` (PKCS#8, PKCS#1 or SEC1).
     pub private_key_file: Option<PathBuf>,
+}
+
+impl Default for TlsOptions {
+    fn default() -> Self {
+        TlsOptions {
+            trust_certs_file: None,
+            allow_insecure_connection: false,
+            validate_hostname: true,
+            certificate_file: None,
+            private_key_file: None,
+        }
+    }
 }
 
 impl TlsOptions {
@@ -141,9 +157,22 @@ impl TlsConnector {
 /// unlike the socket failing, which a retry may cure.
 pub(crate) fn tls_verdict(addr: &str, e: &std::io::Error) -> Option<NetError> {
     let tls = e.get_ref()?.downcast_ref::<rustls::Error>()?;
+    let mut reason = tls.to_string();
+    if matches!(
+        tls,
+        rustls::Error::InvalidCertificate(
+            CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. }
+        )
+    ) {
+        // Verification by name is on by default, so say how a deliberate mismatch gets through.
+        reason.push_str(
+            " (hostname verification: connect by a name the certificate lists, \
+             or turn the check off with tls_validate_hostname=False)",
+        );
+    }
     Some(NetError::Tls {
         addr: addr.to_string(),
-        reason: tls.to_string(),
+        reason,
     })
 }
 
@@ -375,25 +404,34 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_name_is_checked_only_when_asked() {
-        // Off (the default): the chain is verified, the name is not.
-        assert_eq!(greet(&trusting_ca(), "other.example", false).await.unwrap(), b"hi");
-        let strict = TlsOptions {
-            validate_hostname: true,
-            ..trusting_ca()
-        };
+    async fn the_name_is_checked_unless_turned_off() {
+        let strict = trusting_ca();
+        assert!(strict.validate_hostname, "verification by name is the default");
         assert_eq!(greet(&strict, "localhost", false).await.unwrap(), b"hi");
         assert_eq!(greet(&strict, "127.0.0.1", false).await.unwrap(), b"hi");
         let err = greet(&strict, "other.example", false).await.unwrap_err();
         assert!(
-            matches!(&err, NetError::Tls { reason, .. } if reason.contains("not valid for name")),
+            matches!(&err, NetError::Tls { reason, .. }
+                if reason.contains("not valid for name \"other.example\"")
+                    && reason.contains("tls_validate_hostname=False")),
             "{err}"
         );
+        assert!(!err.is_retriable());
+        // Off: the chain is still verified, the name is not.
+        let chain_only = TlsOptions {
+            validate_hostname: false,
+            ..trusting_ca()
+        };
+        assert_eq!(greet(&chain_only, "other.example", false).await.unwrap(), b"hi");
     }
 
     #[tokio::test]
     async fn ignoring_the_name_still_refuses_an_untrusted_chain() {
-        let err = greet(&TlsOptions::default(), "other.example", false).await.unwrap_err();
+        let chain_only = TlsOptions {
+            validate_hostname: false,
+            ..Default::default()
+        };
+        let err = greet(&chain_only, "other.example", false).await.unwrap_err();
         assert!(
             matches!(&err, NetError::Tls { reason, .. } if reason.contains("UnknownIssuer")),
             "{err}"

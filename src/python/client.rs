@@ -2,7 +2,7 @@
 //! `magnetar.AsyncClient`. Each blocking method has an `aio_` twin that takes an asyncio
 //! future and resolves it.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
@@ -514,8 +514,8 @@ impl PyConsumer {
 
     /// The next message, waiting up to `timeout` seconds (None: forever).
     #[pyo3(signature = (timeout=None))]
-    fn receive(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Py<PyMessage>> {
-        let m = self.receive_one(py, timeout)?;
+    fn receive(&self, py: Python<'_>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<Py<PyMessage>> {
+        let m = self.receive_one(py, convert::deadline(timeout)?)?;
         new_message(py, m)
     }
 
@@ -534,15 +534,16 @@ impl PyConsumer {
         &self,
         py: Python<'py>,
         max_messages: usize,
-        timeout: Option<f64>,
+        timeout: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyList>> {
         self.guard.check()?;
         if max_messages == 0 {
             return Err(invalid("max_messages must be at least 1"));
         }
+        let deadline = convert::deadline(timeout)?;
         let mut msgs = self.inner.try_receive_many(max_messages).map_err(to_pyerr)?;
-        if msgs.is_empty() && timeout != Some(0.0) {
-            match self.receive_one(py, timeout) {
+        if msgs.is_empty() && deadline.is_none_or(|d| d > Instant::now()) {
+            match self.receive_one(py, deadline) {
                 Ok(first) => {
                     msgs.push(first);
                     msgs.extend(self.inner.try_receive_many(max_messages - 1).unwrap_or_default());
@@ -734,12 +735,11 @@ impl PyConsumer {
 }
 
 impl PyConsumer {
-    fn receive_one(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<client::Message> {
+    fn receive_one(&self, py: Python<'_>, deadline: Option<Instant>) -> PyResult<client::Message> {
         self.guard.check()?;
         if let Some(m) = self.inner.try_receive().map_err(to_pyerr)? {
             return Ok(m);
         }
-        let deadline = deadline_of(timeout)?;
         let mut interrupt: Option<PyErr> = None;
         let c = &self.inner;
         let got = py.detach(|| {
@@ -760,13 +760,5 @@ impl PyConsumer {
                 "no message received within the timeout",
             ))),
         }
-    }
-}
-
-fn deadline_of(timeout: Option<f64>) -> PyResult<Option<Instant>> {
-    match timeout {
-        None => Ok(None),
-        Some(t) if !t.is_finite() || t < 0.0 => Err(invalid("timeout must be a non-negative number of seconds")),
-        Some(t) => Ok(Some(Instant::now() + Duration::from_secs_f64(t))),
     }
 }

@@ -1,12 +1,12 @@
 //! Python values to engine values: payloads, options, message fields.
 
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyString};
+use pyo3::types::{PyBool, PyBytes, PyDelta, PyDict, PyFloat, PyInt, PyString};
 
 use super::errors::invalid;
 use crate::client::options::TlsOptions;
@@ -114,15 +114,128 @@ fn get<'py, T: for<'a> FromPyObjectOwned<'py>>(d: &Bound<'py, PyDict>, key: &str
 
 use pyo3::conversion::FromPyObjectOwned;
 
-fn seconds(d: &Bound<'_, PyDict>, key: &str, allow_zero: bool) -> PyResult<Option<Duration>> {
-    match get::<f64>(d, key)? {
-        None => Ok(None),
-        Some(s) if !s.is_finite() || s < 0.0 || (!allow_zero && s == 0.0) => Err(invalid(format!(
-            "{key} must be a {} number of seconds, got {s}",
-            if allow_zero { "non-negative" } else { "positive" }
-        ))),
-        Some(s) => Ok(Some(Duration::from_secs_f64(s))),
+/// The longest span the engine is ever handed: 2**31 s, about 68 years. Anything longer means
+/// "no limit", and capping there keeps every `Instant + Duration` in the engine far from overflow.
+pub const NO_LIMIT: Duration = Duration::from_secs(1 << 31);
+
+/// A duration from a user, before an option decides what "no limit" means for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Span {
+    /// At most [`NO_LIMIT`].
+    Within(Duration),
+    /// `None`, `inf`, or more than [`NO_LIMIT`].
+    Unlimited,
+}
+
+/// The one reading of every duration a user passes (options and call arguments alike): seconds
+/// as an int, a float or a `datetime.timedelta`; `None`, `inf` and anything over 2**31 s are no
+/// limit. Negative, NaN and non-numbers raise `InvalidConfiguration` naming `what`, so no value
+/// reaches `Duration::from_secs_f64`, which panics on them.
+pub fn span(value: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<Span> {
+    let Some(value) = value.filter(|v| !v.is_none()) else {
+        return Ok(Span::Unlimited);
+    };
+    let Some(secs) = seconds_in(value)? else {
+        return Err(invalid(format!(
+            "{what} must be a number of seconds, a timedelta or None, not {}",
+            value.repr()?
+        )));
+    };
+    if secs.is_nan() || secs < 0.0 {
+        return Err(invalid(format!(
+            "{what} must not be negative or NaN, got {}",
+            value.repr()?
+        )));
     }
+    if secs > NO_LIMIT.as_secs_f64() {
+        return Ok(Span::Unlimited);
+    }
+    Ok(Span::Within(Duration::from_secs_f64(secs)))
+}
+
+fn seconds_in(value: &Bound<'_, PyAny>) -> PyResult<Option<f64>> {
+    if let Ok(f) = value.cast::<PyFloat>() {
+        return Ok(Some(f.value()));
+    }
+    if value.is_instance_of::<PyBool>() {
+        return Ok(None);
+    }
+    if let Ok(i) = value.cast::<PyInt>() {
+        // An int beyond f64 is still a duration, only a very long (or negative) one.
+        return Ok(Some(match i.extract::<f64>() {
+            Ok(f) => f,
+            Err(_) if i.lt(0)? => f64::NEG_INFINITY,
+            Err(_) => f64::INFINITY,
+        }));
+    }
+    if let Ok(delta) = value.cast::<PyDelta>() {
+        return Ok(Some(delta.call_method0("total_seconds")?.extract()?));
+    }
+    // Other numbers (numpy scalars, Decimal, Fraction) through `__float__`.
+    Ok(value.extract::<f64>().ok())
+}
+
+/// The deadline of a call's `timeout` argument: `None` waits without limit.
+pub fn deadline(timeout: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Instant>> {
+    Ok(match span(timeout, "timeout")? {
+        Span::Within(d) => Some(Instant::now() + d),
+        Span::Unlimited => None,
+    })
+}
+
+/// What "no limit" means for one duration option.
+#[derive(Clone, Copy)]
+enum NoLimit {
+    /// Wait as long as it takes: [`NO_LIMIT`].
+    Forever,
+    /// The feature is off; the engine reads a zero duration as off (`send_timeout`, `ack_timeout`).
+    Off,
+    /// A delay that never ends would silently stop the feature: refused, saying why.
+    Refused(&'static str),
+}
+
+/// A duration option: `None` if the key is absent (the engine's default applies).
+fn duration_option(d: &Bound<'_, PyDict>, key: &str, no_limit: NoLimit, zero_ok: bool) -> PyResult<Option<Duration>> {
+    let Some(value) = d.get_item(key)? else {
+        return Ok(None);
+    };
+    match (span(Some(&value), key)?, no_limit) {
+        (Span::Within(t), _) if t.is_zero() && !zero_ok => Err(invalid(format!("{key} must be more than 0 seconds"))),
+        (Span::Within(t), _) => Ok(Some(t)),
+        (Span::Unlimited, NoLimit::Forever) => Ok(Some(NO_LIMIT)),
+        (Span::Unlimited, NoLimit::Off) => Ok(Some(Duration::ZERO)),
+        (Span::Unlimited, NoLimit::Refused(why)) => Err(invalid(format!(
+            "{key} must be a finite number of seconds up to 2**31, not {}: {why}",
+            value.repr()?
+        ))),
+    }
+}
+
+/// Seconds as Python sees them, for the few durations Python itself waits on (asyncio timeouts,
+/// `deliver_after`): `None` for no limit, or InvalidConfiguration when no limit is refused.
+#[pyfunction]
+#[pyo3(signature = (value, what, unlimited_ok=true))]
+pub fn _duration_seconds(value: Option<&Bound<'_, PyAny>>, what: &str, unlimited_ok: bool) -> PyResult<Option<f64>> {
+    match span(value, what)? {
+        Span::Within(d) => Ok(Some(d.as_secs_f64())),
+        Span::Unlimited if unlimited_ok => Ok(None),
+        Span::Unlimited => {
+            let shown = match value {
+                Some(v) => v.repr()?.to_string(),
+                None => "None".into(),
+            };
+            Err(invalid(format!(
+                "{what} must be a finite number of seconds up to 2**31, not {shown}"
+            )))
+        }
+    }
+}
+
+/// Validates `Client` keyword arguments without making a client, so a `ClientConfig` fails where
+/// it is built and not on a remote worker.
+#[pyfunction]
+pub fn _check_client_options(options: &Bound<'_, PyDict>) -> PyResult<()> {
+    client_options(options).map(drop)
 }
 
 fn pairs(d: &Bound<'_, PyDict>, key: &str) -> PyResult<Option<Vec<(String, String)>>> {
@@ -164,24 +277,11 @@ fn positive(v: Option<i64>, key: &str) -> PyResult<Option<usize>> {
     }
 }
 
+const NEVER_RECONNECTS: &str = "a lost connection would never be retried";
+
 /// Client options from the keyword arguments of `Client`.
 pub fn client_options(d: &Bound<'_, PyDict>) -> PyResult<ClientOptions> {
     let mut o = ClientOptions::default();
-    let secs = |key: &str| -> PyResult<Option<Duration>> {
-        match d.get_item(key)? {
-            None => Ok(None),
-            Some(v) if v.is_none() => Ok(None),
-            Some(v) => {
-                let s: f64 = v
-                    .extract()
-                    .map_err(|_| invalid(format!("{key} must be a number of seconds")))?;
-                if !s.is_finite() || s <= 0.0 {
-                    return Err(invalid(format!("{key} must be a positive number of seconds, got {s}")));
-                }
-                Ok(Some(Duration::from_secs_f64(s)))
-            }
-        }
-    };
     for k in d.keys() {
         let k: String = k.extract()?;
         if ![
@@ -204,19 +304,20 @@ pub fn client_options(d: &Bound<'_, PyDict>) -> PyResult<ClientOptions> {
             return Err(invalid(format!("unknown client option {k:?}")));
         }
     }
-    if let Some(v) = secs("operation_timeout")? {
+    if let Some(v) = duration_option(d, "operation_timeout", NoLimit::Forever, false)? {
         o.connection.operation_timeout = v;
     }
-    if let Some(v) = secs("connect_timeout")? {
+    if let Some(v) = duration_option(d, "connect_timeout", NoLimit::Forever, false)? {
         o.connection.connect_timeout = v;
     }
-    if let Some(v) = secs("keepalive_interval")? {
+    // No limit: no pings, so a half-open connection is noticed only by the operation timeout.
+    if let Some(v) = duration_option(d, "keepalive_interval", NoLimit::Forever, false)? {
         o.connection.keepalive_interval = v;
     }
-    if let Some(v) = secs("initial_backoff")? {
+    if let Some(v) = duration_option(d, "initial_backoff", NoLimit::Refused(NEVER_RECONNECTS), false)? {
         o.initial_backoff = v;
     }
-    if let Some(v) = secs("max_backoff")? {
+    if let Some(v) = duration_option(d, "max_backoff", NoLimit::Refused(NEVER_RECONNECTS), false)? {
         o.max_backoff = v;
     }
     if let Some(v) = d.get_item("memory_limit")? {
@@ -245,7 +346,7 @@ pub fn client_options(d: &Bound<'_, PyDict>) -> PyResult<ClientOptions> {
     o.connection.tls = TlsOptions {
         trust_certs_file: path("tls_trust_certs_file_path")?,
         allow_insecure_connection: get::<bool>(d, "tls_allow_insecure_connection")?.unwrap_or(false),
-        validate_hostname: get::<bool>(d, "tls_validate_hostname")?.unwrap_or(false),
+        validate_hostname: get::<bool>(d, "tls_validate_hostname")?.unwrap_or(true),
         certificate_file: path("tls_certificate_file_path")?,
         private_key_file: path("tls_private_key_file_path")?,
     };
@@ -289,7 +390,12 @@ pub fn producer_options(d: &Bound<'_, PyDict>) -> PyResult<ProducerOptions> {
     if let Some(v) = positive(get::<i64>(d, "batch_max_bytes")?, "batch_max_bytes")? {
         o.batch_max_bytes = v;
     }
-    if let Some(v) = seconds(d, "batch_max_delay", true)? {
+    if let Some(v) = duration_option(
+        d,
+        "batch_max_delay",
+        NoLimit::Refused("a batch would wait for ever to fill; use batching=False to send each message at once"),
+        true,
+    )? {
         o.batch_max_delay = v;
     }
     if let Some(v) = get::<String>(d, "compression")? {
@@ -305,7 +411,7 @@ pub fn producer_options(d: &Bound<'_, PyDict>) -> PyResult<ProducerOptions> {
     if let Some(v) = get::<bool>(d, "block_if_full")? {
         o.block_if_full = v;
     }
-    if let Some(v) = seconds(d, "send_timeout", true)? {
+    if let Some(v) = duration_option(d, "send_timeout", NoLimit::Off, true)? {
         o.send_timeout = v;
     }
     if let Some(v) = get::<i64>(d, "initial_sequence_id")? {
@@ -351,7 +457,7 @@ pub fn producer_options(d: &Bound<'_, PyDict>) -> PyResult<ProducerOptions> {
             }
         };
     }
-    if let Some(v) = seconds(d, "partitions_update_interval", false)? {
+    if let Some(v) = duration_option(d, "partitions_update_interval", NoLimit::Forever, false)? {
         o.partitions_update_interval = v;
     }
     if let Some(v) = get::<String>(d, "batching_type")? {
@@ -423,13 +529,23 @@ pub fn consumer_options(d: &Bound<'_, PyDict>) -> PyResult<ConsumerOptions> {
     if let Some(v) = positive(get::<i64>(d, "receiver_queue_size")?, "receiver_queue_size")? {
         o.receiver_queue_size = v;
     }
-    if let Some(v) = seconds(d, "nack_redelivery_delay", true)? {
+    if let Some(v) = duration_option(
+        d,
+        "nack_redelivery_delay",
+        NoLimit::Refused("a negatively acknowledged message would never come back"),
+        true,
+    )? {
         o.nack_redelivery_delay = v;
     }
-    if let Some(v) = seconds(d, "ack_timeout", true)? {
+    if let Some(v) = duration_option(d, "ack_timeout", NoLimit::Off, true)? {
         o.ack_timeout = v;
     }
-    if let Some(v) = seconds(d, "ack_group_time", true)? {
+    if let Some(v) = duration_option(
+        d,
+        "ack_group_time",
+        NoLimit::Refused("acknowledgements would wait until close; use 0 to send each at once"),
+        true,
+    )? {
         o.ack_group_time = v;
     }
     if let Some(v) = positive(get::<i64>(d, "ack_group_max")?, "ack_group_max")? {
@@ -467,7 +583,7 @@ pub fn consumer_options(d: &Bound<'_, PyDict>) -> PyResult<ConsumerOptions> {
     if let Some(v) = get::<i32>(d, "priority_level")? {
         o.priority_level = v;
     }
-    if let Some(v) = seconds(d, "discovery_period", false)? {
+    if let Some(v) = duration_option(d, "discovery_period", NoLimit::Forever, false)? {
         o.discovery_period = v;
     }
     if let Some(v) = get::<i64>(d, "max_redeliver_count")? {

@@ -64,6 +64,8 @@ fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_protocol_version, m)?)?;
     m.add_function(wrap_pyfunction!(_key_hash, m)?)?;
     m.add_function(wrap_pyfunction!(_panic_in_engine, m)?)?;
+    m.add_function(wrap_pyfunction!(convert::_duration_seconds, m)?)?;
+    m.add_function(wrap_pyfunction!(convert::_check_client_options, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

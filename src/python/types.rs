@@ -9,7 +9,7 @@ use pyo3::basic::CompareOp;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyType};
 
-use super::errors::{invalid, to_pyerr};
+use super::errors::to_pyerr;
 use super::runtime::dispatch;
 use crate::client::{self, Error, ErrorKind};
 
@@ -371,16 +371,13 @@ impl SendFuture {
         Ok((fut, done))
     }
 
-    fn wait(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Result<client::MessageId, Error>> {
+    fn wait(&self, py: Python<'_>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<Result<client::MessageId, Error>> {
+        // Checked first, so a bad timeout is refused even when the result is there.
+        let deadline = super::convert::deadline(timeout)?;
         // Already done: no need to release the GIL.
         if let FutureState::Done(r) = &*self.cell.state.lock().unwrap_or_else(|e| e.into_inner()) {
             return Ok(r.clone());
         }
-        let deadline = match timeout {
-            Some(t) if t < 0.0 || !t.is_finite() => return Err(invalid("timeout must be a non-negative number")),
-            Some(t) => Some(Instant::now() + Duration::from_secs_f64(t)),
-            None => None,
-        };
         loop {
             let outcome = py.detach(|| {
                 let mut st = self.cell.state.lock().unwrap_or_else(|e| e.into_inner());
@@ -426,7 +423,7 @@ impl SendFuture {
 impl SendFuture {
     /// The message id, waiting up to `timeout` seconds; raises the send's error.
     #[pyo3(signature = (timeout=None))]
-    fn result(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Py<PyMessageId>> {
+    fn result(&self, py: Python<'_>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<Py<PyMessageId>> {
         match self.wait(py, timeout)? {
             Ok(id) => new_id(py, id),
             Err(e) => Err(to_pyerr(e)),
@@ -435,7 +432,7 @@ impl SendFuture {
 
     /// The send's exception (or None), waiting up to `timeout` seconds.
     #[pyo3(signature = (timeout=None))]
-    fn exception(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<Py<PyAny>>> {
+    fn exception(&self, py: Python<'_>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Py<PyAny>>> {
         match self.wait(py, timeout)? {
             Ok(_) => Ok(None),
             Err(e) => Ok(Some(to_pyerr(e).into_value(py).into_any())),

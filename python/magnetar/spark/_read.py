@@ -17,7 +17,7 @@ from pyspark.sql.datasource import InputPartition
 
 from .._client import Client, Reader
 from .._config import ClientConfig
-from .._core import MessageId
+from .._core import MessageId, _duration_seconds
 from ..exceptions import ConnectError, InvalidConfiguration, PulsarError, Timeout
 from . import _workers
 from ._arrow import MessageBatchBuilder
@@ -52,7 +52,8 @@ def _admin_get(admin_url: str, path: str, opts: SourceOptions) -> Any:
     if conf.auth_method == "token" and conf.auth_data:
         req.add_header("Authorization", "Bearer " + conf.auth_data.decode())
     try:
-        with urllib.request.urlopen(req, timeout=conf.operation_timeout, context=_admin_tls(admin_url, conf)) as resp:
+        timeout = _duration_seconds(conf.operation_timeout, "operation_timeout")
+        with urllib.request.urlopen(req, timeout=timeout, context=_admin_tls(admin_url, conf)) as resp:
             return json.loads(resp.read() or b"null")
     except urllib.error.HTTPError as e:
         if e.code == 404:
