@@ -1,7 +1,7 @@
 """The asyncio API: :class:`AsyncClient` and its producers, consumers and readers.
 
 The same engine and the same semantics as the blocking API; each call returns an awaitable
-resolved from magnetar's dispatch thread. Cancelling a ``receive()`` never loses a message:
+resolved from the client's dispatch thread. Cancelling a ``receive()`` never loses a message:
 messages are only taken from the queue by the coroutine that returns them.
 """
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as _dt
+import logging
 import os
 from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 
@@ -38,6 +39,8 @@ from ._config import tls_options
 from .exceptions import AlreadyClosed, InvalidConfiguration, Timeout, TopicTerminated
 
 __all__ = ["AsyncClient", "AsyncConsumer", "AsyncProducer", "AsyncReader"]
+
+_log = logging.getLogger("magnetar")
 
 
 def _call(method: Callable[..., None], *args: Any) -> "asyncio.Future[Any]":
@@ -107,16 +110,27 @@ class AsyncProducer:
         return await _call(self._core.aio_send_many, payloads, *many_columns(keys, properties, event_times))
 
     async def flush(self) -> None:
+        """Sends open batches now and waits until every message sent so far is acknowledged.
+        Raises if any of those messages failed (the first failure's class, with a count), or
+        :class:`~magnetar.AlreadyClosed` once the producer is closed."""
         await _call(self._core.aio_flush)
 
     async def close(self) -> None:
+        """Sends what is pending, waits for it (up to the send timeout), and detaches. The
+        producer is closed either way; raises afterwards if messages pending at close failed."""
         await _call(self._core.aio_close)
 
     async def __aenter__(self) -> "AsyncProducer":
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
+    async def __aexit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        if exc_type is None:
+            await self.close()
+            return
+        try:
+            await self.close()
+        except Exception as e:  # the exception already propagating says more; keep it
+            _log.warning("%s: closing after %s: %s", self.topic, exc_type.__name__, e)
 
 
 class AsyncConsumer:

@@ -5,7 +5,9 @@ Every blocking call releases the GIL while it waits and can be interrupted with 
 
 from __future__ import annotations
 
+import atexit
 import datetime as _dt
+import logging
 import os
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
@@ -35,6 +37,19 @@ from ._config import tls_options
 from .exceptions import AlreadyClosed, InvalidConfiguration, TopicTerminated
 
 __all__ = ["Client", "Consumer", "Producer", "Reader"]
+
+_log = logging.getLogger("magnetar")
+
+#: Seconds the interpreter's exit waits, in all, for producers that were never closed to send
+#: their open batches and collect their receipts. What is still unsettled then (or failed) is
+#: reported per topic as a warning on the ``magnetar`` logger. Set ``MAGNETAR_EXIT_FLUSH_TIMEOUT``
+#: (seconds) or assign this attribute to change it; 0 reports without waiting.
+EXIT_FLUSH_TIMEOUT: float = float(os.environ.get("MAGNETAR_EXIT_FLUSH_TIMEOUT", "10"))
+
+
+@atexit.register
+def _flush_at_exit() -> None:
+    _core._flush_at_exit(EXIT_FLUSH_TIMEOUT)
 
 
 def _event_ms(event_time: TimeLike | None) -> int | None:
@@ -132,18 +147,35 @@ class Producer:
         return self._core.send_many(payloads, *many_columns(keys, properties, event_times))
 
     def flush(self) -> None:
-        """Sends open batches now and waits until every message sent so far is acknowledged."""
+        """Sends open batches now and waits until every message sent so far is acknowledged.
+
+        Raises if any of those messages failed (timed out, refused by the broker, lost with
+        the producer): the first failure's class, with how many failed. Raises
+        :class:`~magnetar.AlreadyClosed` once the producer is closed.
+        """
         self._core.flush()
 
     def close(self) -> None:
-        """Sends what is pending, waits for it (up to the send timeout), and detaches."""
+        """Sends what is pending, waits for it (up to the send timeout), and detaches.
+
+        The producer is closed either way. If messages pending at close failed (not
+        acknowledged before the send timeout, or refused), this raises afterwards with how many
+        and the first failure, so a closed producer never hides lost messages; each of those
+        messages' futures carries its own error too. Closing again does nothing.
+        """
         self._core.close()
 
     def __enter__(self) -> "Producer":
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        if exc_type is None:
+            self.close()
+            return
+        try:
+            self.close()
+        except Exception as e:  # the exception already propagating says more; keep it
+            _log.warning("%s: closing after %s: %s", self.topic, exc_type.__name__, e)
 
     def __reduce__(self) -> Any:
         _not_picklable("Producer")

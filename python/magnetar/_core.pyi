@@ -16,6 +16,8 @@ __all__ = [
     "_check_client_options",
     "_duration_seconds",
     "_error_class_names",
+    "_flush_at_exit",
+    "_inject_actor_panic",
     "_key_hash",
     "_panic_in_engine",
     "_protocol_version",
@@ -292,3 +294,11 @@ def _duration_seconds(value: object, what: str, unlimited_ok: bool = True) -> fl
 
 def _check_client_options(options: Mapping[str, Any]) -> None:
     """Validates ``_Client`` options without making a client (InvalidConfiguration)."""
+
+def _flush_at_exit(timeout: float) -> None:
+    """Flushes every open producer of this process within ``timeout`` seconds in all, and logs
+    a warning per topic whose messages failed or are still unacknowledged (run at exit)."""
+
+def _inject_actor_panic(topic: str) -> int:
+    """Makes the producer and consumer actors of ``topic`` panic; returns how many (tests only:
+    needs ``MAGNETAR_TEST_HOOKS=1`` in the environment at process start)."""

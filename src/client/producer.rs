@@ -1,7 +1,7 @@
 //! The public producer: one topic, or every partition of a partitioned topic behind a router.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, RwLock, Weak};
 
 use tokio::sync::{oneshot, Notify, TryAcquireError};
 
@@ -93,6 +93,17 @@ struct Inner {
 #[derive(Clone)]
 pub struct Producer {
     inner: Arc<Inner>,
+}
+
+/// A reference to a producer that does not keep it alive.
+#[derive(Clone)]
+pub struct WeakProducer(Weak<Inner>);
+
+impl WeakProducer {
+    /// The producer, if it is still alive.
+    pub fn upgrade(&self) -> Option<Producer> {
+        self.0.upgrade().map(|inner| Producer { inner })
+    }
 }
 
 impl Producer {
@@ -226,6 +237,25 @@ impl Producer {
     /// Whether `close` was called.
     pub fn is_closed(&self) -> bool {
         self.parts().iter().any(|p| p.state.closed.load(Ordering::Acquire))
+    }
+
+    /// A reference that does not keep the producer alive.
+    pub fn downgrade(&self) -> WeakProducer {
+        WeakProducer(Arc::downgrade(&self.inner))
+    }
+
+    /// Messages accepted and not yet settled (queued, batched, or awaiting their receipt).
+    pub fn unsettled(&self) -> usize {
+        let max = self.inner.opts.max_pending;
+        self.parts()
+            .iter()
+            .map(|p| max.saturating_sub(p.permits.available_permits()))
+            .sum()
+    }
+
+    /// Whether a send waits when the pending queue is full (rather than failing).
+    pub fn blocks_if_full(&self) -> bool {
+        self.inner.opts.block_if_full
     }
 
     /// Sets a custom partition router for keyless and keyed messages alike.

@@ -2,13 +2,16 @@
 //! `magnetar.AsyncClient`. Each blocking method has an `aio_` twin that takes an asyncio
 //! future and resolves it.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use super::convert;
+use super::dispatch::Dispatcher;
 use super::errors::{invalid, to_pyerr};
+use super::lifecycle;
 use super::runtime::{spawn_for_asyncio, wait, ForkGuard};
 use super::types::{new_id, new_message, without_gc, PyMessage, PyMessageId, SendFuture};
 use crate::client::consumer::{SeekTarget, TopicSelection};
@@ -24,6 +27,16 @@ fn none(py: Python<'_>, _: ()) -> PyResult<Py<PyAny>> {
 pub struct PyClient {
     inner: client::Client,
     guard: ForkGuard,
+    /// Runs this client's send callbacks and asyncio completions (shared by its producers and
+    /// consumers), so another client's slow callback never delays them.
+    dispatch: Arc<Dispatcher>,
+}
+
+impl Drop for PyClient {
+    fn drop(&mut self) {
+        self.guard.leak_in_child(&self.inner);
+        self.guard.leak_in_child(&self.dispatch);
+    }
 }
 
 fn selection(topic: &Bound<'_, PyAny>, pattern: bool) -> PyResult<TopicSelection> {
@@ -52,6 +65,7 @@ impl PyClient {
         Ok(PyClient {
             inner,
             guard: ForkGuard::new(),
+            dispatch: Dispatcher::new(),
         })
     }
 
@@ -68,9 +82,11 @@ impl PyClient {
         let c = self.inner.clone();
         let p = wait(py, async move { c.create_producer(&topic, opts).await })?;
         p.set_router(router.map(python_router));
+        lifecycle::track(&p);
         Ok(PyProducer {
             inner: p,
             guard: self.guard,
+            dispatch: self.dispatch.clone(),
         })
     }
 
@@ -87,13 +103,24 @@ impl PyClient {
         let opts = convert::producer_options(options)?;
         let c = self.inner.clone();
         let guard = self.guard;
+        let dispatch = self.dispatch.clone();
         spawn_for_asyncio(
             py,
+            &self.dispatch,
             fut,
             async move { c.create_producer(&topic, opts).await },
             move |py, p| {
                 p.set_router(router.map(python_router));
-                Ok(Py::new(py, PyProducer { inner: p, guard })?.into_any())
+                lifecycle::track(&p);
+                Ok(Py::new(
+                    py,
+                    PyProducer {
+                        inner: p,
+                        guard,
+                        dispatch,
+                    },
+                )?
+                .into_any())
             },
         )
     }
@@ -115,6 +142,7 @@ impl PyClient {
         Ok(PyConsumer {
             inner: consumer,
             guard: self.guard,
+            dispatch: self.dispatch.clone(),
         })
     }
 
@@ -133,11 +161,23 @@ impl PyClient {
         let opts = convert::consumer_options(options)?;
         let c = self.inner.clone();
         let guard = self.guard;
+        let dispatch = self.dispatch.clone();
         spawn_for_asyncio(
             py,
+            &self.dispatch,
             fut,
             async move { c.subscribe(sel, &subscription, opts).await },
-            move |py, consumer| Ok(Py::new(py, PyConsumer { inner: consumer, guard })?.into_any()),
+            move |py, consumer| {
+                Ok(Py::new(
+                    py,
+                    PyConsumer {
+                        inner: consumer,
+                        guard,
+                        dispatch,
+                    },
+                )?
+                .into_any())
+            },
         )
     }
 
@@ -163,6 +203,7 @@ impl PyClient {
         let c = self.inner.clone();
         spawn_for_asyncio(
             py,
+            &self.dispatch,
             fut,
             async move {
                 c.close().await;
@@ -201,6 +242,14 @@ fn python_router(func: Py<PyAny>) -> crate::client::producer::Router {
 pub struct PyProducer {
     inner: client::Producer,
     guard: ForkGuard,
+    dispatch: Arc<Dispatcher>,
+}
+
+impl Drop for PyProducer {
+    fn drop(&mut self) {
+        self.guard.leak_in_child(&self.inner);
+        self.guard.leak_in_child(&self.dispatch);
+    }
 }
 
 fn id_obj(py: Python<'_>, id: client::MessageId) -> PyResult<Py<PyAny>> {
@@ -265,7 +314,8 @@ impl PyProducer {
     ) -> PyResult<Py<SendFuture>> {
         self.guard.check()?;
         let msg = convert::message(data, key, properties, event_time, deliver_at, ordering_key, sequence_id)?;
-        let (fut, done) = SendFuture::pending(py)?;
+        self.dispatch.wait_for_room(py, self.inner.blocks_if_full())?;
+        let (fut, done) = SendFuture::pending(py, &self.dispatch)?;
         if let Err(blocked) = self.inner.try_enqueue(msg, false, done) {
             let WouldBlock(msg, done) = *blocked;
             let p = self.inner.clone();
@@ -306,7 +356,12 @@ impl PyProducer {
         self.guard.check()?;
         let msgs = many(payloads, keys, properties, event_times)?;
         let p = self.inner.clone();
-        spawn_for_asyncio(py, fut, send_all(p, msgs), |py, ids| {
+        let room = self.dispatch.clone();
+        let send = async move {
+            room.room().await;
+            send_all(p, msgs).await
+        };
+        spawn_for_asyncio(py, &self.dispatch, fut, send, |py, ids| {
             Ok(id_list(py, ids)?.into_any().unbind())
         })
     }
@@ -330,7 +385,12 @@ impl PyProducer {
         let p = self.inner.clone();
         // Like the other clients' async sends: no flush, so concurrent coroutines share
         // batches; the batching delay bounds the wait.
-        spawn_for_asyncio(py, fut, async move { p.send_with(msg, false).await }, id_obj)
+        let room = self.dispatch.clone();
+        let send = async move {
+            room.room().await;
+            p.send_with(msg, false).await
+        };
+        spawn_for_asyncio(py, &self.dispatch, fut, send, id_obj)
     }
 
     fn flush(&self, py: Python<'_>) -> PyResult<()> {
@@ -342,7 +402,7 @@ impl PyProducer {
     fn aio_flush(&self, py: Python<'_>, fut: Py<PyAny>) -> PyResult<()> {
         self.guard.check()?;
         let p = self.inner.clone();
-        spawn_for_asyncio(py, fut, async move { p.flush().await }, none)
+        spawn_for_asyncio(py, &self.dispatch, fut, async move { p.flush().await }, none)
     }
 
     fn close(&self, py: Python<'_>) -> PyResult<()> {
@@ -356,7 +416,7 @@ impl PyProducer {
     fn aio_close(&self, py: Python<'_>, fut: Py<PyAny>) -> PyResult<()> {
         self.guard.check()?;
         let p = self.inner.clone();
-        spawn_for_asyncio(py, fut, async move { p.close().await }, none)
+        spawn_for_asyncio(py, &self.dispatch, fut, async move { p.close().await }, none)
     }
 
     #[getter]
@@ -459,6 +519,14 @@ async fn send_all(p: client::Producer, msgs: Vec<client::OutgoingMessage>) -> Re
 pub struct PyConsumer {
     inner: client::Consumer,
     guard: ForkGuard,
+    dispatch: Arc<Dispatcher>,
+}
+
+impl Drop for PyConsumer {
+    fn drop(&mut self) {
+        self.guard.leak_in_child(&self.inner);
+        self.guard.leak_in_child(&self.dispatch);
+    }
 }
 
 fn message_id_of(obj: &Bound<'_, PyAny>) -> PyResult<client::MessageId> {
@@ -567,6 +635,7 @@ impl PyConsumer {
         let c = self.inner.clone();
         spawn_for_asyncio(
             py,
+            &self.dispatch,
             fut,
             async move {
                 c.wait_for_message().await;
@@ -614,7 +683,13 @@ impl PyConsumer {
         self.guard.check()?;
         let id = message_id_of(message)?;
         let c = self.inner.clone();
-        spawn_for_asyncio(py, fut, async move { c.ack_with_receipt(&id, cumulative).await }, none)
+        spawn_for_asyncio(
+            py,
+            &self.dispatch,
+            fut,
+            async move { c.ack_with_receipt(&id, cumulative).await },
+            none,
+        )
     }
 
     fn nack(&self, message: &Bound<'_, PyAny>) -> PyResult<()> {
@@ -650,7 +725,7 @@ impl PyConsumer {
         self.guard.check()?;
         let t = seek_target(target)?;
         let c = self.inner.clone();
-        spawn_for_asyncio(py, fut, async move { c.seek(t).await }, none)
+        spawn_for_asyncio(py, &self.dispatch, fut, async move { c.seek(t).await }, none)
     }
 
     fn last_message_ids<'py>(&self, py: Python<'py>) -> PyResult<Vec<PyMessageId>> {
@@ -663,9 +738,13 @@ impl PyConsumer {
     fn aio_last_message_ids(&self, py: Python<'_>, fut: Py<PyAny>) -> PyResult<()> {
         self.guard.check()?;
         let c = self.inner.clone();
-        spawn_for_asyncio(py, fut, async move { c.last_message_ids().await }, |py, ids| {
-            Ok(id_list(py, ids)?.into_any().unbind())
-        })
+        spawn_for_asyncio(
+            py,
+            &self.dispatch,
+            fut,
+            async move { c.last_message_ids().await },
+            |py, ids| Ok(id_list(py, ids)?.into_any().unbind()),
+        )
     }
 
     /// The broker's statistics per covered topic, as dicts.
@@ -702,9 +781,13 @@ impl PyConsumer {
     fn aio_has_message_available(&self, py: Python<'_>, fut: Py<PyAny>) -> PyResult<()> {
         self.guard.check()?;
         let c = self.inner.clone();
-        spawn_for_asyncio(py, fut, async move { c.has_message_available().await }, |py, b| {
-            Ok(pyo3::types::PyBool::new(py, b).to_owned().into_any().unbind())
-        })
+        spawn_for_asyncio(
+            py,
+            &self.dispatch,
+            fut,
+            async move { c.has_message_available().await },
+            |py, b| Ok(pyo3::types::PyBool::new(py, b).to_owned().into_any().unbind()),
+        )
     }
 
     fn unsubscribe(&self, py: Python<'_>) -> PyResult<()> {
@@ -716,7 +799,7 @@ impl PyConsumer {
     fn aio_unsubscribe(&self, py: Python<'_>, fut: Py<PyAny>) -> PyResult<()> {
         self.guard.check()?;
         let c = self.inner.clone();
-        spawn_for_asyncio(py, fut, async move { c.unsubscribe().await }, none)
+        spawn_for_asyncio(py, &self.dispatch, fut, async move { c.unsubscribe().await }, none)
     }
 
     fn close(&self, py: Python<'_>) -> PyResult<()> {
@@ -730,7 +813,7 @@ impl PyConsumer {
     fn aio_close(&self, py: Python<'_>, fut: Py<PyAny>) -> PyResult<()> {
         self.guard.check()?;
         let c = self.inner.clone();
-        spawn_for_asyncio(py, fut, async move { c.close().await }, none)
+        spawn_for_asyncio(py, &self.dispatch, fut, async move { c.close().await }, none)
     }
 }
 

@@ -3,7 +3,9 @@
 
 mod client;
 mod convert;
+mod dispatch;
 mod errors;
+mod lifecycle;
 mod runtime;
 mod types;
 
@@ -66,6 +68,8 @@ fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_panic_in_engine, m)?)?;
     m.add_function(wrap_pyfunction!(convert::_duration_seconds, m)?)?;
     m.add_function(wrap_pyfunction!(convert::_check_client_options, m)?)?;
+    m.add_function(wrap_pyfunction!(lifecycle::_flush_at_exit, m)?)?;
+    m.add_function(wrap_pyfunction!(lifecycle::_inject_actor_panic, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -9,8 +9,8 @@ use pyo3::basic::CompareOp;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyType};
 
+use super::dispatch::Dispatcher;
 use super::errors::to_pyerr;
-use super::runtime::dispatch;
 use crate::client::{self, Error, ErrorKind};
 
 /// A new Python object that the cyclic garbage collector does not track. PyO3 makes every
@@ -337,14 +337,16 @@ pub struct SendFuture {
 }
 
 impl SendFuture {
-    /// A pending future and the callback that completes it.
-    pub fn pending(py: Python<'_>) -> PyResult<(Py<SendFuture>, client::SendCallback)> {
+    /// A pending future and the callback that completes it; its done-callbacks run on
+    /// `dispatch`'s thread.
+    pub fn pending(py: Python<'_>, dispatch: &Arc<Dispatcher>) -> PyResult<(Py<SendFuture>, client::SendCallback)> {
         let cell = Arc::new(FutureCell {
             state: Mutex::new(FutureState::Pending(Vec::new())),
             cond: Condvar::new(),
             waiters: std::sync::atomic::AtomicUsize::new(0),
         });
         let fut = untracked(py, SendFuture { cell: cell.clone() })?;
+        let dispatch = dispatch.clone();
         let done: client::SendCallback = Box::new(move |result| {
             let callbacks = {
                 let mut st = cell.state.lock().unwrap_or_else(|e| e.into_inner());
@@ -359,7 +361,7 @@ impl SendFuture {
             }
             // Without callbacks nothing needs the GIL: the common send_async costs no hop.
             if !callbacks.is_empty() {
-                dispatch(Box::new(move |py| {
+                dispatch.push(Box::new(move |py| {
                     for (cb, fut) in callbacks {
                         if let Err(e) = cb.bind(py).call1((fut,)) {
                             log_callback_error(py, &e);

@@ -630,7 +630,10 @@ impl Actor {
     }
 
     fn fail_all(&mut self, e: Error) {
-        self.failed = Some(e.clone());
+        // The first failure is the one to report (close after a terminated topic says so).
+        if self.failed.is_none() {
+            self.failed = Some(e.clone());
+        }
         self.flush_batch();
         while let Some(op) = self.pending.pop_front() {
             self.fail_settled(op.sequence_id, op.callbacks, op.bytes, &e);

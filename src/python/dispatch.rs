@@ -1,0 +1,308 @@
+//! Dispatch threads: where send callbacks run and asyncio futures are resolved, with the GIL,
+//! never on an I/O thread.
+//!
+//! Each client has its own dispatcher, whose thread starts with the first job, so a callback
+//! that blocks delays only the callbacks and asyncio completions of its own client. The queue
+//! is bounded by admission rather than by making its producers wait: I/O threads always queue
+//! at once (a socket read never waits on Python), and it is the client's sends that wait while
+//! the backlog is at its limit, as they wait for a free slot under `max_pending`.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
+
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+
+use super::errors::to_pyerr;
+use crate::client::{Error, ErrorKind};
+
+/// A unit of work that needs the GIL, run in order on its client's dispatch thread.
+pub type Job = Box<dyn FnOnce(Python<'_>) + Send>;
+
+/// Jobs a client may have waiting before its sends wait. A send queues at most one job, so a
+/// full window of `max_pending` completions (10,000 in the benchmarks) fits without waiting.
+pub const MAX_BACKLOG: usize = 16_384;
+/// Waiting sends go on once the backlog is down to this, not one job at a time.
+const RESUME_AT: usize = MAX_BACKLOG / 2;
+
+/// The dispatch queue and thread of one client. Dropping the last handle lets the thread finish
+/// what is queued and end.
+pub struct Dispatcher {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    queue: Mutex<Queue>,
+    /// Rung when a job arrives for an idle thread, or when the last handle goes.
+    arrived: Condvar,
+    /// Jobs queued and not yet run; read without the lock on every send.
+    backlog: AtomicUsize,
+    /// Sends waiting for the backlog to fall (so the thread signals only when someone waits).
+    waiting: AtomicUsize,
+    /// Blocking senders wait here (with `queue`'s lock); asyncio sends on `room_async`.
+    room: Condvar,
+    room_async: tokio::sync::Notify,
+    /// Every handle is gone: end once the queue is empty.
+    orphaned: AtomicBool,
+}
+
+struct Queue {
+    jobs: VecDeque<Job>,
+    /// A thread serves this queue.
+    serving: bool,
+    /// The serving thread waits on `arrived`.
+    idle: bool,
+}
+
+thread_local! {
+    /// Whether this thread is a dispatch thread: a callback that sends must never wait for
+    /// room, since only a dispatch thread makes room.
+    static ON_DISPATCH_THREAD: Cell<bool> = const { Cell::new(false) };
+}
+
+impl Dispatcher {
+    pub fn new() -> Arc<Dispatcher> {
+        Arc::new(Dispatcher {
+            shared: Arc::new(Shared {
+                queue: Mutex::new(Queue {
+                    jobs: VecDeque::new(),
+                    serving: false,
+                    idle: false,
+                }),
+                arrived: Condvar::new(),
+                backlog: AtomicUsize::new(0),
+                waiting: AtomicUsize::new(0),
+                room: Condvar::new(),
+                room_async: tokio::sync::Notify::new(),
+                orphaned: AtomicBool::new(false),
+            }),
+        })
+    }
+
+    /// Queues `job`; never waits (beyond a short lock), so I/O threads may call it.
+    pub fn push(&self, job: Job) {
+        self.shared.backlog.fetch_add(1, Ordering::AcqRel);
+        let mut q = self.shared.lock();
+        q.jobs.push_back(job);
+        if !q.serving {
+            q.serving = true;
+            drop(q);
+            self.start();
+        } else if q.idle {
+            q.idle = false;
+            drop(q);
+            self.shared.arrived.notify_one();
+        }
+    }
+
+    fn start(&self) {
+        let shared = self.shared.clone();
+        let started = std::thread::Builder::new()
+            .name("magnetar-dispatch".into())
+            .spawn(move || serve(shared));
+        if let Err(e) = started {
+            // The jobs stay queued; the next one tries again.
+            log::error!("cannot start a dispatch thread: {e}");
+            self.shared.lock().serving = false;
+        }
+    }
+
+    /// Waits, with the GIL released and Ctrl-C honoured, while the backlog is full; with
+    /// `block` off, fails at once instead (`ProducerQueueFull`), as a full producer does.
+    pub fn wait_for_room(&self, py: Python<'_>, block: bool) -> PyResult<()> {
+        let shared = &*self.shared;
+        if shared.backlog.load(Ordering::Relaxed) < MAX_BACKLOG || ON_DISPATCH_THREAD.with(Cell::get) {
+            return Ok(());
+        }
+        if !block {
+            return Err(to_pyerr(full()));
+        }
+        shared.waiting.fetch_add(1, Ordering::AcqRel);
+        let outcome = loop {
+            py.detach(|| {
+                let q = shared.lock();
+                if shared.backlog.load(Ordering::Acquire) >= MAX_BACKLOG {
+                    let _ = shared.room.wait_timeout(q, SIGNAL_CHECK);
+                }
+            });
+            if shared.backlog.load(Ordering::Acquire) < MAX_BACKLOG {
+                break Ok(());
+            }
+            if let Err(e) = py.check_signals() {
+                break Err(e);
+            }
+        };
+        shared.waiting.fetch_sub(1, Ordering::AcqRel);
+        outcome
+    }
+
+    /// The async twin of [`Dispatcher::wait_for_room`], for sends made from asyncio (which
+    /// wait on the runtime, never blocking the event loop).
+    pub async fn room(&self) {
+        let shared = &*self.shared;
+        if shared.backlog.load(Ordering::Relaxed) < MAX_BACKLOG {
+            return;
+        }
+        shared.waiting.fetch_add(1, Ordering::AcqRel);
+        loop {
+            let notified = shared.room_async.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if shared.backlog.load(Ordering::Acquire) < MAX_BACKLOG {
+                break;
+            }
+            notified.await;
+        }
+        shared.waiting.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// Jobs queued and not yet run.
+    pub fn backlog(&self) -> usize {
+        self.shared.backlog.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for Dispatcher {
+    fn drop(&mut self) {
+        self.shared.orphaned.store(true, Ordering::Release);
+        let q = self.shared.lock();
+        let idle = q.idle;
+        drop(q);
+        if idle {
+            self.shared.arrived.notify_one();
+        }
+    }
+}
+
+fn full() -> Error {
+    Error::new(
+        ErrorKind::ProducerQueueFull,
+        "the client's callback queue is full: a send callback or an asyncio event loop is not keeping up",
+    )
+}
+
+const SIGNAL_CHECK: Duration = Duration::from_millis(100);
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Waits for jobs and swaps them into `batch` (empty on entry); false once every handle
+    /// is gone and nothing is left.
+    fn take(&self, batch: &mut VecDeque<Job>) -> bool {
+        let mut q = self.lock();
+        loop {
+            if !q.jobs.is_empty() {
+                std::mem::swap(&mut q.jobs, batch);
+                return true;
+            }
+            if self.orphaned.load(Ordering::Acquire) {
+                q.serving = false;
+                return false;
+            }
+            q.idle = true;
+            q = self.arrived.wait(q).unwrap_or_else(|e| e.into_inner());
+            q.idle = false;
+        }
+    }
+
+    /// Counts `n` jobs as run, and lets waiting sends go once enough room is made.
+    fn ran(&self, n: usize) {
+        let left = self.backlog.fetch_sub(n, Ordering::AcqRel) - n;
+        if left <= RESUME_AT && self.waiting.load(Ordering::Acquire) > 0 {
+            // Taken and released so a sender between its check and its wait is not missed.
+            drop(self.lock());
+            self.room.notify_all();
+            self.room_async.notify_waiters();
+        }
+    }
+}
+
+/// The dispatch thread. It gets a Python thread state once, for its whole life: making and
+/// freeing one per burst cost microseconds on every callback's path. It waits with the GIL
+/// released and ends without taking it again, so a dispatcher dropped while the interpreter
+/// finalizes never makes its thread attach then (the thread state is left to the interpreter).
+fn serve(shared: Arc<Shared>) {
+    ON_DISPATCH_THREAD.with(|d| d.set(true));
+    // SAFETY: the interpreter is running (a job was just queued by Python code or for a
+    // Python object); Ensure attaches this new thread with a fresh thread state, and
+    // SaveThread detaches it again, keeping the state for `Python::attach` to reuse.
+    unsafe {
+        pyo3::ffi::PyGILState_Ensure();
+        pyo3::ffi::PyEval_SaveThread();
+    }
+    let mut batch = VecDeque::new();
+    while shared.take(&mut batch) {
+        let n = batch.len();
+        Python::attach(|py| {
+            for job in batch.drain(..) {
+                run_job(py, job);
+            }
+            flush_asyncio_resolutions(py);
+        });
+        shared.ran(n);
+    }
+}
+
+fn run_job(py: Python<'_>, job: Job) {
+    // A panicking or raising callback must not take the dispatch thread down.
+    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job(py))).is_err() {
+        log::error!("a completion callback panicked; continuing");
+    }
+    if let Some(err) = PyErr::take(py) {
+        super::types::log_callback_error(py, &err);
+    }
+}
+
+static RESOLVE_MANY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+/// An asyncio future to complete: its loop, the future, the value, the exception.
+pub type Resolution = (Py<PyAny>, Py<PyAny>, Py<PyAny>, Py<PyAny>);
+
+thread_local! {
+    /// Resolutions gathered during one burst of a dispatch thread, handed to each event loop
+    /// in a single `call_soon_threadsafe` rather than one per future.
+    static RESOLUTIONS: RefCell<Vec<Resolution>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Queues an asyncio resolution for the end of the current burst (dispatch threads only).
+pub fn resolve_later(r: Resolution) {
+    RESOLUTIONS.with(|rs| rs.borrow_mut().push(r));
+}
+
+fn flush_asyncio_resolutions(py: Python<'_>) {
+    let pending = RESOLUTIONS.with(|r| std::mem::take(&mut *r.borrow_mut()));
+    if pending.is_empty() {
+        return;
+    }
+    let resolve_many = match RESOLVE_MANY.get_or_try_init(py, || -> PyResult<_> {
+        Ok(py.import("magnetar._aio")?.getattr("resolve_many")?.unbind())
+    }) {
+        Ok(f) => f.clone_ref(py),
+        Err(e) => return log::error!("cannot load magnetar._aio: {e}"),
+    };
+    // Group by loop, keeping each loop's order: (future, value, exception) per loop.
+    type Items = Vec<(Py<PyAny>, Py<PyAny>, Py<PyAny>)>;
+    let mut groups: Vec<(Py<PyAny>, Items)> = Vec::new();
+    for (loop_, fut, value, error) in pending {
+        match groups.iter_mut().find(|(l, _)| l.as_ptr() == loop_.as_ptr()) {
+            Some((_, items)) => items.push((fut, value, error)),
+            None => groups.push((loop_, vec![(fut, value, error)])),
+        }
+    }
+    for (loop_, items) in groups {
+        let call = pyo3::types::PyList::new(py, items).and_then(|list| {
+            loop_
+                .bind(py)
+                .call_method1("call_soon_threadsafe", (resolve_many.clone_ref(py), list))
+        });
+        if let Err(e) = call {
+            // The loop is closed: nobody is waiting any more.
+            log::debug!("cannot resolve asyncio futures: {e}");
+        }
+    }
+}
