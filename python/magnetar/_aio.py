@@ -1,4 +1,4 @@
-"""Resolving asyncio futures from the engine's dispatch thread (via call_soon_threadsafe)."""
+"""Resolving asyncio futures from a client's dispatch thread (via call_soon_threadsafe)."""
 
 from __future__ import annotations
 

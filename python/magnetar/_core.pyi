@@ -136,7 +136,7 @@ class SendFuture:
     def running(self) -> bool:
         """True while the send is pending."""
     def add_done_callback(self, func: Callable[[SendFuture], object]) -> None:
-        """Calls ``func(future)`` on completion, in order, on magnetar's dispatch thread."""
+        """Calls ``func(future)`` on completion, in order, on the client's dispatch thread."""
 
 @final
 class _Client:

@@ -330,7 +330,7 @@ pub(crate) struct FutureCell {
 
 /// The outcome of `Producer.send_async`: the `concurrent.futures.Future` interface
 /// (`result`, `exception`, `done`, `add_done_callback`), without its per-message cost.
-/// Callbacks run in order on magnetar's dispatch thread.
+/// Callbacks run in order on the dispatch thread of the client that made it.
 #[pyclass(name = "SendFuture", module = "magnetar", frozen)]
 pub struct SendFuture {
     pub(crate) cell: Arc<FutureCell>,
@@ -464,8 +464,8 @@ impl SendFuture {
         !self.done()
     }
 
-    /// Calls `fn(future)` when the send completes (on the dispatch thread; at once, in this
-    /// thread, if it already has).
+    /// Calls `fn(future)` when the send completes (on the client's dispatch thread; at once,
+    /// in this thread, if it already has).
     fn add_done_callback(slf: &Bound<'_, Self>, func: Py<PyAny>) -> PyResult<()> {
         let py = slf.py();
         let run_now = {
