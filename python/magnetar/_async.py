@@ -390,6 +390,8 @@ class AsyncClient:
         discovery_period: float | None = 60.0,
         max_redeliver_count: int | None = None,
         dead_letter_topic: str | None = None,
+        chunk_expiry: float | None = 60.0,
+        max_pending_chunked_messages: int = 10,
         listener: Callable[[Message], Awaitable[object]] | None = None,
         listener_concurrency: int = 1,
     ) -> AsyncConsumer:
@@ -408,7 +410,8 @@ class AsyncClient:
             subscription_properties=properties_dict(subscription_properties),
             properties=properties_dict(properties), priority_level=priority_level,
             discovery_period=discovery_period, max_redeliver_count=max_redeliver_count,
-            dead_letter_topic=dead_letter_topic,
+            dead_letter_topic=dead_letter_topic, chunk_expiry=chunk_expiry,
+            max_pending_chunked_messages=max_pending_chunked_messages,
         )
         topics = topic if isinstance(topic, str) else list(topic)
         consumer = AsyncConsumer(await _call(self._core.aio_subscribe, topics, subscription, opts, pattern))

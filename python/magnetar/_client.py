@@ -484,6 +484,8 @@ class Client:
         discovery_period: float | None = 60.0,
         max_redeliver_count: int | None = None,
         dead_letter_topic: str | None = None,
+        chunk_expiry: float | None = 60.0,
+        max_pending_chunked_messages: int = 10,
         listener: Callable[[Message], object] | None = None,
         listener_concurrency: int = 1,
     ) -> Consumer:
@@ -493,7 +495,14 @@ class Client:
         With ``listener``, messages are pushed to ``listener(msg)`` on up to
         ``listener_concurrency`` threads, in order per key; a message is acked when the listener
         returns and negatively acked (redelivered, dead-lettered after ``max_redeliver_count``)
-        when it raises."""
+        when it raises.
+
+        A message that cannot be read (bad checksum, corrupt batch or compression) never stops
+        the consumer: it is dead-lettered when ``dead_letter_topic`` or ``max_redeliver_count``
+        is set, else acked and counted in ``stats()``; the messages after it are delivered.
+        A chunked message still incomplete after ``chunk_expiry`` seconds (``None``: never),
+        or the oldest beyond ``max_pending_chunked_messages`` in progress, is given up and
+        its chunks acked."""
         if listener is not None and not callable(listener):
             raise InvalidConfiguration("listener must be a callable taking a Message")
         if isinstance(listener_concurrency, bool) or not isinstance(listener_concurrency, int) or listener_concurrency < 1:
@@ -507,7 +516,8 @@ class Client:
             subscription_properties=properties_dict(subscription_properties),
             properties=properties_dict(properties), priority_level=priority_level,
             discovery_period=discovery_period, max_redeliver_count=max_redeliver_count,
-            dead_letter_topic=dead_letter_topic,
+            dead_letter_topic=dead_letter_topic, chunk_expiry=chunk_expiry,
+            max_pending_chunked_messages=max_pending_chunked_messages,
         )
         core = self._core.subscribe(topic if isinstance(topic, str) else list(topic), subscription, opts, pattern)
         return Consumer(core, listener, listener_concurrency)

@@ -500,6 +500,8 @@ pub fn consumer_options(d: &Bound<'_, PyDict>) -> PyResult<ConsumerOptions> {
             "discovery_period",
             "max_redeliver_count",
             "dead_letter_topic",
+            "chunk_expiry",
+            "max_pending_chunked_messages",
         ],
     )?;
     let mut o = ConsumerOptions::default();
@@ -594,6 +596,15 @@ pub fn consumer_options(d: &Bound<'_, PyDict>) -> PyResult<ConsumerOptions> {
     }
     if let Some(v) = get::<String>(d, "dead_letter_topic")? {
         o.dead_letter_topic = Some(v);
+    }
+    if let Some(v) = duration_option(d, "chunk_expiry", NoLimit::Forever, false)? {
+        o.chunk_expiry = v;
+    }
+    if let Some(v) = get::<i64>(d, "max_pending_chunked_messages")? {
+        if v < 1 {
+            return Err(invalid("max_pending_chunked_messages must be at least 1"));
+        }
+        o.max_pending_chunked_messages = v as usize;
     }
     o.validate().map_err(super::errors::to_pyerr)?;
     Ok(o)
