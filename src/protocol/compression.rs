@@ -1,6 +1,7 @@
 //! Payload codecs, byte-compatible with the Java and C++ clients: LZ4 raw block (no size
 //! prefix; the size travels in `uncompressed_size`), zlib stream, zstd frame, raw snappy.
 
+use std::cell::RefCell;
 use std::io::{Read, Write};
 
 use bytes::Bytes;
@@ -65,7 +66,8 @@ pub fn decompress(
         CompressionType::Zlib => {
             // Deflate expands at most 1032:1, so a stream this short cannot fill more.
             let mut out = Vec::with_capacity(uncompressed_size.min(data.len().saturating_mul(1032)));
-            flate2::read::ZlibDecoder::new(&data[..])
+            // bufread: the slice is the buffer, so no 32 KiB read buffer per message.
+            flate2::bufread::ZlibDecoder::new(&data[..])
                 .take(uncompressed_size as u64 + 1)
                 .read_to_end(&mut out)
                 .map_err(|e| fail(e.to_string()))?;
@@ -84,7 +86,7 @@ pub fn decompress(
                 }
                 Ok(_) => {}
             }
-            zstd::bulk::decompress(&data, uncompressed_size).map_err(|e| fail(e.to_string()))?
+            zstd_decompress(&data, uncompressed_size).map_err(|e| fail(e.to_string()))?
         }
         CompressionType::Snappy => {
             let n = snap::raw::decompress_len(&data).map_err(|e| fail(e.to_string()))?;
@@ -103,6 +105,23 @@ pub fn decompress(
         )));
     }
     Ok(Bytes::from(out))
+}
+
+/// Decompresses one zstd payload with this thread's decompression context: making one per
+/// message (as `zstd::bulk::decompress` does) costs more than decompressing a small message.
+fn zstd_decompress(data: &[u8], capacity: usize) -> std::io::Result<Vec<u8>> {
+    thread_local! {
+        static CONTEXT: RefCell<Option<zstd::bulk::Decompressor<'static>>> = const { RefCell::new(None) };
+    }
+    CONTEXT.with(|cell| {
+        let mut context = cell.borrow_mut();
+        let decompressor = match context.as_mut() {
+            Some(d) => d,
+            None => context.insert(zstd::bulk::Decompressor::new()?),
+        };
+        // Each call starts a new frame: a context left mid-frame by an error is reset.
+        decompressor.decompress(data, capacity)
+    })
 }
 
 /// The most a codec can expand its input, when its format bounds it: an LZ4 sequence of `3 + m`
