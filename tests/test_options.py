@@ -14,8 +14,8 @@ import pytest
 import magnetar
 from conftest import Api
 
-NO_LIMIT = [None, math.inf, 2**40, 2**1000]
-NOT_DURATIONS = [-1, -0.001, math.nan, -(2**1000), "5", True]
+NO_LIMIT: list[Any] = [None, math.inf, 2**40, 2**1000]
+NOT_DURATIONS: list[Any] = [-1, -0.001, math.nan, -(2**1000), "5", True]
 
 
 def _ids(values: list[Any]) -> list[str]:
@@ -142,7 +142,7 @@ def test_delays_that_would_never_end_are_refused_with_the_reason(api, topic, val
 
 def test_durations_travel_in_client_config_and_spark_options(service_url, topic):
     conf = magnetar.ClientConfig(service_url, operation_timeout=None, connect_timeout=math.inf,
-                                 keepalive_interval=_dt.timedelta(seconds=20))
+                                 keepalive_interval=_dt.timedelta(seconds=20))  # type: ignore[arg-type]
     with conf.create() as client:
         client.create_producer(topic).send(b"conf")
     from magnetar.spark._options import SourceOptions
@@ -165,14 +165,15 @@ def _printed(obj: object) -> str:
 def test_no_repr_shows_a_token(service_url):
     auth = magnetar.Authentication.token(TOKEN)
     conf = magnetar.ClientConfig(service_url, authentication=auth)
-    raw = magnetar.ClientConfig(service_url, auth_method="token", auth_data=TOKEN)
+    raw = magnetar.ClientConfig(service_url, auth_method="token", auth_data=TOKEN.encode())
     from magnetar.spark._options import SourceOptions
 
     spark = SourceOptions.parse({"service_url": service_url, "topic": "t", "authToken": TOKEN})
     other = SourceOptions.parse({"service_url": service_url, "topic": "t", "authMethod": "basic",
                                  "authData": TOKEN})
     with magnetar.Client(service_url, authentication=auth) as client:
-        shown = [_printed(o) for o in (auth, conf, raw, conf.authentication, spark, other, client, client._core)]
+        shown = [_printed(o) for o in (auth, conf, raw, conf.authentication,  # type: ignore[attr-defined]
+                                       spark, other, client, client._core)]
     for text in shown:
         assert TOKEN not in text and TOKEN.encode().hex() not in text, text
         assert TOKEN[:20] not in text, text
