@@ -151,6 +151,8 @@ def test_durations_travel_in_client_config_and_spark_options(service_url, topic)
     assert opts.client.operation_timeout == math.inf
     with pytest.raises(magnetar.InvalidConfiguration, match="operation_timeout"):
         SourceOptions.parse({"service_url": service_url, "topic": topic, "client.operation_timeout": "nan"})
+    huge = SourceOptions.parse({"service_url": service_url, "topic": topic, "pollTimeoutMs": str(10**400)})
+    assert huge.poll_timeout_ms / 1000.0 == 2**31  # no limit, and no OverflowError on the way
 
 
 # -- secrets -----------------------------------------------------------------------------------

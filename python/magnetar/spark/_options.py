@@ -343,7 +343,9 @@ class SourceOptions:
                 raise _err("topicsPattern", f"not a regular expression: {e}") from None
 
         max_per_trigger = _parse_int("maxMessagesPerTrigger", get("maxmessagespertrigger"))
-        poll = _parse_int("pollTimeoutMs", get("polltimeoutms")) or 120_000
+        # Past 2**31 s a duration means "no limit" everywhere; capping there keeps the ms to
+        # seconds division from overflowing a float on absurdly large values.
+        poll = min(_parse_int("pollTimeoutMs", get("polltimeoutms")) or 120_000, 2**31 * 1000)
         split = _parse_int("maxEntriesPerSplit", get("maxentriespersplit"))
         per_batch = _parse_int("recordsPerBatch", get("recordsperbatch")) or 10_000
         fail = _parse_bool("failOnDataLoss", get("failondataloss") or "true")
