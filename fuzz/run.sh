@@ -3,6 +3,7 @@
 #
 #   fuzz/run.sh [frames|message|command|all] [--time SECONDS] [--runs N] [--minimize]
 #
+# Each target stops after SECONDS (default 60) or N executions, whichever comes first.
 # Targets run one after another, never at once, at the lowest CPU priority. New inputs go to
 # fuzz/work/<target> (not committed); the committed corpus fuzz/corpus/<target> is read as a
 # seed. --minimize merges the work corpus into the committed one and minimises it (cargo fuzz
@@ -39,7 +40,7 @@ fuzz=(cargo fuzz run -s none -a --fuzz-dir fuzz)
 for t in "${targets[@]}"; do
     mkdir -p "fuzz/work/$t"
     limit=(-max_total_time="$time")
-    [ -z "$runs" ] || limit=(-runs="$runs")
+    [ -z "$runs" ] || limit+=(-runs="$runs")
     echo "== $t: ${limit[*]}"
     nice -n 19 "${fuzz[@]}" "$t" "fuzz/work/$t" "fuzz/corpus/$t" -- \
         "${limit[@]}" -max_len=4096 -rss_limit_mb=2048 -timeout=10 -print_final_stats=1
