@@ -234,6 +234,37 @@ def test_exit_warns_how_many_messages_may_be_lost_on_which_topic() -> None:
     assert "at exit, persistent://public/default/t: 5 message(s) were not acknowledged within 1.0 s and may be lost" in result.stderr, result.stderr
 
 
+def test_interpreter_exit_while_engine_threads_call_into_python(service_url: str, topic: str) -> None:
+    """At exit, callbacks are streaming on a dispatch thread, a daemon thread is blocked in
+    receive(), and asyncio completions were just delivered. A thread that takes the GIL while
+    the interpreter finalizes is ended with a forced unwind that aborts a Rust thread ("FATAL:
+    exception not rethrown"); magnetar's exit handler keeps its threads out of Python from then
+    on. The race is narrow, so the exit is tried a few times."""
+    script = f"""
+        import asyncio, threading, magnetar
+        client = magnetar.Client({service_url!r})
+        producer = client.create_producer({topic!r}, batch_max_delay=0.001)
+        consumer = client.subscribe({topic!r} + "-idle", "s")
+        streaming = threading.Event()
+        def produce():
+            while True:
+                producer.send_async(b"p", callback=lambda f: streaming.set())
+        threading.Thread(target=produce, daemon=True).start()
+        threading.Thread(target=consumer.receive, daemon=True).start()
+        async def async_sends():
+            async with magnetar.AsyncClient({service_url!r}) as aclient:
+                p = await aclient.create_producer({topic!r} + "-async")
+                await asyncio.gather(*(p.send(b"a") for _ in range(2000)))
+        asyncio.run(async_sends())
+        streaming.wait(60)
+        print("OK")
+    """
+    for _ in range(3):
+        result = run_script(script)
+        assert_ok(result)
+        assert "FATAL" not in result.stderr, result.stderr
+
+
 # --------------------------------------------------------------------------- fork
 
 

@@ -48,8 +48,11 @@ EXIT_FLUSH_TIMEOUT: float = float(os.environ.get("MAGNETAR_EXIT_FLUSH_TIMEOUT", 
 
 
 @atexit.register
-def _flush_at_exit() -> None:
-    _core._flush_at_exit(EXIT_FLUSH_TIMEOUT)
+def _at_exit() -> None:
+    # Also stops the engine's threads from calling into Python, which they must not do while
+    # the interpreter finalizes; exit handlers registered before magnetar was imported run
+    # after this one and may still use magnetar from this thread, but callbacks no longer run.
+    _core._at_exit(EXIT_FLUSH_TIMEOUT)
 
 
 def _event_ms(event_time: TimeLike | None) -> int | None:

@@ -13,10 +13,10 @@ __all__ = [
     "_Consumer",
     "_Producer",
     "__version__",
+    "_at_exit",
     "_check_client_options",
     "_duration_seconds",
     "_error_class_names",
-    "_flush_at_exit",
     "_inject_actor_panic",
     "_key_hash",
     "_panic_in_engine",
@@ -295,9 +295,10 @@ def _duration_seconds(value: object, what: str, unlimited_ok: bool = True) -> fl
 def _check_client_options(options: Mapping[str, Any]) -> None:
     """Validates ``_Client`` options without making a client (InvalidConfiguration)."""
 
-def _flush_at_exit(timeout: float) -> None:
-    """Flushes every open producer of this process within ``timeout`` seconds in all, and logs
-    a warning per topic whose messages failed or are still unacknowledged (run at exit)."""
+def _at_exit(timeout: float) -> None:
+    """Run at exit: flushes every open producer of this process within ``timeout`` seconds in
+    all, logs a warning per topic whose messages failed or are still unacknowledged, then stops
+    the engine's threads from calling into Python."""
 
 def _inject_actor_panic(topic: str) -> int:
     """Makes the producer and consumer actors of ``topic`` panic; returns how many (tests only:

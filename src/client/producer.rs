@@ -104,6 +104,12 @@ impl WeakProducer {
     pub fn upgrade(&self) -> Option<Producer> {
         self.0.upgrade().map(|inner| Producer { inner })
     }
+
+    /// Whether the producer is still alive (without making a reference that could end up
+    /// being its last).
+    pub fn is_alive(&self) -> bool {
+        self.0.strong_count() > 0
+    }
 }
 
 impl Producer {

@@ -228,12 +228,13 @@ impl PyClient {
 /// A Python callable `router(key, num_partitions) -> int` as the producer's router.
 fn python_router(func: Py<PyAny>) -> crate::client::producer::Router {
     std::sync::Arc::new(move |msg: &client::OutgoingMessage, n: usize| {
-        Python::attach(|py| {
+        lifecycle::attach_unless_exiting(|py| {
             func.bind(py)
                 .call1((msg.key.clone(), n))
-                .and_then(|r| r.extract::<usize>().map_err(PyErr::from))
+                .and_then(|r| r.extract::<usize>())
                 .map_err(|e| Error::invalid(format!("router failed: {e}")))
         })
+        .unwrap_or_else(|| Err(Error::closed("the interpreter is exiting: the router")))
     })
 }
 
@@ -825,9 +826,10 @@ impl PyConsumer {
         }
         let mut interrupt: Option<PyErr> = None;
         let c = &self.inner;
-        let got = py.detach(|| {
+        let got = lifecycle::detach(py, || {
             c.receive_blocking(deadline, || {
-                Python::attach(|py| py.check_signals()).map_err(|e| {
+                let checked = lifecycle::attach_unless_exiting(|py| py.check_signals());
+                checked.unwrap_or_else(|| lifecycle::park_for_ever()).map_err(|e| {
                     interrupt = Some(e);
                     Error::new(ErrorKind::Other, "interrupted")
                 })

@@ -17,6 +17,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 
 use super::errors::to_pyerr;
+use super::lifecycle::attach_unless_exiting;
 use crate::client::{Error, ErrorKind};
 
 /// A unit of work that needs the GIL, run in order on its client's dispatch thread.
@@ -122,7 +123,7 @@ impl Dispatcher {
         }
         shared.waiting.fetch_add(1, Ordering::AcqRel);
         let outcome = loop {
-            py.detach(|| {
+            super::lifecycle::detach(py, || {
                 let q = shared.lock();
                 if shared.backlog.load(Ordering::Acquire) >= MAX_BACKLOG {
                     let _ = shared.room.wait_timeout(q, SIGNAL_CHECK);
@@ -224,26 +225,35 @@ impl Shared {
 
 /// The dispatch thread. It gets a Python thread state once, for its whole life: making and
 /// freeing one per burst cost microseconds on every callback's path. It waits with the GIL
-/// released and ends without taking it again, so a dispatcher dropped while the interpreter
-/// finalizes never makes its thread attach then (the thread state is left to the interpreter).
+/// released and ends without taking it again (the thread state is left to the interpreter), and
+/// it runs nothing once the interpreter is exiting (see [`super::lifecycle`]).
 fn serve(shared: Arc<Shared>) {
     ON_DISPATCH_THREAD.with(|d| d.set(true));
-    // SAFETY: the interpreter is running (a job was just queued by Python code or for a
-    // Python object); Ensure attaches this new thread with a fresh thread state, and
-    // SaveThread detaches it again, keeping the state for `Python::attach` to reuse.
-    unsafe {
+    // One more Ensure than Release: when the attach ends, the thread detaches but keeps its
+    // thread state for every later `Python::attach`.
+    // SAFETY: attached (the closure runs inside `Python::attach`).
+    let started = attach_unless_exiting(|_py| unsafe {
         pyo3::ffi::PyGILState_Ensure();
-        pyo3::ffi::PyEval_SaveThread();
-    }
+    });
     let mut batch = VecDeque::new();
     while shared.take(&mut batch) {
         let n = batch.len();
-        Python::attach(|py| {
-            for job in batch.drain(..) {
-                run_job(py, job);
-            }
-            flush_asyncio_resolutions(py);
+        let ran = started.and_then(|()| {
+            attach_unless_exiting(|py| {
+                for job in batch.drain(..) {
+                    run_job(py, job);
+                }
+                flush_asyncio_resolutions(py);
+            })
         });
+        if ran.is_none() {
+            // The interpreter is exiting: nothing may run any more; the jobs' Python objects
+            // are released later by PyO3 (it defers what is dropped without the GIL).
+            batch.clear();
+            shared.ran(n);
+            shared.lock().serving = false;
+            return;
+        }
         shared.ran(n);
     }
 }

@@ -52,10 +52,9 @@ fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // Rust `log` records go to Python's `logging` under the "magnetar" logger. Levels are not
     // cached, so `logging.getLogger("magnetar").setLevel(...)` takes effect at once; the engine
     // logs only on rare events (connects, reconnects, errors), never per message.
-    let _ = pyo3_log::Logger::new(m.py(), pyo3_log::Caching::Loggers).map(|l| {
-        l.filter_target("magnetar".to_string(), log::LevelFilter::Trace)
-            .install()
-    });
+    if let Ok(l) = pyo3_log::Logger::new(m.py(), pyo3_log::Caching::Loggers) {
+        lifecycle::install_logger(l.filter_target("magnetar".to_string(), log::LevelFilter::Trace));
+    }
     m.add_class::<client::PyClient>()?;
     m.add_class::<client::PyProducer>()?;
     m.add_class::<client::PyConsumer>()?;
@@ -68,7 +67,7 @@ fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_panic_in_engine, m)?)?;
     m.add_function(wrap_pyfunction!(convert::_duration_seconds, m)?)?;
     m.add_function(wrap_pyfunction!(convert::_check_client_options, m)?)?;
-    m.add_function(wrap_pyfunction!(lifecycle::_flush_at_exit, m)?)?;
+    m.add_function(wrap_pyfunction!(lifecycle::_at_exit, m)?)?;
     m.add_function(wrap_pyfunction!(lifecycle::_inject_actor_panic, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

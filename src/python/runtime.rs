@@ -17,6 +17,7 @@ use tokio::runtime::Runtime;
 
 use super::dispatch::{resolve_later, Dispatcher};
 use super::errors::{already_forked, to_pyerr};
+use super::lifecycle::detach;
 use crate::client::Error;
 
 struct ProcessRuntime {
@@ -163,7 +164,9 @@ where
     let rt = runtime();
     let mut handle = rt.spawn(fut);
     loop {
-        let joined = py.detach(|| rt.block_on(async { tokio::time::timeout(SIGNAL_CHECK, &mut handle).await }));
+        let joined = detach(py, || {
+            rt.block_on(async { tokio::time::timeout(SIGNAL_CHECK, &mut handle).await })
+        });
         match joined {
             Ok(Ok(result)) => return result.map_err(to_pyerr),
             Ok(Err(join)) => return Err(to_pyerr(panicked(join))),

@@ -381,7 +381,7 @@ impl SendFuture {
             return Ok(r.clone());
         }
         loop {
-            let outcome = py.detach(|| {
+            let outcome = super::lifecycle::detach(py, || {
                 let mut st = self.cell.state.lock().unwrap_or_else(|e| e.into_inner());
                 loop {
                     if let FutureState::Done(r) = &*st {
