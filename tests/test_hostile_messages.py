@@ -9,10 +9,12 @@ order chunks as a producer's reconnect does.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import struct
 import time
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -179,6 +181,19 @@ def _stream(frames: dict[int, Any]) -> RewindingBroker:
     return fake
 
 
+@contextlib.contextmanager
+def _consuming(frames: dict[int, Any], **subscribe: Any) -> Iterator[tuple[FakePeer, magnetar.Consumer]]:
+    """A fake broker serving ``frames`` and an Exclusive consumer of it (from the earliest)."""
+    fake = _stream(frames)
+    with FakePeer(fake.behaviour) as peer:
+        client = client_for(peer)
+        try:
+            consumer = run_bounded(lambda: client.subscribe("t", "s", initial_position="earliest", **subscribe), 15)[0]
+            yield peer, consumer
+        finally:
+            close_bounded(client)
+
+
 def _normal(entry: int, data: bytes) -> Any:
     def make(cid: int) -> bytes:
         body = f_varint(1, cid) + f_bytes(2, f_varint(1, 7) + f_varint(2, entry))
@@ -198,19 +213,13 @@ def test_a_duplicate_chunk_is_skipped_and_acked_and_the_message_is_whole() -> No
         4: lambda cid: _chunk(cid, 4, u, 2, 3, parts[2], 9),
         5: _normal(5, b"after"),
     }
-    fake = _stream(frames)
-    with FakePeer(fake.behaviour) as peer:
-        client = client_for(peer)
-        try:
-            consumer = run_bounded(lambda: client.subscribe("t", "s", initial_position="earliest"), 15)[0]
-            first = consumer.receive(timeout=10)
-            assert first.data == b"aaabbbccc"
-            assert consumer.receive(timeout=10).data == b"after"
-            _wait_acked(peer, {3})
-            consumer.ack(first)
-            _wait_acked(peer, {1, 2, 3, 4})
-        finally:
-            close_bounded(client)
+    with _consuming(frames) as (peer, consumer):
+        first = consumer.receive(timeout=10)
+        assert first.data == b"aaabbbccc"
+        assert consumer.receive(timeout=10).data == b"after"
+        _wait_acked(peer, {3})
+        consumer.ack(first)
+        _wait_acked(peer, {1, 2, 3, 4})
 
 
 def test_a_chunked_message_with_a_gap_is_given_up_and_acked() -> None:
@@ -222,15 +231,9 @@ def test_a_chunked_message_with_a_gap_is_given_up_and_acked() -> None:
         2: lambda cid: _chunk(cid, 2, u, 2, 3, b"ccc", 9),
         3: _normal(3, b"after"),
     }
-    fake = _stream(frames)
-    with FakePeer(fake.behaviour) as peer:
-        client = client_for(peer)
-        try:
-            consumer = run_bounded(lambda: client.subscribe("t", "s", initial_position="earliest"), 15)[0]
-            assert consumer.receive(timeout=10).data == b"after"
-            _wait_acked(peer, {1, 2})
-        finally:
-            close_bounded(client)
+    with _consuming(frames) as (peer, consumer):
+        assert consumer.receive(timeout=10).data == b"after"
+        _wait_acked(peer, {1, 2})
 
 
 def test_an_incomplete_chunked_message_expires_and_its_chunks_are_acked() -> None:
@@ -240,16 +243,9 @@ def test_an_incomplete_chunked_message_expires_and_its_chunks_are_acked() -> Non
         2: lambda cid: _chunk(cid, 2, u, 1, 3, b"bbb", 9),
         3: _normal(3, b"after"),
     }
-    fake = _stream(frames)
-    with FakePeer(fake.behaviour) as peer:
-        client = client_for(peer)
-        try:
-            consumer = run_bounded(lambda: client.subscribe("t", "s", initial_position="earliest",
-                                                            chunk_expiry=0.5), 15)[0]
-            assert consumer.receive(timeout=10).data == b"after"
-            _wait_acked(peer, {1, 2})
-        finally:
-            close_bounded(client)
+    with _consuming(frames, chunk_expiry=0.5) as (peer, consumer):
+        assert consumer.receive(timeout=10).data == b"after"
+        _wait_acked(peer, {1, 2})
 
 
 def test_chunked_messages_beyond_the_pending_limit_give_up_the_oldest() -> None:
@@ -262,17 +258,10 @@ def test_chunked_messages_beyond_the_pending_limit_give_up_the_oldest() -> None:
         4: lambda cid: _chunk(cid, 4, "b", 1, 2, b"b1", 4),
         5: lambda cid: _chunk(cid, 5, "c", 1, 2, b"c1", 4),
     }
-    fake = _stream(frames)
-    with FakePeer(fake.behaviour) as peer:
-        client = client_for(peer)
-        try:
-            consumer = run_bounded(lambda: client.subscribe("t", "s", initial_position="earliest",
-                                                            max_pending_chunked_messages=2), 15)[0]
-            got = [consumer.receive(timeout=10).data for _ in range(2)]
-            assert got == [b"b0b1", b"c0c1"]
-            _wait_acked(peer, {1})
-        finally:
-            close_bounded(client)
+    with _consuming(frames, max_pending_chunked_messages=2) as (peer, consumer):
+        got = [consumer.receive(timeout=10).data for _ in range(2)]
+        assert got == [b"b0b1", b"c0c1"]
+        _wait_acked(peer, {1})
 
 
 @pytest.mark.parametrize("value", [-1.0, float("nan")])
