@@ -443,6 +443,8 @@ class AsyncClient:
         return AsyncReader(core)
 
     async def close(self) -> None:
+        """Closes every producer, consumer and reader, then the connections; failed pending
+        messages of producers are logged as warnings, as :meth:`magnetar.Client.close` does."""
         await _call(self._core.aio_close)
 
     async def __aenter__(self) -> "AsyncClient":

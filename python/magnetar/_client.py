@@ -555,7 +555,9 @@ class Client:
         return self._core.partition_count(topic)
 
     def close(self) -> None:
-        """Closes every producer, consumer and reader, then the connections."""
+        """Closes every producer, consumer and reader, then the connections. Does not raise
+        for producers whose pending messages failed: each is logged as a warning on the
+        ``magnetar`` logger (close a producer itself to have it raise)."""
         self._core.close()
 
     def __enter__(self) -> "Client":
