@@ -6,6 +6,8 @@ fn main() {
     let descriptors = protox::compile(["PulsarApi.proto"], ["proto"]).expect("proto/PulsarApi.proto must compile");
     prost_build::Config::new()
         .bytes(["."])
+        // Credentials travel in these; their Debug (src/protocol/redacted.rs) leaves them out.
+        .skip_debug([".pulsar.proto.CommandConnect", ".pulsar.proto.AuthData"])
         .compile_fds(descriptors)
         .expect("prost code generation");
 }

@@ -12,6 +12,7 @@ pub mod error;
 pub mod frame;
 pub mod fuzzing;
 pub mod hash;
+mod redacted;
 
 /// Types generated from `proto/PulsarApi.proto`.
 #[allow(missing_docs, clippy::all)]
