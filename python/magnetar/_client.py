@@ -43,8 +43,24 @@ _log = logging.getLogger("magnetar")
 #: Seconds the interpreter's exit waits, in all, for producers that were never closed to send
 #: their open batches and collect their receipts. What is still unsettled then (or failed) is
 #: reported per topic as a warning on the ``magnetar`` logger. Set ``MAGNETAR_EXIT_FLUSH_TIMEOUT``
-#: (seconds) or assign this attribute to change it; 0 reports without waiting.
-EXIT_FLUSH_TIMEOUT: float = float(os.environ.get("MAGNETAR_EXIT_FLUSH_TIMEOUT", "10"))
+#: (seconds) or assign this attribute to change it; 0 reports without waiting, and the wait is
+#: never longer than an hour.
+EXIT_FLUSH_TIMEOUT: float = 10.0
+
+
+def _exit_flush_timeout_from_env() -> float:
+    raw = os.environ.get("MAGNETAR_EXIT_FLUSH_TIMEOUT")
+    if raw is None:
+        return EXIT_FLUSH_TIMEOUT
+    try:
+        return float(raw)
+    except ValueError:
+        # A typo in the environment must not make ``import magnetar`` fail.
+        _log.warning("MAGNETAR_EXIT_FLUSH_TIMEOUT=%r is not a number of seconds; using %s", raw, EXIT_FLUSH_TIMEOUT)
+        return EXIT_FLUSH_TIMEOUT
+
+
+EXIT_FLUSH_TIMEOUT = _exit_flush_timeout_from_env()
 
 
 @atexit.register

@@ -41,6 +41,9 @@ pub fn track(producer: &Producer) {
     live.0.push((generation(), producer.downgrade()));
 }
 
+/// The longest the exit flush waits, however long it is asked to.
+const MAX_EXIT_FLUSH_SECONDS: f64 = 3600.0;
+
 /// Registered with `atexit` by `magnetar`: flushes every producer of this process that is still
 /// open, waiting at most `timeout` seconds in all, logs a warning for each topic whose messages
 /// failed or are still unacknowledged, then stops engine threads from calling into Python.
@@ -64,7 +67,13 @@ fn flush_open_producers(py: Python<'_>, timeout: f64) {
     if producers.is_empty() {
         return;
     }
-    let timeout = Duration::try_from_secs_f64(timeout).unwrap_or(Duration::ZERO);
+    // Exit must stay bounded whatever the environment says: NaN or negative waits not at all,
+    // anything over an hour (inf included) waits an hour.
+    let timeout = if timeout > 0.0 {
+        Duration::from_secs_f64(timeout.min(MAX_EXIT_FLUSH_SECONDS))
+    } else {
+        Duration::ZERO
+    };
     let rt = runtime();
     py.detach(|| {
         rt.block_on(async move {
