@@ -6,8 +6,8 @@
 # Each target stops after SECONDS (default 60) or N executions, whichever comes first.
 # Targets run one after another, never at once, at the lowest CPU priority. New inputs go to
 # fuzz/work/<target> (not committed); the committed corpus fuzz/corpus/<target> is read as a
-# seed. --minimize merges the work corpus into the committed one and minimises it (cargo fuzz
-# cmin), which is what `cargo test --test fuzz_corpus` replays. Crashes land in
+# seed. --minimize then replaces the committed corpus by the fewest inputs of both that cover
+# every edge they cover, which is what `cargo test --test fuzz_corpus` replays. Crashes land in
 # fuzz/artifacts/<target>/; replay one with `cargo fuzz run -s none -a --fuzz-dir fuzz <target> <file>`.
 #
 # Only the stable toolchain is needed: RUSTC_BOOTSTRAP=1 lets it take libFuzzer's -Z flags, and
@@ -45,8 +45,12 @@ for t in "${targets[@]}"; do
     nice -n 19 "${fuzz[@]}" "$t" "fuzz/work/$t" "fuzz/corpus/$t" -- \
         "${limit[@]}" -max_len=4096 -rss_limit_mb=2048 -timeout=10 -print_final_stats=1
     if [ "$minimize" = 1 ]; then
-        cp -n "fuzz/work/$t"/* "fuzz/corpus/$t"/ 2>/dev/null || true
-        nice -n 19 cargo fuzz cmin -s none -a --fuzz-dir fuzz "$t" "fuzz/corpus/$t"
-        du -sh "fuzz/corpus/$t"
+        # Keep the fewest inputs that cover every edge (-use_counters=0: hit counts would keep
+        # thousands more), so the committed corpora stay small enough to replay in cargo test.
+        rm -rf "fuzz/work/$t.min" && mkdir -p "fuzz/work/$t.min"
+        nice -n 19 "${fuzz[@]}" "$t" "fuzz/work/$t.min" "fuzz/corpus/$t" "fuzz/work/$t" -- \
+            -merge=1 -use_counters=0 -rss_limit_mb=2048 -timeout=10
+        rm -rf "fuzz/corpus/$t" && mv "fuzz/work/$t.min" "fuzz/corpus/$t"
+        echo "fuzz/corpus/$t: $(ls "fuzz/corpus/$t" | wc -l) files, $(du -sh --apparent-size "fuzz/corpus/$t" | cut -f1)"
     fi
 done
