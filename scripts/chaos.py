@@ -165,6 +165,9 @@ def table(results: dict[str, dict[str, Any]], date: str, commit: str) -> str:
                          else "no loss/duplicate counts (a timing or error-path scenario)")
         if r.get("after_ack"):
             notes.append(f"{r['after_ack']} delivered again after a confirmed ack")
+        reasons = sorted({f.split(": ", 1)[-1][:120] for f in r["failures"]})
+        if reasons:
+            notes.append("failed: " + " / ".join(reasons).replace("|", "/"))
         def cell(k: str, r: dict[str, Any] = r) -> str:
             return str(r[k]) if k in r["measured"] else "-"
 
