@@ -165,7 +165,7 @@ def table(results: dict[str, dict[str, Any]], date: str, commit: str) -> str:
                          else "no loss/duplicate counts (a timing or error-path scenario)")
         if r.get("after_ack"):
             notes.append(f"{r['after_ack']} delivered again after a confirmed ack")
-        reasons = sorted({f.split(": ", 1)[-1][:120] for f in r["failures"]})
+        reasons = sorted({f.split(": ", 1)[-1].removeprefix("failed in ")[:120] for f in r["failures"]})
         if reasons:
             notes.append("failed: " + " / ".join(reasons).replace("|", "/"))
         def cell(k: str, r: dict[str, Any] = r) -> str:
