@@ -54,6 +54,7 @@ SCENARIOS = [
     "test_send_timeout_while_broker_unreachable",
     "test_producer_close_during_reconnect_is_prompt_and_final",
     "test_close_with_pending_sends_while_broker_unreachable",
+    "test_chunked_message_survives_a_reset_mid_sequence",
 ]
 # Minutes per run rather than seconds: the issue asks for 5 runs of these, 20 of the rest.
 HEAVY = {
