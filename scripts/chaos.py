@@ -111,7 +111,9 @@ class ChaosPlugin:
         order = {id(it): (scenario_of(it.nodeid)[1], i) for i, it in enumerate(keep)}
         keep.sort(key=lambda it: order[id(it)])
         items[:] = keep
-        self.items = len(keep)
+
+    def pytest_collection_finish(self, session: Any) -> None:
+        self.items = len(session.items)  # after -k deselected some
 
     def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
         self._started[nodeid] = time.monotonic()
