@@ -22,6 +22,7 @@ import pytest
 import magnetar
 from magnetar.testing.faults import FaultProxy
 from magnetar.testing.stress import unload_run
+from test_resilience import bounded
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -64,26 +65,6 @@ def clients() -> Iterator[Callable[..., magnetar.Client]]:
 
 def new_topic(ns: str = "public/default", prefix: str = "i") -> str:
     return f"persistent://{ns}/{prefix}-{uuid.uuid4().hex[:10]}"
-
-
-def bounded(fn: Callable[[], Any], timeout: float, what: str) -> Any:
-    """Runs ``fn`` in a thread; fails the test (instead of hanging it) after ``timeout`` s."""
-    box: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            box["value"] = fn()
-        except BaseException as e:  # noqa: BLE001 - handed back to the caller
-            box["error"] = e
-
-    t = threading.Thread(target=run, daemon=True, name=f"bounded {what}")
-    t.start()
-    t.join(timeout)
-    if t.is_alive():
-        pytest.fail(f"{what} did not return within {timeout} s (hang)")
-    if "error" in box:
-        raise box["error"]
-    return box.get("value")
 
 
 def wait_until(pred: Callable[[], bool], timeout: float, period: float = 0.05) -> bool:
