@@ -92,7 +92,9 @@ class TopicTerminated(PulsarError):
 
 
 class ProducerQueueFull(PulsarError):
-    """The producer's pending queue or the client's memory limit is full."""
+    """The producer's pending queue or the client's memory limit is full, or the broker holds
+    the producer back because the topic's backlog quota is exceeded (``code`` is then the
+    broker's ProducerBlockedQuotaExceeded error, and the message names the quota)."""
 
 
 class MessageTooLarge(PulsarError):
