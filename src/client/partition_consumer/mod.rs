@@ -160,10 +160,7 @@ impl PartitionShared {
         let Some(high) = *self.stale_high.lock().expect("stale_high lock") else {
             return;
         };
-        let acked: Vec<&MessageId> = ids
-            .iter()
-            .filter(|id| (id.ledger_id, id.entry_id) <= high)
-            .collect();
+        let acked: Vec<&MessageId> = ids.iter().filter(|id| (id.ledger_id, id.entry_id) <= high).collect();
         if acked.is_empty() {
             return;
         }

@@ -105,7 +105,9 @@ impl Actor {
     fn max_message_size(&self) -> usize {
         self.conn
             .as_ref()
-            .map_or(crate::protocol::frame::DEFAULT_MAX_MESSAGE_SIZE, |c| c.max_message_size())
+            .map_or(crate::protocol::frame::DEFAULT_MAX_MESSAGE_SIZE, |c| {
+                c.max_message_size()
+            })
     }
 
     /// An entry that cannot be read: dead-lettered as it came (still compressed) when the
@@ -201,7 +203,8 @@ impl Actor {
                         ..Default::default()
                     })
                     .collect();
-                self.chunk_entries.insert((id.ledger_id as i64, id.entry_id as i64), entries);
+                self.chunk_entries
+                    .insert((id.ledger_id as i64, id.entry_id as i64), entries);
                 Some(data)
             }
             ChunkOutcome::Duplicate => {
@@ -219,7 +222,9 @@ impl Actor {
                 // Its start was acked, completed, or precedes where this subscription began.
                 // Like the Java client, leave it for redelivery until the message could no
                 // longer complete anyway, then ack it so it leaves no hole.
-                let expired = meta.publish_time.saturating_add(self.opts.chunk_expiry.as_millis() as u64)
+                let expired = meta
+                    .publish_time
+                    .saturating_add(self.opts.chunk_expiry.as_millis() as u64)
                     < super::super::util::now_ms();
                 if expired {
                     self.ack_entries(vec![entry]);
