@@ -2,8 +2,13 @@
 # Runs the protocol fuzzers (docs/fuzzing.md); `scripts/dev fuzz` calls this.
 #
 #   fuzz/run.sh [frames|message|command|all] [--time SECONDS] [--runs N] [--minimize]
+#               [--fork JOBS] [--no-trace-compares]
 #
 # Each target stops after SECONDS (default 60) or N executions, whichever comes first.
+# --fork runs JOBS fuzzing processes at once (libFuzzer's fork mode, one per core) that share
+# one corpus. --no-trace-compares builds without comparison tracing: about 40% more executions
+# per second on the message target, at the cost of guidance towards magic values; use it to
+# continue from a corpus that a traced run has built.
 # Targets run one after another, never at once, at the lowest CPU priority. New inputs go to
 # fuzz/work/<target> (not committed); the committed corpus fuzz/corpus/<target> is read as a
 # seed. --minimize then replaces the committed corpus by the fewest inputs of both that cover
@@ -21,14 +26,18 @@ targets=()
 time=60
 runs=""
 minimize=0
+fork=""
+build=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --time) time="$2"; shift 2 ;;
         --runs) runs="$2"; shift 2 ;;
         --minimize) minimize=1; shift ;;
+        --fork) fork="$2"; shift 2 ;;
+        --no-trace-compares) build+=(--no-trace-compares); shift ;;
         all) targets=(frames message command); shift ;;
         frames|message|command) targets+=("$1"); shift ;;
-        *) echo "usage: scripts/dev fuzz [frames|message|command|all] [--time SECONDS] [--runs N] [--minimize]" >&2; exit 2 ;;
+        *) echo "usage: scripts/dev fuzz [frames|message|command|all] [--time SECONDS] [--runs N] [--minimize] [--fork JOBS] [--no-trace-compares]" >&2; exit 2 ;;
     esac
 done
 [ ${#targets[@]} -gt 0 ] || targets=(frames message command)
@@ -38,12 +47,13 @@ export RUSTC_BOOTSTRAP=1
 # Keep freed memory in the heap: glibc otherwise maps and unmaps every buffer over 128 KiB,
 # and the page faults cost the message target a fifth of its executions.
 export GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=268435456
-fuzz=(cargo fuzz run -s none -a --fuzz-dir fuzz)
+fuzz=(cargo fuzz run -s none -a "${build[@]}" --fuzz-dir fuzz)
 
 for t in "${targets[@]}"; do
     mkdir -p "fuzz/work/$t"
     limit=(-max_total_time="$time")
     [ -z "$runs" ] || limit+=(-runs="$runs")
+    [ -z "$fork" ] || limit+=(-fork="$fork")
     echo "== $t: ${limit[*]}"
     nice -n 19 "${fuzz[@]}" "$t" "fuzz/work/$t" "fuzz/corpus/$t" -- \
         "${limit[@]}" -max_len=4096 -rss_limit_mb=2048 -timeout=10 -print_final_stats=1
