@@ -8,25 +8,21 @@ Only the standard library is used, so this works before ``magnetar._core`` is bu
         broker.create_partitioned_topic("t", 3)
         ...  # connect to broker.service_url
 
-The names are loaded lazily, so ``python -m magnetar.testing.standalone`` does not import
-the module twice.
+``Standalone`` is loaded lazily, so ``python -m magnetar.testing.standalone`` does not import
+that module twice.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ._admin import Admin
+from ._distribution import DEFAULT_VERSION, default_cache_dir, ensure_distribution
+from ._errors import AdminError, StandaloneError
+from ._tls import make_tls_files
+
 if TYPE_CHECKING:
-    from .standalone import (
-        DEFAULT_VERSION,
-        Admin,
-        AdminError,
-        Standalone,
-        StandaloneError,
-        default_cache_dir,
-        ensure_distribution,
-        make_tls_files,
-    )
+    from .standalone import Standalone
 
 __all__ = [
     "DEFAULT_VERSION",
@@ -41,10 +37,10 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    if name in __all__:
-        from . import standalone
+    if name == "Standalone":
+        from .standalone import Standalone
 
-        return getattr(standalone, name)
+        return Standalone
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -30,18 +30,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
-import functools
 import ipaddress
 import logging
-import os
-import signal
 import socket
-import struct
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
+
+from ._broker_restart import can_store, kill9, restart, restartable_broker
+from ._process import free_ports
+from ._proxy_connection import COMMAND_TYPES, ProxyConnection, Relay, abort_with_rst
 
 __all__ = [
     "FaultProxy",
@@ -55,35 +54,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("magnetar.testing.faults")
-
-_CHUNK = 64 * 1024
-
-# BaseCommand.Type numbers (proto/PulsarApi.proto) of the commands a cut can aim at.
-COMMAND_TYPES = {
-    "SEND": 6, "SEND_RECEIPT": 7, "SEND_ERROR": 8, "MESSAGE": 9, "ACK": 10, "FLOW": 11,
-    "SUCCESS": 13, "ERROR": 14, "CLOSE_PRODUCER": 15, "CLOSE_CONSUMER": 16, "PRODUCER_SUCCESS": 17,
-    "PING": 18, "PONG": 19, "LOOKUP_RESPONSE": 24, "SEEK": 28, "ACK_RESPONSE": 38,
-}
-# Larger than any frame a broker sends (5 MB messages by default); past it the stream is not
-# Pulsar framing (a TLS connection, a test's echo bytes) and the scanner stops looking.
-_MAX_FRAME = 64 * 1024 * 1024
-# totalSize (4) + commandSize (4) + the BaseCommand's first field, ``type`` (tag 0x08 and a
-# one-byte varint: every type number is below 128).
-_HEAD = 10
-
-
-def free_ports(n: int) -> list[int]:
-    """``n`` distinct loopback ports that were free a moment ago."""
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def free_port() -> int:
@@ -118,192 +88,6 @@ def _check_loopback(host: str) -> None:
         raise ValueError(f"FaultProxy works on loopback only, not {host!r}")
 
 
-class _FrameScanner:
-    """Follows the frame boundaries of one direction of a connection, chunk by chunk, and
-    reports the first frame whose command type a predicate picks.
-
-    Pulsar frames are ``[totalSize u32][commandSize u32][BaseCommand][payload...]``; only the
-    first ten bytes of each frame are looked at, so a chunk costs a few integer reads per
-    frame. A frame header split across chunks is completed from the next chunk.
-    """
-
-    def __init__(self) -> None:
-        self.skip = 0  # bytes of the current frame still to pass
-        self.head = b""  # the current frame's first bytes, while fewer than _HEAD arrived
-        self.lost = False  # not Pulsar framing: stop looking
-
-    def feed(self, data: bytes, pick: Callable[[int], bool]) -> int | None:
-        """Scans ``data``; returns the offset in it where the first picked frame starts (0 if
-        it started in an earlier chunk), or None."""
-        pos, n = 0, len(data)
-        while pos < n and not self.lost:
-            if self.skip:
-                k = min(self.skip, n - pos)
-                pos += k
-                self.skip -= k
-                continue
-            start = pos - len(self.head)
-            take = min(_HEAD - len(self.head), n - pos)
-            self.head += data[pos:pos + take]
-            pos += take
-            if len(self.head) < _HEAD:
-                break
-            head, self.head = self.head, b""
-            total = int.from_bytes(head[:4], "big")
-            if not 6 <= total <= _MAX_FRAME:
-                self.lost = True
-                break
-            self.skip = total + 4 - _HEAD
-            if head[8] == 0x08 and head[9] < 0x80 and pick(head[9]):
-                return max(start, 0)
-        return None
-
-
-@dataclasses.dataclass
-class ProxyConnection:
-    """One client connection through the proxy (read-only for tests)."""
-
-    id: int
-    client_port: int
-    opened_at: float
-    upstream_port: int = 0  # the proxy's local port towards the broker (what the broker sees)
-    closed_at: float | None = None
-    closed_by: str | None = None  # "client", "upstream", "proxy", "upstream-refused", "cut"
-    bytes_up: int = 0  # client -> broker
-    bytes_down: int = 0  # broker -> client
-    blackholed: bool = False
-    last_up_at: float | None = None  # time of the last client -> broker bytes forwarded
-
-    @property
-    def open(self) -> bool:
-        return self.closed_at is None
-
-
-class _Conn:
-    """The proxy's side of one connection: two sockets and two pumps."""
-
-    def __init__(self, proxy: FaultProxy, info: ProxyConnection,
-                 c_reader: asyncio.StreamReader, c_writer: asyncio.StreamWriter,
-                 u_reader: asyncio.StreamReader, u_writer: asyncio.StreamWriter) -> None:
-        self.proxy = proxy
-        self.info = info
-        self.c_reader, self.c_writer = c_reader, c_writer
-        self.u_reader, self.u_writer = u_reader, u_writer
-        # One event per direction, set while that direction forwards.
-        self.flowing = {True: asyncio.Event(), False: asyncio.Event()}  # up (client -> broker), down
-        for e in self.flowing.values():
-            e.set()
-        self.tasks: list[asyncio.Task[Any]] = []
-        self.scanners = {True: _FrameScanner(), False: _FrameScanner()}
-
-    def set_blackholed(self, on: bool, direction: str = "both") -> None:
-        for up in (True, False):
-            if direction == "both" or (direction == "up") == up:
-                if on:
-                    self.flowing[up].clear()
-                else:
-                    self.flowing[up].set()
-        self.info.blackholed = not all(e.is_set() for e in self.flowing.values())
-
-    async def run(self) -> None:
-        self.tasks = [
-            asyncio.ensure_future(self._pump(self.c_reader, self.u_writer, up=True)),
-            asyncio.ensure_future(self._pump(self.u_reader, self.c_writer, up=False)),
-        ]
-        done, _ = await asyncio.wait(self.tasks, return_when=asyncio.FIRST_COMPLETED)
-        who = None
-        for t in done:
-            if not t.cancelled() and t.exception() is None:
-                who = t.result()
-        self.close(who or "proxy", rst=who == "cut")
-
-    async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, up: bool) -> str:
-        """Forwards one direction; returns who closed ("client" or "upstream"), or "cut" when
-        an armed :meth:`FaultProxy.cut_at` fired on this direction."""
-        queue: asyncio.Queue[tuple[float, bytes] | None] = asyncio.Queue(maxsize=64)
-        writer_task = asyncio.ensure_future(self._drain(queue, writer, up))
-        flowing = self.flowing[up]
-        scanner = self.scanners[up]
-        pick = functools.partial(self.proxy._pick_cut, up)
-        try:
-            while True:
-                # Blackholed: stop reading, so the sender's socket buffers fill as on a dead
-                # network path; what was read already is held, not dropped (TCP would
-                # retransmit it once the path heals).
-                await flowing.wait()
-                try:
-                    data = await reader.read(_CHUNK)
-                except (ConnectionError, OSError):
-                    data = b""
-                if not data:
-                    return "client" if up else "upstream"
-                at = scanner.feed(data, pick)
-                if at is not None:
-                    # The bytes before the picked frame go out; the frame and everything
-                    # after it never do, and the connection is reset (run() sees "cut").
-                    if at:
-                        await queue.put((time.monotonic(), data[:at]))
-                    self.proxy._record_cut(self.info, up)
-                    return "cut"
-                await queue.put((time.monotonic(), data))
-        finally:
-            with contextlib.suppress(asyncio.QueueFull):
-                queue.put_nowait(None)
-            if not writer_task.done():
-                # let the held bytes go out unless the connection is being torn down
-                with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError, Exception):
-                    await asyncio.wait_for(asyncio.shield(writer_task), 0.5)
-                writer_task.cancel()
-
-    async def _drain(self, queue: asyncio.Queue[tuple[float, bytes] | None], writer: asyncio.StreamWriter, up: bool) -> None:
-        proxy = self.proxy
-        flowing = self.flowing[up]
-        while True:
-            item = await queue.get()
-            if item is None:
-                return
-            stamp, data = item
-            await flowing.wait()
-            delay = stamp + proxy._latency - time.monotonic()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            await flowing.wait()
-            writer.write(data)
-            try:
-                await writer.drain()
-            except (ConnectionError, OSError):
-                return
-            if up:
-                self.info.bytes_up += len(data)
-                self.info.last_up_at = time.monotonic()
-            else:
-                self.info.bytes_down += len(data)
-            if proxy._bandwidth:
-                await asyncio.sleep(len(data) / proxy._bandwidth)
-
-    def close(self, by: str, rst: bool) -> None:
-        if self.info.closed_at is None:
-            self.info.closed_at = time.monotonic()
-            self.info.closed_by = by
-        for t in self.tasks:
-            t.cancel()
-        for w in (self.c_writer, self.u_writer):
-            if rst:
-                _abort_with_rst(w)
-            else:
-                with contextlib.suppress(Exception):
-                    w.close()
-        self.proxy._live.pop(self.info.id, None)
-
-
-def _abort_with_rst(writer: asyncio.StreamWriter) -> None:
-    sock = writer.get_extra_info("socket")
-    with contextlib.suppress(Exception):
-        if sock is not None:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    with contextlib.suppress(Exception):
-        writer.transport.abort()
-
 
 class FaultProxy:
     """A TCP proxy on ``127.0.0.1:listen_port`` forwarding to ``target_host:target_port``.
@@ -331,7 +115,7 @@ class FaultProxy:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._server: asyncio.base_events.Server | None = None
-        self._live: dict[int, _Conn] = {}
+        self._live: dict[int, Relay] = {}
         self.connections: list[ProxyConnection] = []  # every connection ever accepted, in order
         self._next_id = 0
         self._latency = 0.0
@@ -466,7 +250,7 @@ class FaultProxy:
             u_reader, u_writer = await asyncio.wait_for(asyncio.open_connection(*self.target), self.connect_timeout)
         except (OSError, asyncio.TimeoutError):
             info.closed_at, info.closed_by = time.monotonic(), "upstream-refused"
-            _abort_with_rst(c_writer)  # what a client sees when the broker is down
+            abort_with_rst(c_writer)  # what a client sees when the broker is down
             self._notify()
             return
         for w in (c_writer, u_writer):
@@ -475,7 +259,7 @@ class FaultProxy:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         with contextlib.suppress(Exception):
             info.upstream_port = int(u_writer.get_extra_info("sockname")[1])
-        conn = _Conn(self, info, c_reader, c_writer, u_reader, u_writer)
+        conn = Relay(self, info, c_reader, c_writer, u_reader, u_writer)
         self._live[info.id] = conn
         if self._blackhole_new:
             conn.set_blackholed(True, self._blackhole_new)
@@ -638,98 +422,3 @@ class FaultProxy:
     def __repr__(self) -> str:
         return (f"<FaultProxy 127.0.0.1:{self.port} -> {self.target[0]}:{self.target[1]} "
                 f"live={len(self._live)} accepted={self.accepted}>")
-
-
-# --------------------------------------------------------------------------- broker kill/restart
-
-
-def restartable_broker(**kwargs: Any) -> Any:
-    """A :class:`~magnetar.testing.Standalone` that survives :func:`kill9` + :func:`restart`:
-    fixed binary, HTTP and bookie ports (a bookie is known by its address, so its ledgers are
-    only readable again on the same port) and data kept in its directory. Pass any other
-    Standalone option; it is not started."""
-    from .standalone import Standalone
-
-    port, http_port, bk_port = free_ports(3)
-    kwargs.setdefault("port", port)
-    kwargs.setdefault("http_port", http_port)
-    kwargs.setdefault("bookkeeper_port", bk_port)
-    kwargs.setdefault("keep_data", True)
-    return Standalone(**kwargs)
-
-
-def kill9(broker: Any, timeout: float = 10.0) -> float:
-    """SIGKILLs the broker's process group (no shutdown hooks, no flush) and waits for it to
-    exit; returns the seconds it took."""
-    t0 = time.monotonic()
-    pid = broker.pid
-    if pid is None:
-        return 0.0
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
-    proc = getattr(broker, "_proc", None)
-    if proc is not None:
-        with contextlib.suppress(Exception):
-            proc.wait(timeout)
-    deadline = t0 + timeout
-    while broker.is_running() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    if broker.is_running():
-        raise RuntimeError(f"broker pid {pid} survived SIGKILL for {timeout} s")
-    # Forget the dead process the way Standalone does after a stop, but keep the data.
-    broker._proc = None
-    broker.pid = None
-    with contextlib.suppress(Exception):
-        from .standalone import _LIVE
-
-        _LIVE.discard(broker)
-    _wait_port_free(broker.port, timeout)
-    if getattr(broker, "bookkeeper_port", 0):
-        # The restarted bookie must get its own address back, or its ledgers are unreadable.
-        _wait_port_free(broker.bookkeeper_port, timeout)
-    return time.monotonic() - t0
-
-
-def _wait_port_free(port: int, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                s.bind(("127.0.0.1", port))
-                return
-            except OSError:
-                time.sleep(0.1)
-
-
-def restart(broker: Any, attempts: int = 3) -> float:
-    """Starts a killed broker again on the same ports and data; returns the start-up seconds.
-
-    The admin API answering does not prove the bookie is back: a write is tried, and a broker
-    whose bookie did not come back (its port was briefly taken, say) is killed and started
-    again, up to ``attempts`` times."""
-    if broker.is_running():
-        raise RuntimeError("the broker is still running; kill9() it first")
-    broker.wipe_data = False
-    t0 = time.monotonic()
-    for attempt in range(attempts):
-        broker.start()
-        if can_store(broker.service_url) or attempt + 1 == attempts:
-            break
-        kill9(broker)
-    return time.monotonic() - t0
-
-
-def can_store(service_url: str) -> bool:
-    """Whether a message can be stored now (the broker and its bookie work)."""
-    import magnetar
-
-    client = magnetar.Client(service_url, operation_timeout=15, connect_timeout=10)
-    try:
-        client.create_producer(f"persistent://public/default/__restart-probe-{os.getpid()}", batching=False,
-                               send_timeout=15).send(b"probe")
-        return True
-    except magnetar.PulsarError:
-        return False
-    finally:
-        client.close()

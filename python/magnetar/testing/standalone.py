@@ -19,56 +19,51 @@ Shell (the broker outlives the command; state lives in ``<cache_dir>/cli-data``)
     python -m magnetar.testing.standalone start    # prints service_url, admin_url, startup_seconds
     python -m magnetar.testing.standalone status
     python -m magnetar.testing.standalone stop
+
+The pieces it stands on live in private modules: fetching Pulsar (``_distribution``), the admin
+REST client it extends (``_admin``), the TLS files (``_tls``) and ports and processes
+(``_process``).
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
-import fcntl
 import json
 import logging
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 import urllib.error
-import urllib.parse
 import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
-__all__ = [
-    "DEFAULT_VERSION",
-    "Admin",
-    "AdminError",
-    "Standalone",
-    "StandaloneError",
-    "default_cache_dir",
-    "ensure_distribution",
-    "make_tls_files",
-]
+from ._admin import Admin
+from ._distribution import DEFAULT_VERSION, default_cache_dir, ensure_distribution
+from ._errors import AdminError as AdminError  # noqa: F401  (importable from here, as before the split)
+from ._errors import StandaloneError
+from ._process import pick_ports, pid_alive, set_pdeathsig
+from ._tls import DEFAULT_TLS_NAMES, make_tls_files
 
-DEFAULT_VERSION = "4.0.8"
-"""Newest 4.0.x (LTS) on Maven Central when this was written (4.0.9 did not exist yet)."""
+# Only what is defined here; magnetar.testing's other names, defined here before the split,
+# stay importable from this module through the imports above.
+__all__ = ["DEFAULT_STARTUP_TIMEOUT", "DEFAULT_STOP_TIMEOUT", "Standalone"]
+
 DEFAULT_PORT = 6650
 DEFAULT_HTTP_PORT = 8080
 DEFAULT_TLS_PORT = 6651
-DEFAULT_TLS_NAMES = ("localhost", "127.0.0.1")
 DEFAULT_STARTUP_TIMEOUT = 180.0
 DEFAULT_STOP_TIMEOUT = 20.0
 STATE_FILE = "standalone.json"
 LOG_FILE = "broker.log"
 _MAIN_CLASS = "org.apache.pulsar.PulsarStandaloneStarter"
-_GROUP, _ARTIFACT = "org.apache.pulsar", "pulsar-server-distribution"
 _READY_PATH = "/admin/v2/namespaces/public/default"
-_OK_MARKER = ".magnetar-complete"
 
 log = logging.getLogger("magnetar.testing")
 
@@ -81,370 +76,12 @@ def _base_conf() -> dict[str, str]:
     return dict(line.split("=", 1) for line in lines if line and not line.startswith("#"))
 
 
-_FALLBACK_POM = """<project xmlns="http://maven.apache.org/POM/4.0.0">
-  <modelVersion>4.0.0</modelVersion>
-  <groupId>dev.magnetar</groupId><artifactId>pulsar-classpath</artifactId><version>1</version>
-  <packaging>pom</packaging>
-  <dependencies><dependency>
-    <groupId>{group}</groupId><artifactId>{artifact}</artifactId>
-    <version>{version}</version><type>pom</type>
-    <!-- not on Central for 4.0.x; only the etcd metadata store needs it -->
-    <exclusions><exclusion><groupId>{group}</groupId><artifactId>jetcd-core-shaded</artifactId></exclusion></exclusions>
-  </dependency></dependencies>
-</project>
-"""
-
-# Pulsar's poms declare extra repositories (confluent, restlet); send everything to Central.
-_CENTRAL_ONLY_SETTINGS = """<settings><mirrors><mirror><id>magnetar-central-only</id><mirrorOf>*</mirrorOf>
-<url>https://repo.maven.apache.org/maven2</url></mirror></mirrors></settings>
-"""
-
-
-class StandaloneError(RuntimeError):
-    """The broker could not be fetched, started or stopped."""
-
-
-class AdminError(StandaloneError):
-    """An admin REST call returned an HTTP error; ``status`` and ``body`` hold the reply."""
-
-    def __init__(self, method: str, url: str, status: int, body: str) -> None:
-        super().__init__(f"{method} {url} -> HTTP {status}: {body.strip()[:500]}")
-        self.status = status
-        self.body = body
-
-
-# --------------------------------------------------------------------------- fetching
-
-
-def default_cache_dir() -> Path:
-    """``$MAGNETAR_PULSAR_CACHE`` or ``~/.cache/magnetar/pulsar``."""
-    env = os.environ.get("MAGNETAR_PULSAR_CACHE")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "magnetar" / "pulsar"
-
-
-def _run(cmd: Sequence[str], what: str, cwd: Path | None = None) -> None:
-    proc = subprocess.run(list(cmd), cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-30:])
-        raise StandaloneError(f"{what} failed (exit {proc.returncode}): {' '.join(cmd)}\n{tail}")
-
-
-def _mvn() -> str:
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise StandaloneError("`mvn` (Apache Maven) is needed to fetch Pulsar but is not on PATH")
-    return mvn
-
-
-def _fetch_tarball(version: str, tmp: Path) -> Path | None:
-    """The ``tar.gz:bin`` distribution: from ``~/.m2`` if present, else via ``mvn``; None if missing."""
-    name = f"{_ARTIFACT}-{version}-bin.tar.gz"
-    local = Path.home() / ".m2/repository" / _GROUP.replace(".", "/") / _ARTIFACT / version / name
-    if local.is_file():
-        return local
-    out = tmp / "download"
-    coords = f"{_GROUP}:{_ARTIFACT}:{version}:tar.gz:bin"
-    log.info("downloading %s from Maven Central (~240 MB) ...", coords)
-    try:
-        _run([_mvn(), "-q", "-B", "dependency:copy", f"-Dartifact={coords}", f"-DoutputDirectory={out}",
-              "-Dmdep.stripVersion=false"], "mvn dependency:copy")
-    except StandaloneError as exc:
-        log.warning("the tar.gz:bin artifact is unavailable, falling back to the pom classpath: %s",
-                    str(exc).splitlines()[0])
-        return None
-    found = out / name
-    return found if found.is_file() else None
-
-
-def _fetch_from_pom(version: str, tmp: Path, home: Path) -> None:
-    """Build ``home/lib`` from the distribution pom's runtime dependencies."""
-    (tmp / "pom").mkdir()
-    (tmp / "pom/pom.xml").write_text(_FALLBACK_POM.format(group=_GROUP, artifact=_ARTIFACT, version=version))
-    (tmp / "pom/settings.xml").write_text(_CENTRAL_ONLY_SETTINGS)
-    log.info("resolving the %s:%s pom classpath with mvn ...", _ARTIFACT, version)
-    _run([_mvn(), "-q", "-B", "-gs", str(tmp / "pom/settings.xml"), "dependency:copy-dependencies",
-          "-DincludeScope=runtime", "-Dmdep.prependGroupId=true", f"-DoutputDirectory={home / 'lib'}"],
-         "mvn dependency:copy-dependencies", cwd=tmp / "pom")
-
-
-def ensure_distribution(version: str = DEFAULT_VERSION, cache_dir: str | os.PathLike[str] | None = None,
-                        *, method: str = "auto") -> Path:
-    """Return a Pulsar home (with ``lib/``) for ``version``, fetching it into ``cache_dir`` once.
-
-    ``$MAGNETAR_PULSAR_HOME`` short-circuits everything. ``method`` is ``"auto"`` (tarball,
-    then pom fallback), ``"tarball"`` or ``"pom"``. Concurrent callers serialise on a
-    lock file; the result is built in a temporary directory and renamed into place.
-    """
-    if env := os.environ.get("MAGNETAR_PULSAR_HOME"):
-        return Path(env)
-    cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    home = cache / f"apache-pulsar-{version}"
-    if (home / _OK_MARKER).exists():
-        return home
-    cache.mkdir(parents=True, exist_ok=True)
-    with open(cache / f".lock-{version}", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if (home / _OK_MARKER).exists():
-            return home
-        t0 = time.monotonic()
-        tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{version}-", dir=cache))
-        try:
-            staged = tmp / f"apache-pulsar-{version}"
-            tarball = _fetch_tarball(version, tmp) if method in ("auto", "tarball") else None
-            if tarball is not None:
-                log.info("extracting %s", tarball.name)
-                _run(["tar", "xzf", str(tarball), "-C", str(tmp)], "tar")  # tar keeps bin/ exec bits
-            elif method == "tarball":
-                raise StandaloneError(f"{_ARTIFACT}:{version}:tar.gz:bin is not available")
-            else:
-                staged.mkdir()
-                _fetch_from_pom(version, tmp, staged)
-            if not any((staged / "lib").glob("*.jar")):
-                raise StandaloneError(f"no jars in {staged / 'lib'} after fetching Pulsar {version}")
-            (staged / _OK_MARKER).write_text(f"{version}\n")
-            if home.exists():  # a stale, incomplete copy
-                shutil.rmtree(home)
-            staged.rename(home)
-            log.info("Pulsar %s ready in %s (%.1f s)", version, home, time.monotonic() - t0)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-    return home
-
-
-# --------------------------------------------------------------------------- admin REST
-
-
-def _split_topic(topic: str) -> tuple[str, str, str, str]:
-    domain, sep, rest = topic.partition("://")
-    if not sep:
-        domain, rest = "persistent", topic
-    parts = rest.split("/")
-    if len(parts) == 1:
-        parts = ["public", "default", parts[0]]
-    if len(parts) != 3 or domain not in ("persistent", "non-persistent"):
-        raise ValueError(f"not a topic name: {topic!r}")
-    return domain, parts[0], parts[1], parts[2]
-
-
-def _ns_path(namespace: str) -> str:
-    parts = namespace.split("/")
-    if len(parts) == 1:
-        parts = ["public", parts[0]]
-    return "/".join(urllib.parse.quote(p, safe="") for p in parts)
-
-
-class Admin:
-    """Minimal Pulsar admin REST client (urllib only) with helpers for tests.
-
-    Topic arguments take a full name (``persistent://tenant/ns/name``), ``tenant/ns/name``
-    or a short name (``persistent://public/default/<name>``). Namespaces take
-    ``tenant/ns`` or ``ns`` (tenant ``public``).
-    """
-
-    def __init__(self, admin_url: str, *, timeout: float = 30.0, token: str | None = None) -> None:
-        self._admin_url = admin_url.rstrip("/")
-        self.timeout = timeout
-        self.token = token
-        """Bearer token for a broker with authentication enabled."""
-
-    def _new_request(self, url: str, data: bytes | None = None, method: str = "GET") -> urllib.request.Request:
-        req = urllib.request.Request(url, data=data, method=method)
-        if self.token:
-            req.add_header("Authorization", f"Bearer {self.token}")
-        return req
-
-    @property
-    def admin_url(self) -> str:
-        """Base HTTP URL of the admin API, e.g. ``http://127.0.0.1:8080``."""
-        return self._admin_url
-
-    def request(self, method: str, path: str, body: Any = None) -> Any:
-        """Send ``method path`` (``path`` starts with ``/admin/...``) with an optional JSON body.
-
-        Returns the decoded JSON reply, the raw text if it is not JSON, or None if empty.
-        Raises :class:`AdminError` on an HTTP error status.
-        """
-        url = self.admin_url + path
-        data = None if body is None else json.dumps(body).encode()
-        req = self._new_request(url, data, method)
-        req.add_header("Accept", "application/json")
-        if data is not None:
-            req.add_header("Content-Type", "application/json")
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                text = resp.read().decode("utf-8", "replace")
-        except urllib.error.HTTPError as exc:
-            raise AdminError(method, url, exc.code, exc.read().decode("utf-8", "replace")) from None
-        if not text.strip():
-            return None
-        try:
-            return json.loads(text)
-        except ValueError:
-            return text
-
-    def _topic(self, topic: str, suffix: str = "") -> str:
-        d, t, ns, name = _split_topic(topic)
-        q = urllib.parse.quote
-        return f"/admin/v2/{d}/{q(t, safe='')}/{q(ns, safe='')}/{q(name, safe='')}{suffix}"
-
-    def partitions(self, topic: str) -> int:
-        """Number of partitions of ``topic`` (0 for a non-partitioned or missing topic)."""
-        return int(self.request("GET", self._topic(topic, "/partitions"))["partitions"])
-
-    def create_topic(self, topic: str) -> None:
-        """Create a non-partitioned topic."""
-        self.request("PUT", self._topic(topic))
-
-    def create_partitioned_topic(self, topic: str, partitions: int) -> None:
-        """Create a partitioned topic with ``partitions`` partitions."""
-        self.request("PUT", self._topic(topic, "/partitions"), partitions)
-
-    def update_partitioned_topic(self, topic: str, partitions: int) -> None:
-        """Raise the partition count of a partitioned topic to ``partitions``."""
-        self.request("POST", self._topic(topic, "/partitions"), partitions)
-
-    def unload_topic(self, topic: str) -> None:
-        """Unload ``topic`` (clients see a disconnect and reconnect)."""
-        self.request("PUT", self._topic(topic, "/unload"))
-
-    def terminate_topic(self, topic: str) -> Any:
-        """Terminate ``topic`` (all partitions if partitioned); returns the broker's reply."""
-        if self.partitions(topic) > 0:
-            return self.request("POST", self._topic(topic, "/terminate/partitions"))
-        return self.request("POST", self._topic(topic, "/terminate"))
-
-    def topic_stats(self, topic: str) -> dict[str, Any]:
-        """Topic stats as JSON (partitioned-stats for a partitioned topic)."""
-        if self.partitions(topic) > 0:
-            return self.request("GET", self._topic(topic, "/partitioned-stats"))  # type: ignore[no-any-return]
-        return self.request("GET", self._topic(topic, "/stats"))  # type: ignore[no-any-return]
-
-    def delete_topic(self, topic: str, force: bool = True) -> None:
-        """Delete ``topic`` (partitioned or not); ``force`` drops producers/consumers too."""
-        suffix = "/partitions" if self.partitions(topic) > 0 else ""
-        self.request("DELETE", self._topic(topic, suffix) + f"?force={str(force).lower()}")
-
-    def list_topics(self, namespace: str = "public/default") -> list[str]:
-        """Persistent topics (including partitions) in ``namespace``."""
-        return list(self.request("GET", f"/admin/v2/persistent/{_ns_path(namespace)}"))
-
-    def create_namespace(self, namespace: str) -> None:
-        """Create ``namespace`` (``tenant/ns``); an existing namespace is not an error."""
-        try:
-            self.request("PUT", f"/admin/v2/namespaces/{_ns_path(namespace)}")
-        except AdminError as exc:
-            if exc.status != 409:
-                raise
-
-    def set_deduplication(self, namespace: str, enabled: bool) -> None:
-        """Turn message deduplication on or off for ``namespace``."""
-        self.request("POST", f"/admin/v2/namespaces/{_ns_path(namespace)}/deduplication", bool(enabled))
-
-
-# --------------------------------------------------------------------------- TLS files
-
-
-def make_tls_files(directory: Path, names: Sequence[str] = DEFAULT_TLS_NAMES) -> dict[str, Path]:
-    """A private CA and a server certificate for ``names`` (DNS names or IP addresses, all put
-    in the subject alternative name), made with the ``openssl`` CLI into ``directory``.
-
-    Returns the paths under the keys ``ca_cert``, ``ca_key``, ``cert`` and ``key``; the server
-    key is PKCS#8 PEM, as the broker wants. Existing files are kept (whatever names they were
-    made for), so a restarted broker serves the certificate its clients already trust.
-    """
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        raise StandaloneError("`openssl` is needed to make the test certificates but is not on PATH")
-    directory.mkdir(parents=True, exist_ok=True)
-    files = {k: directory / f for k, f in (("ca_cert", "ca.cert.pem"), ("ca_key", "ca.key.pem"),
-                                           ("cert", "broker.cert.pem"), ("key", "broker.key-pk8.pem"))}
-    if all(f.exists() for f in files.values()):
-        return files
-
-    def ip(name: str) -> bool:
-        with contextlib.suppress(OSError):
-            socket.inet_pton(socket.AF_INET6 if ":" in name else socket.AF_INET, name)
-            return True
-        return False
-
-    san = ",".join(f"IP:{n}" if ip(n) else f"DNS:{n}" for n in names)
-    ext = directory / "broker.ext"
-    ext.write_text("basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n"
-                   f"extendedKeyUsage=serverAuth\nsubjectAltName={san}\n")
-    raw_key, csr = directory / "broker.key.pem", directory / "broker.csr.pem"
-    for cmd in (
-        ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "3650", "-subj", "/CN=magnetar test CA",
-         "-keyout", files["ca_key"], "-out", files["ca_cert"],
-         "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign"],
-        ["req", "-new", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={names[0]}", "-keyout", raw_key, "-out", csr],
-        ["x509", "-req", "-in", csr, "-CA", files["ca_cert"], "-CAkey", files["ca_key"], "-CAcreateserial",
-         "-days", "3650", "-extfile", ext, "-out", files["cert"]],
-        ["pkcs8", "-topk8", "-nocrypt", "-inform", "PEM", "-outform", "PEM", "-in", raw_key, "-out", files["key"]],
-    ):
-        _run([openssl, *map(str, cmd)], f"openssl {cmd[0]}", cwd=directory)
-    return files
-
-
-# --------------------------------------------------------------------------- broker process
-
-
-def _port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        # Like the JVM's servers: a TIME_WAIT leftover is no obstacle, a listener is.
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def _pick_ports(wanted: Sequence[tuple[int | None, int]]) -> list[int]:
-    """Resolve (requested, default) pairs: None -> default if free; 0 -> any free port."""
-    held: list[socket.socket] = []
-    out: list[int] = []
-    try:
-        for req, default in wanted:
-            if req is None and _port_free(default) and default not in out:
-                out.append(default)
-            elif req:
-                out.append(req)
-            else:
-                s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-                s.bind(("127.0.0.1", 0))
-                held.append(s)
-                out.append(s.getsockname()[1])
-    finally:
-        for s in held:
-            s.close()
-    return out
-
-
-def _pid_alive(pid: int) -> bool:
-    try:  # a zombie ("Z") has exited already
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except (OSError, IndexError):
-        with contextlib.suppress(PermissionError):
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                return False
-        return True
-
-
 def _is_our_broker(pid: int, data_dir: Path) -> bool:
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
     except OSError:
-        return _pid_alive(pid)  # no /proc: trust the pid file
-    return _MAIN_CLASS in cmdline and str(data_dir) in cmdline and _pid_alive(pid)
-
-
-def _set_pdeathsig() -> None:  # runs in the child between fork and exec
-    with contextlib.suppress(Exception):
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        return pid_alive(pid)  # no /proc: trust the pid file
+    return _MAIN_CLASS in cmdline and str(data_dir) in cmdline and pid_alive(pid)
 
 
 _LIVE: set[Standalone] = set()
@@ -608,7 +245,7 @@ class Standalone(Admin):
         wanted = list(zip(self._want_ports[:2], (DEFAULT_PORT, DEFAULT_HTTP_PORT), strict=True))
         if self.tls:
             wanted += [(self._want_tls_port, DEFAULT_TLS_PORT), (0, 0)]
-        port, http, *tls_ports = _pick_ports(wanted)
+        port, http, *tls_ports = pick_ports(wanted)
         self.port, self.http_port = port, http
         bk = self._want_ports[2]
         conf = {**_base_conf(), "brokerServicePort": str(port), "webServicePort": str(http)}
@@ -642,7 +279,7 @@ class Standalone(Admin):
             self._proc = subprocess.Popen(cmd, cwd=data, stdin=subprocess.DEVNULL, stdout=out,
                                           stderr=subprocess.STDOUT, start_new_session=True, env=env,
                                           executable=str(Path(java_home, "bin", "java")) if java_home else None,
-                                          preexec_fn=_set_pdeathsig if pdeath else None)
+                                          preexec_fn=set_pdeathsig if pdeath else None)
         self.pid = self._proc.pid
         _LIVE.add(self)
         deadline = t0 + self.startup_timeout
