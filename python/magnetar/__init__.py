@@ -22,7 +22,16 @@ from ._core import Message, MessageId, SendFuture, __version__
 from ._async import AsyncClient, AsyncConsumer, AsyncProducer, AsyncReader
 from ._client import Client, Consumer, Producer, Reader
 from ._config import ClientConfig
-from ._options import Authentication, SubscriptionType
+from ._options import (
+    AccessMode,
+    Authentication,
+    BatchingType,
+    Compression,
+    HashingScheme,
+    InitialPosition,
+    RoutingMode,
+    SubscriptionType,
+)
 from .exceptions import (
     AlreadyClosed,
     AuthenticationError,
@@ -43,6 +52,7 @@ from .exceptions import (
 _logging.getLogger("magnetar").addHandler(_logging.NullHandler())
 
 __all__ = [
+    "AccessMode",
     "AlreadyClosed",
     "AsyncClient",
     "AsyncConsumer",
@@ -51,11 +61,15 @@ __all__ = [
     "Authentication",
     "AuthenticationError",
     "AuthorizationError",
+    "BatchingType",
     "Client",
     "ClientConfig",
+    "Compression",
     "ConnectError",
     "Consumer",
     "ConsumerBusy",
+    "HashingScheme",
+    "InitialPosition",
     "InvalidConfiguration",
     "Message",
     "MessageId",
@@ -66,6 +80,7 @@ __all__ = [
     "ProtocolError",
     "PulsarError",
     "Reader",
+    "RoutingMode",
     "SendFuture",
     "SubscriptionType",
     "Timeout",

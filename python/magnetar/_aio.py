@@ -1,25 +1,25 @@
-"""Resolving asyncio futures from a client's dispatch thread (via call_soon_threadsafe)."""
+"""asyncio glue: calling an engine operation with a future, and resolving futures from a
+client's dispatch thread (via ``call_soon_threadsafe``)."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Callable
 
-__all__ = ["resolve", "resolve_many"]
+__all__ = ["call", "resolve_many"]
 
 
-def resolve(fut: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
-    """Completes ``fut`` unless it was cancelled meanwhile."""
-    if fut.done():
-        return
-    if error is not None:
-        fut.set_exception(error)
-    else:
-        fut.set_result(value)
+def call(operation: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
+    """Starts one of the engine's waiting operations with an asyncio future (its ``future=``
+    argument) and returns the future."""
+    fut = asyncio.get_running_loop().create_future()
+    operation(*args, future=fut)
+    return fut
 
 
 def resolve_many(items: list[tuple[asyncio.Future[Any], Any, BaseException | None]]) -> None:
-    """Completes many futures in one event-loop callback (the engine batches completions)."""
+    """Completes futures in one event-loop callback (the engine batches completions); one
+    cancelled meanwhile is left alone."""
     for fut, value, error in items:
         if fut.done():
             continue

@@ -14,19 +14,12 @@ there::
 from __future__ import annotations
 
 import dataclasses
-import os
 from dataclasses import InitVar, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from . import _build
 from ._core import _check_client_options
-from ._options import (
-    DEFAULT_CONNECT_TIMEOUT,
-    DEFAULT_KEEPALIVE_INTERVAL,
-    DEFAULT_MEMORY_LIMIT,
-    DEFAULT_OPERATION_TIMEOUT,
-    Authentication,
-    client_options,
-)
+from ._options import Authentication, ConnectionOptions, declared
 from .exceptions import InvalidConfiguration
 
 if TYPE_CHECKING:
@@ -35,32 +28,11 @@ if TYPE_CHECKING:
 
 __all__ = ["ClientConfig"]
 
+_DECLARED = declared(ConnectionOptions)
 
-def tls_options(
-    trust_certs_file_path: str | os.PathLike[str] | None,
-    allow_insecure_connection: bool,
-    validate_hostname: bool,
-    certificate_file_path: str | os.PathLike[str] | None,
-    private_key_file_path: str | os.PathLike[str] | None,
-) -> dict[str, Any]:
-    """The TLS keyword arguments of the clients, checked for type and normalised to ``str``.
-    The files themselves are read by the engine when the client is created."""
-    out: dict[str, Any] = {}
-    for name, path in (("tls_trust_certs_file_path", trust_certs_file_path),
-                       ("tls_certificate_file_path", certificate_file_path),
-                       ("tls_private_key_file_path", private_key_file_path)):
-        value = os.fspath(path) if isinstance(path, os.PathLike) else path
-        if value is not None and not isinstance(value, str):
-            raise InvalidConfiguration(f"{name} must be a path (str or os.PathLike[str]), not {path!r}")
-        out[name] = value or None
-    for name, flag in (("tls_allow_insecure_connection", allow_insecure_connection),
-                       ("tls_validate_hostname", validate_hostname)):
-        if not isinstance(flag, bool):
-            raise InvalidConfiguration(f"{name} must be True or False, not {flag!r}")
-        out[name] = flag
-    if (out["tls_certificate_file_path"] is None) != (out["tls_private_key_file_path"] is None):
-        raise InvalidConfiguration("tls_certificate_file_path and tls_private_key_file_path must be given together")
-    return out
+
+def _default(name: str) -> Any:
+    return field(default=_DECLARED[name].default, kw_only=True)
 
 
 @dataclass(frozen=True)
@@ -81,23 +53,23 @@ class ClientConfig:
     """
 
     service_url: str
-    operation_timeout: float | None = field(default=DEFAULT_OPERATION_TIMEOUT, kw_only=True)
-    connect_timeout: float | None = field(default=DEFAULT_CONNECT_TIMEOUT, kw_only=True)
-    keepalive_interval: float | None = field(default=DEFAULT_KEEPALIVE_INTERVAL, kw_only=True)
-    memory_limit: int = field(default=DEFAULT_MEMORY_LIMIT, kw_only=True)
-    initial_backoff: float = field(default=0.1, kw_only=True)
-    max_backoff: float = field(default=60.0, kw_only=True)
+    operation_timeout: float | None = _default("operation_timeout")
+    connect_timeout: float | None = _default("connect_timeout")
+    keepalive_interval: float | None = _default("keepalive_interval")
+    memory_limit: int = _default("memory_limit")
+    initial_backoff: float = _default("initial_backoff")
+    max_backoff: float = _default("max_backoff")
     auth_method: str | None = field(default=None, kw_only=True)
     auth_data: bytes | None = field(default=None, kw_only=True, repr=False)
-    tls_trust_certs_file_path: str | None = field(default=None, kw_only=True)
+    tls_trust_certs_file_path: str | None = _default("tls_trust_certs_file_path")
     """PEM file of the CA certificates that sign the brokers' certificates (``pulsar+ssl://``)."""
-    tls_allow_insecure_connection: bool = field(default=False, kw_only=True)
+    tls_allow_insecure_connection: bool = _default("tls_allow_insecure_connection")
     """Accept any broker certificate: encrypted, but the broker is not authenticated."""
-    tls_validate_hostname: bool = field(default=True, kw_only=True)
+    tls_validate_hostname: bool = _default("tls_validate_hostname")
     """Check that the broker's certificate names the host in the URL (``False``: chain only)."""
-    tls_certificate_file_path: str | None = field(default=None, kw_only=True)
+    tls_certificate_file_path: str | None = _default("tls_certificate_file_path")
     """PEM client certificate for mutual TLS (with ``tls_private_key_file_path``)."""
-    tls_private_key_file_path: str | None = field(default=None, kw_only=True)
+    tls_private_key_file_path: str | None = _default("tls_private_key_file_path")
     """PEM private key of ``tls_certificate_file_path``."""
     authentication: InitVar[Authentication | None] = field(default=None, kw_only=True)
 
@@ -118,14 +90,12 @@ class ClientConfig:
                 object.__setattr__(self, "auth_data", bytes(self.auth_data))
             if self.auth_method is None:
                 raise InvalidConfiguration("auth_data needs an auth_method")
-        for name, value in self._tls().items():
-            object.__setattr__(self, name, value)
-        # Same validation as the Client constructor, so a bad value fails here, in the
-        # process that built the configuration, and not later on a remote worker.
-        _check_client_options(
-            client_options(self.operation_timeout, self.connect_timeout, self.keepalive_interval,
-                           self.memory_limit, self._authentication(), self.initial_backoff, self.max_backoff)
-            | self._tls())
+        engine = _build.connection(self.client_kwargs(), "ClientConfig")
+        for name in ("tls_trust_certs_file_path", "tls_certificate_file_path", "tls_private_key_file_path"):
+            object.__setattr__(self, name, engine[name])
+        # The engine's own checks, so a bad value fails here, in the process that built the
+        # configuration, and not later on a remote worker.
+        _check_client_options(engine)
         if isinstance(self.memory_limit, bool) or not isinstance(self.memory_limit, int) or self.memory_limit < 0:
             raise InvalidConfiguration(f"memory_limit must be a non-negative int, not {self.memory_limit!r}")
 
@@ -134,23 +104,11 @@ class ClientConfig:
             return None
         return Authentication(self.auth_method, self.auth_data or b"")
 
-    def _tls(self) -> dict[str, Any]:
-        return tls_options(self.tls_trust_certs_file_path, self.tls_allow_insecure_connection,
-                           self.tls_validate_hostname, self.tls_certificate_file_path,
-                           self.tls_private_key_file_path)
-
     def client_kwargs(self) -> dict[str, Any]:
         """The keyword arguments of :class:`magnetar.Client` (without ``service_url``)."""
-        return {
-            **self._tls(),
-            "operation_timeout": self.operation_timeout,
-            "connect_timeout": self.connect_timeout,
-            "keepalive_interval": self.keepalive_interval,
-            "memory_limit": self.memory_limit,
-            "authentication": self._authentication(),
-            "initial_backoff": self.initial_backoff,
-            "max_backoff": self.max_backoff,
-        }
+        kwargs = {name: getattr(self, name) for name in _DECLARED if name != "authentication"}
+        kwargs["authentication"] = self._authentication()
+        return kwargs
 
     def replace(self, **changes: Any) -> ClientConfig:
         """A copy with some fields changed. ``authentication=`` replaces the credentials."""

@@ -138,25 +138,22 @@ class SendFuture:
     def add_done_callback(self, func: Callable[[SendFuture], object]) -> None:
         """Calls ``func(future)`` on completion, in order, on the client's dispatch thread."""
 
+_Future = asyncio.Future[Any]
+
 @final
 class _Client:
-    """Engine handle of ``magnetar.Client`` and ``magnetar.AsyncClient``."""
+    """Engine handle of ``magnetar.Client`` and ``magnetar.AsyncClient``. Each waiting method
+    blocks without ``future``; given an asyncio future it returns None at once and resolves it."""
 
     def __new__(cls, service_url: str, options: Mapping[str, Any]) -> _Client: ...
-    def create_producer(self, topic: str, options: Mapping[str, Any], router: Callable[[str | None, int], int] | None = None) -> _Producer:
-        """Creates a producer (blocking)."""
-    def aio_create_producer(self, fut: asyncio.Future[Any], topic: str, options: Mapping[str, Any], router: Callable[[str | None, int], int] | None = None) -> None:
-        """Creates a producer, resolving ``fut``."""
-    def subscribe(self, topic: str | Sequence[str], subscription: str, options: Mapping[str, Any], pattern: bool = False) -> _Consumer:
-        """Subscribes (blocking)."""
-    def aio_subscribe(self, fut: asyncio.Future[Any], topic: str | Sequence[str], subscription: str, options: Mapping[str, Any], pattern: bool = False) -> None:
-        """Subscribes, resolving ``fut``."""
-    def partition_count(self, topic: str) -> int:
+    def create_producer(self, topic: str, options: Mapping[str, Any], router: Callable[[str | None, int], int] | None = None, *, future: _Future | None = None) -> Any:
+        """Creates a producer: a ``_Producer``."""
+    def subscribe(self, topic: str | Sequence[str], subscription: str, options: Mapping[str, Any], pattern: bool = False, *, future: _Future | None = None) -> Any:
+        """Subscribes: a ``_Consumer``."""
+    def partition_count(self, topic: str, *, future: _Future | None = None) -> Any:
         """Partitions of ``topic`` (0 if not partitioned)."""
-    def close(self) -> None:
-        """Closes everything (blocking)."""
-    def aio_close(self, fut: asyncio.Future[Any]) -> None:
-        """Closes everything, resolving ``fut``."""
+    def close(self, *, future: _Future | None = None) -> None:
+        """Closes everything."""
     @property
     def closed(self) -> bool:
         """Whether the client was closed."""
@@ -186,24 +183,16 @@ class _Producer:
     @property
     def closed(self) -> bool:
         """Whether closed."""
-    def send(self, data: Any, key: str | None = None, properties: Mapping[str, str] | None = None, event_time: int | None = None, deliver_at: int | None = None, ordering_key: Any = None, sequence_id: int | None = None) -> MessageId:
-        """Sends and waits for the receipt."""
-    def send_async(self, data: Any, key: str | None = None, properties: Mapping[str, str] | None = None, event_time: int | None = None, deliver_at: int | None = None, ordering_key: Any = None, sequence_id: int | None = None) -> SendFuture:
+    def send(self, data: Any, fields: Mapping[str, Any] | None = None, *, future: _Future | None = None) -> Any:
+        """Sends and returns the ``MessageId`` once the broker has it."""
+    def send_async(self, data: Any, fields: Mapping[str, Any] | None = None) -> SendFuture:
         """Queues a message."""
-    def aio_send(self, fut: asyncio.Future[Any], data: Any, key: str | None = None, properties: Mapping[str, str] | None = None, event_time: int | None = None, deliver_at: int | None = None, ordering_key: Any = None, sequence_id: int | None = None) -> None:
-        """Sends, resolving ``fut`` with the id."""
-    def send_many(self, payloads: Iterable[Any], keys: Sequence[str | None] | None = None, properties: Sequence[dict[str, str] | None] | None = None, event_times: Sequence[int | None] | None = None) -> list[MessageId]:
-        """Sends many and waits for every receipt."""
-    def aio_send_many(self, fut: asyncio.Future[Any], payloads: Iterable[Any], keys: Sequence[str | None] | None = None, properties: Sequence[dict[str, str] | None] | None = None, event_times: Sequence[int | None] | None = None) -> None:
-        """Sends many, resolving ``fut`` with the ids."""
-    def flush(self) -> None:
+    def send_many(self, payloads: Iterable[Any], keys: Sequence[str | None] | None = None, properties: Sequence[Mapping[str, str] | None] | None = None, event_times: Sequence[Any] | None = None, *, future: _Future | None = None) -> Any:
+        """Sends many; every ``MessageId`` once all receipts are in."""
+    def flush(self, *, future: _Future | None = None) -> None:
         """Flushes and waits."""
-    def aio_flush(self, fut: asyncio.Future[Any]) -> None:
-        """Flushes, resolving ``fut``."""
-    def close(self) -> None:
-        """Closes (blocking)."""
-    def aio_close(self, fut: asyncio.Future[Any]) -> None:
-        """Closes, resolving ``fut``."""
+    def close(self, *, future: _Future | None = None) -> None:
+        """Closes."""
 
 @final
 class _Consumer:
@@ -233,18 +222,16 @@ class _Consumer:
         """A queued message or None."""
     def receive_many(self, max_messages: int = 100, timeout: float | None = None) -> list[Message]:
         """Up to ``max_messages``."""
-    def aio_wait(self, fut: asyncio.Future[Any]) -> None:
-        """Resolves ``fut`` when a message may be available."""
+    def wait_for_message(self, future: _Future) -> None:
+        """Resolves ``future`` when a message may be available."""
     def ack(self, message: Message | MessageId) -> None:
         """Acknowledges one message."""
     def ack_many(self, messages: Iterable[Message | MessageId]) -> None:
         """Acknowledges many messages individually."""
     def ack_cumulative(self, message: Message | MessageId) -> None:
         """Acknowledges up to a message."""
-    def ack_with_receipt(self, message: Message | MessageId, cumulative: bool = False) -> None:
+    def ack_with_receipt(self, message: Message | MessageId, cumulative: bool = False, *, future: _Future | None = None) -> None:
         """Acknowledges and waits for the broker's confirmation."""
-    def aio_ack_with_receipt(self, fut: asyncio.Future[Any], message: Message | MessageId, cumulative: bool = False) -> None:
-        """As ``ack_with_receipt``, resolving ``fut``."""
     def nack(self, message: Message | MessageId) -> None:
         """Negative acknowledgement."""
     def redeliver_unacknowledged(self) -> None:
@@ -253,28 +240,18 @@ class _Consumer:
         """Stops granting permits."""
     def resume(self) -> None:
         """Grants permits again."""
-    def seek(self, target: MessageId | int) -> None:
+    def seek(self, target: MessageId | int, *, future: _Future | None = None) -> None:
         """Seeks to an id or a time (ms)."""
-    def aio_seek(self, fut: asyncio.Future[Any], target: MessageId | int) -> None:
-        """Seeks, resolving ``fut``."""
-    def last_message_ids(self) -> list[MessageId]:
-        """Last id per covered topic."""
-    def aio_last_message_ids(self, fut: asyncio.Future[Any]) -> None:
-        """Last ids, resolving ``fut``."""
-    def stats(self) -> list[dict[str, Any]]:
-        """Broker statistics per covered topic."""
-    def has_message_available(self) -> bool:
+    def last_message_ids(self, *, future: _Future | None = None) -> Any:
+        """Last ``MessageId`` per covered topic."""
+    def stats(self, *, future: _Future | None = None) -> Any:
+        """Broker statistics per covered topic (dicts)."""
+    def has_message_available(self, *, future: _Future | None = None) -> Any:
         """Whether a message is past the last one taken."""
-    def aio_has_message_available(self, fut: asyncio.Future[Any]) -> None:
-        """As ``has_message_available``, resolving ``fut``."""
-    def unsubscribe(self) -> None:
+    def unsubscribe(self, *, future: _Future | None = None) -> None:
         """Deletes the subscription."""
-    def aio_unsubscribe(self, fut: asyncio.Future[Any]) -> None:
-        """Unsubscribes, resolving ``fut``."""
-    def close(self) -> None:
-        """Closes (blocking)."""
-    def aio_close(self, fut: asyncio.Future[Any]) -> None:
-        """Closes, resolving ``fut``."""
+    def close(self, *, future: _Future | None = None) -> None:
+        """Closes."""
 
 def _error_class_names() -> list[str]:
     """Exception class names the engine's error kinds map to."""

@@ -1,36 +1,64 @@
-"""What the sync and async twins share: option handling and value conversion."""
+"""Every option of the API, declared once: name, type, default, unit, other spellings and doc.
+
+The declarations are ``TypedDict`` classes whose fields carry an :class:`Opt`. Type checkers and
+editors read them through ``**options: Unpack[ProducerOptions]``; at run time :func:`resolve`
+checks what a caller gave against them, turns enum strings into enums and fills in the
+defaults, so the dict the engine receives is complete. The Spark data source (and any other
+place that takes options as text) reads its names and types from :func:`declared`.
+"""
 
 from __future__ import annotations
 
 import datetime as _dt
+import difflib
 import enum
-import time
-from typing import Any, Mapping, Sequence, Union
+import functools
+import os
+import typing
+from dataclasses import dataclass
+from typing import Annotated, Any, Awaitable, Callable, Mapping, NamedTuple, Sequence, TypedDict, Union
 
-from ._core import MessageId, _duration_seconds
+from ._core import Message, MessageId
 from .exceptions import InvalidConfiguration
 
 __all__ = [
+    "AccessMode",
     "Authentication",
+    "BatchingType",
+    "ClientOptions",
+    "Compression",
+    "ConnectionOptions",
+    "ConsumerOptions",
+    "Declared",
+    "HashingScheme",
+    "InitialPosition",
+    "MessageFields",
+    "Opt",
+    "ProducerOptions",
+    "ReaderOptions",
+    "RoutingMode",
     "SubscriptionType",
     "TimeLike",
-    "client_options",
-    "consumer_options",
-    "deliver_at_ms",
-    "producer_options",
-    "time_ms",
+    "declared",
+    "option_docs",
+    "resolve",
 ]
 
 TimeLike = Union[int, float, _dt.datetime]
 """A point in time: a ``datetime`` (naive means local time) or milliseconds since the epoch."""
 
-DEFAULT_OPERATION_TIMEOUT = 30.0
-DEFAULT_CONNECT_TIMEOUT = 10.0
-DEFAULT_KEEPALIVE_INTERVAL = 30.0
-DEFAULT_MEMORY_LIMIT = 64 * 1024 * 1024
+Seconds = Union[float, _dt.timedelta, None]
+"""A duration: seconds (int or float) or a ``timedelta``; ``None`` or ``inf``: no limit."""
 
 
-class SubscriptionType(str, enum.Enum):
+class _Choice(str, enum.Enum):
+    """An option with named values; the plain strings are accepted too, in any case."""
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class SubscriptionType(_Choice):
     """How a subscription hands messages to its consumers."""
 
     EXCLUSIVE = "exclusive"
@@ -41,6 +69,52 @@ class SubscriptionType(str, enum.Enum):
     """One active consumer per partition; the others stand by."""
     KEY_SHARED = "key_shared"
     """Messages with the same key always go to the same consumer."""
+
+
+class InitialPosition(_Choice):
+    """Where a new subscription starts."""
+
+    LATEST = "latest"
+    EARLIEST = "earliest"
+
+
+class Compression(_Choice):
+    """Codec of a producer's batches (``None``: uncompressed)."""
+
+    LZ4 = "lz4"
+    ZLIB = "zlib"
+    ZSTD = "zstd"
+    SNAPPY = "snappy"
+
+
+class AccessMode(_Choice):
+    """Whether other producers may publish to the topic at the same time."""
+
+    SHARED = "shared"
+    EXCLUSIVE = "exclusive"
+    WAIT_FOR_EXCLUSIVE = "wait_for_exclusive"
+    EXCLUSIVE_WITH_FENCING = "exclusive_with_fencing"
+
+
+class RoutingMode(_Choice):
+    """How keyless messages spread over partitions (keyed ones follow their key's hash)."""
+
+    ROUND_ROBIN = "round_robin"
+    SINGLE_PARTITION = "single_partition"
+
+
+class HashingScheme(_Choice):
+    """The key hash that picks a partition (the Java client's default is ``java_string``)."""
+
+    JAVA_STRING = "java_string"
+    MURMUR3 = "murmur3"
+
+
+class BatchingType(_Choice):
+    """``key_based`` batches hold one key each, so Key_Shared consumers can take whole batches."""
+
+    DEFAULT = "default"
+    KEY_BASED = "key_based"
 
 
 class Authentication:
@@ -67,72 +141,194 @@ class Authentication:
         return f"Authentication({self.method!r}, <{len(self.data)} bytes>)"
 
 
-def time_ms(value: TimeLike, what: str) -> int:
-    """Milliseconds since the epoch from a datetime or a number of milliseconds."""
-    if isinstance(value, _dt.datetime):
-        return int(value.timestamp() * 1000)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise InvalidConfiguration(f"{what} must be a datetime or milliseconds since the epoch, not {value!r}")
-    return int(value)
+class Opt(NamedTuple):
+    """What a declaration says of one option besides its name and type."""
+
+    default: Any
+    doc: str
+    unit: str | None = None
+    """``"s"`` for durations (seconds or a timedelta), ``"bytes"`` for sizes."""
+    aliases: tuple[str, ...] = ()
+    """Other spellings taken where options arrive as text (the Java client's names)."""
 
 
-def deliver_at_ms(deliver_at: TimeLike | None, deliver_after: float | _dt.timedelta | None) -> int | None:
-    """The delivery time of a delayed message."""
-    if deliver_at is not None and deliver_after is not None:
-        raise InvalidConfiguration("give deliver_at or deliver_after, not both")
-    if deliver_after is not None:
-        seconds = _duration_seconds(deliver_after, "deliver_after", False)
-        assert seconds is not None  # the engine refuses "no limit" for a delivery delay
-        return int(time.time() * 1000 + seconds * 1000)
-    if deliver_at is not None:
-        return time_ms(deliver_at, "deliver_at")
-    return None
 
 
-# Durations pass through untouched: the engine checks them (``convert::span``), so a value
-# means the same wherever it is given.
-def client_options(
-    operation_timeout: float | None,
-    connect_timeout: float | None,
-    keepalive_interval: float | None,
-    memory_limit: int,
-    authentication: Authentication | None,
-    initial_backoff: float,
-    max_backoff: float,
-) -> dict[str, Any]:
-    if authentication is not None and not isinstance(authentication, Authentication):
-        raise InvalidConfiguration("authentication must be a magnetar.Authentication")
-    return {
-        "operation_timeout": operation_timeout,
-        "connect_timeout": connect_timeout,
-        "keepalive_interval": keepalive_interval,
-        "memory_limit": memory_limit,
-        "auth_method": authentication.method if authentication else None,
-        "auth_data": authentication.data if authentication else None,
-        "initial_backoff": initial_backoff,
-        "max_backoff": max_backoff,
-    }
+class ConnectionOptions(TypedDict, total=False):
+    """Options of :class:`magnetar.Client` that a :class:`magnetar.ClientConfig` carries."""
+
+    operation_timeout: Annotated[Seconds, Opt(30.0, "Limit of each request to a broker (lookup, create, seek...).", "s", ("operationTimeoutSeconds",))]
+    connect_timeout: Annotated[Seconds, Opt(10.0, "Limit of each TCP (and TLS) connection attempt.", "s", ("connectionTimeoutMs",))]
+    keepalive_interval: Annotated[Seconds, Opt(30.0, "Ping period; a broker silent for two periods is dropped.", "s", ("keepAliveIntervalSeconds",))]
+    memory_limit: Annotated[int, Opt(64 * 1024 * 1024, "Bytes of pending outgoing payloads, all producers together; 0: no limit.", "bytes", ("memoryLimitBytes",))]
+    authentication: Annotated[Union["Authentication", None], Opt(None, "Credentials sent when connecting.")]
+    initial_backoff: Annotated[float, Opt(0.1, "First wait before a reconnect, doubled up to ``max_backoff``.", "s", ("initialBackoffIntervalNanos",))]
+    max_backoff: Annotated[float, Opt(60.0, "Longest wait between reconnect attempts.", "s", ("maxBackoffIntervalNanos",))]
+    tls_trust_certs_file_path: Annotated[Union[str, "os.PathLike[str]", None], Opt(None, "PEM file of the CA certificates that sign the brokers' certificates (``pulsar+ssl://``); default: the Mozilla roots. A missing file raises InvalidConfiguration at once.", aliases=("tlsTrustCertsFilePath",))]
+    tls_allow_insecure_connection: Annotated[bool, Opt(False, "Accept any broker certificate: encrypted, but the broker is not authenticated (tests only).", aliases=("tlsAllowInsecureConnection",))]
+    tls_validate_hostname: Annotated[bool, Opt(True, "Require the broker's certificate to name the host of the URL (the official client has this off); ``False`` checks the chain only.", aliases=("tlsValidateHostname",))]
+    tls_certificate_file_path: Annotated[Union[str, "os.PathLike[str]", None], Opt(None, "PEM client certificate for mutual TLS; needs ``tls_private_key_file_path``.", aliases=("tlsCertificateFilePath",))]
+    tls_private_key_file_path: Annotated[Union[str, "os.PathLike[str]", None], Opt(None, "PEM private key (PKCS#8, PKCS#1 or SEC1) of ``tls_certificate_file_path``.", aliases=("tlsPrivateKeyFilePath",))]
 
 
-def producer_options(**kw: Any) -> dict[str, Any]:
-    compression = kw.get("compression")
-    if compression is not None and not isinstance(compression, str):
-        raise InvalidConfiguration(f"compression must be None or a codec name, not {compression!r}")
-    return kw
+class ClientOptions(ConnectionOptions, total=False):
+    """Every keyword option of :class:`magnetar.Client` and :class:`magnetar.AsyncClient`."""
+
+    on_state_change: Annotated[Union[Callable[[str], object], None], Opt(None, "Called with the new state name (see ``Client.state``) from a watcher thread.")]
 
 
-def consumer_options(
-    subscription_type: SubscriptionType | str,
-    initial_position: str,
-    **kw: Any,
-) -> dict[str, Any]:
-    if isinstance(subscription_type, SubscriptionType):
-        subscription_type = subscription_type.value
-    elif not isinstance(subscription_type, str):
-        raise InvalidConfiguration(f"subscription_type must be a SubscriptionType, not {subscription_type!r}")
-    kw["subscription_type"] = subscription_type
-    kw["initial_position"] = initial_position
-    return kw
+class ProducerOptions(TypedDict, total=False):
+    """Keyword options of ``create_producer``."""
+
+    name: Annotated[Union[str, None], Opt(None, "Producer name; the broker picks a unique one if None.", aliases=("producerName",))]
+    batching: Annotated[bool, Opt(True, "Group messages into batches.", aliases=("batchingEnabled",))]
+    batch_max_messages: Annotated[int, Opt(1000, "Most messages in a batch.", aliases=("batchingMaxMessages",))]
+    batch_max_bytes: Annotated[int, Opt(128 * 1024, "Most payload bytes in a batch.", "bytes", ("batchingMaxBytes",))]
+    batch_max_delay: Annotated[Seconds, Opt(0.01, "Longest a batch waits to fill.", "s", ("batchingMaxPublishDelayMicros",))]
+    compression: Annotated[Union[Compression, str, None], Opt(None, "Batch codec: ``lz4``, ``zlib``, ``zstd``, ``snappy`` or None.", aliases=("compressionType",))]
+    max_pending: Annotated[int, Opt(1000, "Messages awaiting a receipt before sends wait (or fail, see ``block_if_full``).", aliases=("maxPendingMessages",))]
+    block_if_full: Annotated[bool, Opt(True, "Wait for room when ``max_pending`` is reached, else raise ProducerQueueFull.", aliases=("blockIfQueueFull",))]
+    send_timeout: Annotated[Seconds, Opt(30.0, "A message without a receipt by then fails; None or 0: never.", "s", ("sendTimeoutMs",))]
+    initial_sequence_id: Annotated[Union[int, None], Opt(None, "Sequence id of the first message (default: the broker's last + 1).", aliases=("initialSequenceId",))]
+    access_mode: Annotated[Union[AccessMode, str], Opt(AccessMode.SHARED, "``shared``, ``exclusive``, ``wait_for_exclusive`` or ``exclusive_with_fencing``.", aliases=("accessMode",))]
+    chunking: Annotated[bool, Opt(False, "Split messages larger than the broker's limit into chunks (needs batching off).", aliases=("chunkingEnabled",))]
+    properties: Annotated[Union[Mapping[str, str], None], Opt(None, "Producer metadata shown in the broker's stats.")]
+    routing_mode: Annotated[Union[RoutingMode, str], Opt(RoutingMode.ROUND_ROBIN, "Where keyless messages go: ``round_robin`` or ``single_partition``.", aliases=("messageRoutingMode",))]
+    hashing_scheme: Annotated[Union[HashingScheme, str], Opt(HashingScheme.JAVA_STRING, "Key hash that picks a partition: ``java_string`` or ``murmur3``.", aliases=("hashingScheme",))]
+    router: Annotated[Union[Callable[[Union[str, None], int], int], None], Opt(None, "``router(key, num_partitions) -> partition`` instead of the routing mode.")]
+    batching_type: Annotated[Union[BatchingType, str], Opt(BatchingType.DEFAULT, "``default`` or ``key_based`` (one key per batch).", aliases=("batcherBuilder",))]
+    partitions_update_interval: Annotated[Seconds, Opt(60.0, "How often new partitions are looked for.", "s", ("autoUpdatePartitionsIntervalSeconds",))]
+
+
+class ReaderOptions(TypedDict, total=False):
+    """Keyword options of ``create_reader``."""
+
+    start_inclusive: Annotated[bool, Opt(False, "Read the start message itself too.", aliases=("startMessageIdInclusive",))]
+    receiver_queue_size: Annotated[int, Opt(1000, "Messages fetched ahead of the application.", aliases=("receiverQueueSize",))]
+    reader_name: Annotated[Union[str, None], Opt(None, "Name shown in the broker's stats.", aliases=("readerName",))]
+    read_compacted: Annotated[bool, Opt(False, "Read the compacted view of the topic.", aliases=("readCompacted",))]
+
+
+class ConsumerOptions(TypedDict, total=False):
+    """Keyword options of ``subscribe``."""
+
+    subscription_type: Annotated[Union[SubscriptionType, str], Opt(SubscriptionType.EXCLUSIVE, "``exclusive``, ``shared``, ``failover`` or ``key_shared``.", aliases=("subscriptionType",))]
+    initial_position: Annotated[Union[InitialPosition, str], Opt(InitialPosition.LATEST, "Where a new subscription starts: ``latest`` or ``earliest``.", aliases=("subscriptionInitialPosition",))]
+    pattern: Annotated[bool, Opt(False, "``topic`` is a regular expression; every matching topic of its namespace is consumed.")]
+    consumer_name: Annotated[Union[str, None], Opt(None, "Name shown in the broker's stats.", aliases=("consumerName",))]
+    receiver_queue_size: Annotated[int, Opt(1000, "Messages fetched ahead of the application.", aliases=("receiverQueueSize",))]
+    nack_redelivery_delay: Annotated[Seconds, Opt(60.0, "Delay before a negatively acked message comes back.", "s", ("negativeAckRedeliveryDelayMicros",))]
+    ack_timeout: Annotated[Seconds, Opt(0.0, "Unacked messages are redelivered after this; 0 or None: never.", "s", ("ackTimeoutMillis",))]
+    ack_group_time: Annotated[Seconds, Opt(0.1, "Acks are grouped and sent within this; 0 sends each at once.", "s", ("acknowledgementsGroupTimeMicros",))]
+    ack_group_max: Annotated[int, Opt(1000, "A group of acks is sent once this many are held.", aliases=("maxAcknowledgmentGroupSize",))]
+    batch_index_ack: Annotated[bool, Opt(False, "Ack single messages of a batch on the broker (else the batch once all are acked).", aliases=("batchIndexAckEnabled",))]
+    read_compacted: Annotated[bool, Opt(False, "Read the compacted view of the topic.", aliases=("readCompacted",))]
+    subscription_properties: Annotated[Union[Mapping[str, str], None], Opt(None, "Properties stored with a new subscription.", aliases=("subscriptionProperties",))]
+    properties: Annotated[Union[Mapping[str, str], None], Opt(None, "Consumer metadata shown in the broker's stats.")]
+    priority_level: Annotated[int, Opt(0, "Shared subscriptions favour consumers of lower levels.", aliases=("priorityLevel",))]
+    discovery_period: Annotated[Seconds, Opt(60.0, "How often a pattern or a partitioned topic is looked at again.", "s", ("patternAutoDiscoveryPeriod",))]
+    max_redeliver_count: Annotated[Union[int, None], Opt(None, "Deliveries before a message is dead-lettered (with ``dead_letter_topic``, or ``<topic>-<subscription>-DLQ``).", aliases=("maxRedeliverCount",))]
+    dead_letter_topic: Annotated[Union[str, None], Opt(None, "Where messages go after ``max_redeliver_count`` deliveries, and unreadable ones.", aliases=("deadLetterTopic",))]
+    chunk_expiry: Annotated[Seconds, Opt(60.0, "A chunked message incomplete after this is given up (its chunks acked); None: never.", "s", ("expireTimeOfIncompleteChunkedMessageMs",))]
+    max_pending_chunked_messages: Annotated[int, Opt(10, "Chunked messages in progress at once; the oldest beyond is given up.", aliases=("maxPendingChunkedMessage",))]
+    listener: Annotated[Union[Callable[[Message], Union[object, Awaitable[object]]], None], Opt(None, "Handler each message is pushed to (a coroutine function on AsyncClient); acked when it returns, negatively acked when it raises.")]
+    listener_concurrency: Annotated[int, Opt(1, "Handlers running at once (in order per key).")]
+
+
+class MessageFields(TypedDict, total=False):
+    """Keyword arguments of ``send`` and ``send_async``: what a message carries besides its
+    payload. Each is optional; ``None`` is the same as leaving it out."""
+
+    key: Annotated[Union[str, None], Opt(None, "Partition key: picks the partition and the Key_Shared consumer.")]
+    properties: Annotated[Union[Mapping[str, str], None], Opt(None, "User properties.")]
+    event_time: Annotated[Union[TimeLike, None], Opt(None, "Application time of the event (datetime or ms since the epoch).")]
+    deliver_after: Annotated[Seconds, Opt(None, "Deliver no sooner than this from now (Shared subscriptions).", "s")]
+    deliver_at: Annotated[Union[TimeLike, None], Opt(None, "Deliver no sooner than this time (Shared subscriptions).")]
+    ordering_key: Annotated[Union[bytes, str, None], Opt(None, "Key for Key_Shared ordering only, instead of ``key``.")]
+    sequence_id: Annotated[Union[int, None], Opt(None, "Explicit sequence id (deduplication); by default the next one.")]
+
+
+@dataclass(frozen=True)
+class Declared:
+    """One declared option, as :func:`declared` returns it."""
+
+    name: str
+    type: Any
+    default: Any
+    doc: str
+    unit: str | None
+    aliases: tuple[str, ...]
+
+    @property
+    def choice(self) -> type[_Choice] | None:
+        """The enum of an option with named values."""
+        for t in typing.get_args(self.type) or (self.type,):
+            if isinstance(t, type) and issubclass(t, _Choice):
+                return t
+        return None
+
+    def kind(self) -> type:
+        """The plain type a text value of this option converts to (bool, int, float or str)."""
+        if self.unit == "s":
+            return float
+        args = set(typing.get_args(self.type) or (self.type,)) - {type(None)}
+        for t in (bool, int, float):
+            if t in args:
+                return t
+        return str
+
+
+@functools.cache
+def declared(options: type) -> dict[str, Declared]:
+    """The options a declaration (one of the ``*Options`` classes here) holds, by name."""
+    hints = typing.get_type_hints(options, include_extras=True)
+    out = {}
+    for name, hint in hints.items():
+        base, opt = typing.get_args(hint)[0], typing.get_args(hint)[1]
+        out[name] = Declared(name, base, opt.default, opt.doc, opt.unit, opt.aliases)
+    return out
+
+
+def resolve(options: type, given: Mapping[str, Any], call: str) -> dict[str, Any]:
+    """``given`` checked against a declaration, with every default filled in and named values
+    turned into their enums. An unknown name raises ``TypeError`` (as Python does for any
+    function), naming the closest declared one."""
+    decl = declared(options)
+    out = {name: d.default for name, d in decl.items()}
+    for name, value in given.items():
+        d = decl.get(name)
+        if d is None:
+            close = difflib.get_close_matches(name, decl, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise TypeError(f"{call}() got an unexpected keyword argument {name!r}{hint}")
+        choice = d.choice
+        if choice is not None and value is not None:
+            value = _parse_choice(choice, name, value)
+        out[name] = value
+    return out
+
+
+def _parse_choice(choice: type[_Choice], name: str, value: Any) -> _Choice:
+    if isinstance(value, choice):
+        return value
+    if isinstance(value, str):
+        try:
+            return choice(value.lower().replace("-", "_"))
+        except ValueError:
+            pass
+    names = ", ".join(repr(c.value) for c in choice)
+    raise InvalidConfiguration(f"{name} must be one of {names} (or {choice.__name__}), not {value!r}")
+
+
+def option_docs(*options: type) -> str:
+    """An ``Options:`` section for a docstring, from declarations."""
+    lines = ["Options (keyword arguments):"]
+    for o in options:
+        for d in declared(o).values():
+            default = d.default.value if isinstance(d.default, enum.Enum) else d.default
+            unit = " (seconds)" if d.unit == "s" else ""
+            lines.append(f"    {d.name}: {d.doc}{unit} Default: ``{default!r}``.")
+    return "\n".join(lines)
 
 
 def check_topic(topic: Any) -> None:
@@ -143,29 +339,17 @@ def check_topic(topic: Any) -> None:
     raise InvalidConfiguration(f"topic must be a str or a list of str, not {topic!r}")
 
 
+def time_ms(value: TimeLike, what: str) -> int:
+    """Milliseconds since the epoch from a datetime or a number of milliseconds."""
+    if isinstance(value, _dt.datetime):
+        return int(value.timestamp() * 1000)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise InvalidConfiguration(f"{what} must be a datetime or milliseconds since the epoch, not {value!r}")
+    return int(value)
+
+
 def reader_start(start: MessageId | TimeLike) -> tuple[MessageId, int | None]:
     """A reader's start id, and the publish time to seek to when it starts at a time."""
     if isinstance(start, MessageId):
         return start, None
     return MessageId.earliest, time_ms(start, "start")
-
-
-def properties_dict(properties: Mapping[str, str] | None) -> dict[str, str] | None:
-    if properties is None:
-        return None
-    if not isinstance(properties, Mapping):
-        raise InvalidConfiguration("properties must be a dict of str to str")
-    return dict(properties)
-
-
-def many_columns(
-    keys: Sequence[str | None] | None,
-    properties: Sequence[Mapping[str, str] | None] | None,
-    event_times: Sequence[TimeLike | None] | None,
-) -> tuple[list[str | None] | None, list[dict[str, str] | None] | None, list[int | None] | None]:
-    """The optional per-message columns of ``send_many``, as the engine takes them."""
-    return (
-        None if keys is None else list(keys),
-        None if properties is None else [p if p is None or type(p) is dict else dict(p) for p in properties],
-        None if event_times is None else [None if t is None else time_ms(t, "event_times") for t in event_times],
-    )

@@ -1,20 +1,16 @@
-//! Python values to engine values: payloads, options, message fields.
+//! Python values to engine values: payloads, message fields, durations. Options are read in
+//! [`super::options`].
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use pyo3::buffer::PyBuffer;
+use pyo3::conversion::FromPyObjectOwned;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyDelta, PyDict, PyFloat, PyInt, PyString};
+use pyo3::types::{PyBool, PyBytes, PyDateTime, PyDelta, PyDict, PyFloat, PyInt, PyMapping, PyString};
 
 use super::errors::invalid;
-use crate::client::options::TlsOptions;
-use crate::client::{
-    ClientOptions, ConsumerOptions, HashingScheme, InitialPosition, OutgoingMessage, ProducerOptions, RoutingMode,
-};
-use crate::protocol::compression::parse_codec;
-use crate::protocol::pb::{command_subscribe::SubType, ProducerAccessMode};
+use crate::client::OutgoingMessage;
 
 /// A payload from `bytes`, `str` (UTF-8) or any object with the buffer protocol.
 pub fn payload(obj: &Bound<'_, PyAny>) -> PyResult<Bytes> {
@@ -59,49 +55,127 @@ pub fn payloads(items: &Bound<'_, PyAny>) -> PyResult<Vec<Bytes>> {
         .collect())
 }
 
-/// The `(key, value)` pairs of a properties dict of str to str.
-pub fn property_pairs(props: &Bound<'_, PyDict>) -> PyResult<Vec<(String, String)>> {
-    let mut pairs = Vec::with_capacity(props.len());
-    for (k, v) in props.iter() {
+/// The `(key, value)` pairs of a mapping of str to str (a dict or any `Mapping`); `what` names
+/// the argument in the error.
+pub fn string_pairs(value: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<(String, String)>> {
+    let wrong = || invalid(format!("{what} must map str to str, not {}", value.get_type()));
+    let items = match value.cast::<PyDict>() {
+        Ok(d) => d.items(),
+        Err(_) => value.cast::<PyMapping>().map_err(|_| wrong())?.items()?,
+    };
+    let mut pairs = Vec::with_capacity(items.len());
+    for item in items.iter() {
+        let (k, v): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item.extract()?;
         let (Ok(k), Ok(v)) = (k.extract::<String>(), v.extract::<String>()) else {
-            return Err(invalid("properties must map str to str"));
+            return Err(wrong());
         };
         pairs.push((k, v));
     }
     Ok(pairs)
 }
 
-/// Builds a message from `send` arguments.
-#[allow(clippy::too_many_arguments)]
-pub fn message(
-    data: &Bound<'_, PyAny>,
-    key: Option<String>,
-    properties: Option<&Bound<'_, PyDict>>,
-    event_time: Option<u64>,
-    deliver_at: Option<i64>,
-    ordering_key: Option<&Bound<'_, PyAny>>,
-    sequence_id: Option<i64>,
-) -> PyResult<OutgoingMessage> {
+/// Milliseconds since the epoch from a `datetime` or a number of milliseconds.
+pub fn epoch_ms(value: &Bound<'_, PyAny>, what: &str) -> PyResult<u64> {
+    let ms = if value.is_instance_of::<PyDateTime>() {
+        value.call_method0("timestamp")?.extract::<f64>()? * 1000.0
+    } else if value.is_instance_of::<PyBool>() {
+        f64::NAN
+    } else {
+        value.extract::<f64>().unwrap_or(f64::NAN)
+    };
+    if !(0.0..=u64::MAX as f64).contains(&ms) {
+        return Err(invalid(format!(
+            "{what} must be a datetime or milliseconds since the epoch, not {}",
+            value.repr()?
+        )));
+    }
+    Ok(ms as u64)
+}
+
+/// A message from `data` and the keyword arguments of `Producer.send` (a dict, or None when
+/// none were given): `key`, `properties`, `event_time`, `deliver_at`, `deliver_after`,
+/// `ordering_key`, `sequence_id`. A `None` value is the same as leaving the argument out.
+pub fn message(data: &Bound<'_, PyAny>, fields: Option<&Bound<'_, PyDict>>) -> PyResult<OutgoingMessage> {
     let mut msg = OutgoingMessage::new(payload(data)?);
-    msg.key = key;
-    if let Some(props) = properties {
-        msg.properties = property_pairs(props)?;
-    }
-    msg.event_time = event_time;
-    msg.deliver_at = deliver_at;
-    if let Some(ok) = ordering_key {
-        msg.ordering_key = Some(payload(ok)?.to_vec());
-    }
-    if let Some(seq) = sequence_id {
-        if seq < 0 {
-            return Err(invalid("sequence_id must be non-negative"));
+    let Some(fields) = fields else {
+        return Ok(msg);
+    };
+    let mut deliver_after = None;
+    for (name, value) in fields.iter() {
+        if value.is_none() {
+            continue;
         }
-        msg.sequence_id = Some(seq as u64);
+        match name.cast::<PyString>()?.to_str()? {
+            "key" => msg.key = Some(value.extract().map_err(|_| invalid("key must be a str"))?),
+            "properties" => msg.properties = string_pairs(&value, "properties")?,
+            "event_time" => msg.event_time = Some(epoch_ms(&value, "event_time")?),
+            "deliver_at" => msg.deliver_at = Some(epoch_ms(&value, "deliver_at")? as i64),
+            "deliver_after" => deliver_after = Some(value),
+            "ordering_key" => msg.ordering_key = Some(payload(&value)?.to_vec()),
+            "sequence_id" => match value.extract::<u64>() {
+                Ok(seq) if !value.is_instance_of::<PyBool>() => msg.sequence_id = Some(seq),
+                _ => return Err(invalid("sequence_id must be a non-negative int")),
+            },
+            other => {
+                return Err(pyo3::exceptions::PyTypeError::new_err(format!(
+                    "send() got an unexpected keyword argument '{other}'"
+                )))
+            }
+        }
+    }
+    if let Some(after) = deliver_after {
+        if msg.deliver_at.is_some() {
+            return Err(invalid("give deliver_at or deliver_after, not both"));
+        }
+        let Span::Within(delay) = span(Some(&after), "deliver_after")? else {
+            return Err(invalid(
+                "deliver_after must be a finite number of seconds up to 2**31: the message would never be delivered",
+            ));
+        };
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        msg.deliver_at = Some((now + delay).as_millis() as i64);
     }
     Ok(msg)
 }
 
-fn get<'py, T: for<'a> FromPyObjectOwned<'py>>(d: &Bound<'py, PyDict>, key: &str) -> PyResult<Option<T>> {
+/// The messages of a `send_many` call: payloads plus optional per-message columns (`keys`,
+/// `properties`, `event_times`), each a sequence as long as the payloads whose entries may be
+/// None.
+pub fn messages<'py>(
+    payloads: &Bound<'py, PyAny>,
+    keys: Option<&Bound<'py, PyAny>>,
+    properties: Option<&Bound<'py, PyAny>>,
+    event_times: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Vec<OutgoingMessage>> {
+    let mut msgs: Vec<OutgoingMessage> = self::payloads(payloads)?.into_iter().map(OutgoingMessage::new).collect();
+    for (name, values) in [("keys", keys), ("properties", properties), ("event_times", event_times)] {
+        let Some(values) = values.filter(|v| !v.is_none()) else {
+            continue;
+        };
+        let values: Vec<Bound<'py, PyAny>> = values
+            .try_iter()
+            .and_then(|it| it.collect())
+            .map_err(|_| invalid(format!("{name} must be a sequence with one entry per payload")))?;
+        if values.len() != msgs.len() {
+            return Err(invalid(format!("{} {name} for {} payloads", values.len(), msgs.len())));
+        }
+        for (m, v) in msgs.iter_mut().zip(values) {
+            if v.is_none() {
+                continue;
+            }
+            match name {
+                "keys" => m.key = Some(v.extract().map_err(|_| invalid("keys must be str or None"))?),
+                "properties" => m.properties = string_pairs(&v, "properties")?,
+                _ => m.event_time = Some(epoch_ms(&v, "event_times")?),
+            }
+        }
+    }
+    Ok(msgs)
+}
+
+pub(super) fn get<'py, T: for<'a> FromPyObjectOwned<'py>>(d: &Bound<'py, PyDict>, key: &str) -> PyResult<Option<T>> {
     match d.get_item(key)? {
         None => Ok(None),
         Some(v) if v.is_none() => Ok(None),
@@ -112,7 +186,6 @@ fn get<'py, T: for<'a> FromPyObjectOwned<'py>>(d: &Bound<'py, PyDict>, key: &str
     }
 }
 
-use pyo3::conversion::FromPyObjectOwned;
 
 /// The longest span the engine is ever handed: 2**31 s, about 68 years. Anything longer means
 /// "no limit", and capping there keeps every `Instant + Duration` in the engine far from overflow.
@@ -185,7 +258,7 @@ pub fn deadline(timeout: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Instant>>
 
 /// What "no limit" means for one duration option.
 #[derive(Clone, Copy)]
-enum NoLimit {
+pub(super) enum NoLimit {
     /// Wait as long as it takes: [`NO_LIMIT`].
     Forever,
     /// The feature is off; the engine reads a zero duration as off (`send_timeout`, `ack_timeout`).
@@ -195,7 +268,7 @@ enum NoLimit {
 }
 
 /// A duration option: `None` if the key is absent (the engine's default applies).
-fn duration_option(d: &Bound<'_, PyDict>, key: &str, no_limit: NoLimit, zero_ok: bool) -> PyResult<Option<Duration>> {
+pub(super) fn duration_option(d: &Bound<'_, PyDict>, key: &str, no_limit: NoLimit, zero_ok: bool) -> PyResult<Option<Duration>> {
     let Some(value) = d.get_item(key)? else {
         return Ok(None);
     };
@@ -231,381 +304,3 @@ pub fn _duration_seconds(value: Option<&Bound<'_, PyAny>>, what: &str, unlimited
     }
 }
 
-/// Validates `Client` keyword arguments without making a client, so a `ClientConfig` fails where
-/// it is built and not on a remote worker.
-#[pyfunction]
-pub fn _check_client_options(options: &Bound<'_, PyDict>) -> PyResult<()> {
-    client_options(options).map(drop)
-}
-
-fn pairs(d: &Bound<'_, PyDict>, key: &str) -> PyResult<Option<Vec<(String, String)>>> {
-    match d.get_item(key)? {
-        None => Ok(None),
-        Some(v) if v.is_none() => Ok(None),
-        Some(v) => {
-            let m = v
-                .cast::<PyDict>()
-                .map_err(|_| invalid(format!("{key} must be a dict of str to str")))?;
-            let mut out = Vec::new();
-            for (k, v) in m.iter() {
-                out.push((
-                    k.extract::<String>()?,
-                    v.extract::<String>()
-                        .map_err(|_| invalid(format!("{key} values must be str")))?,
-                ));
-            }
-            Ok(Some(out))
-        }
-    }
-}
-
-fn check_keys(d: &Bound<'_, PyDict>, known: &[&str]) -> PyResult<()> {
-    for k in d.keys() {
-        let k: String = k.extract()?;
-        if !known.contains(&k.as_str()) {
-            return Err(invalid(format!("unknown option {k:?}")));
-        }
-    }
-    Ok(())
-}
-
-fn positive(v: Option<i64>, key: &str) -> PyResult<Option<usize>> {
-    match v {
-        Some(n) if n < 1 => Err(invalid(format!("{key} must be at least 1, got {n}"))),
-        Some(n) => Ok(Some(n as usize)),
-        None => Ok(None),
-    }
-}
-
-const NEVER_RECONNECTS: &str = "a lost connection would never be retried";
-
-/// Client options from the keyword arguments of `Client`.
-pub fn client_options(d: &Bound<'_, PyDict>) -> PyResult<ClientOptions> {
-    let mut o = ClientOptions::default();
-    for k in d.keys() {
-        let k: String = k.extract()?;
-        if ![
-            "operation_timeout",
-            "connect_timeout",
-            "keepalive_interval",
-            "memory_limit",
-            "auth_method",
-            "auth_data",
-            "initial_backoff",
-            "max_backoff",
-            "tls_trust_certs_file_path",
-            "tls_allow_insecure_connection",
-            "tls_validate_hostname",
-            "tls_certificate_file_path",
-            "tls_private_key_file_path",
-        ]
-        .contains(&k.as_str())
-        {
-            return Err(invalid(format!("unknown client option {k:?}")));
-        }
-    }
-    if let Some(v) = duration_option(d, "operation_timeout", NoLimit::Forever, false)? {
-        o.connection.operation_timeout = v;
-    }
-    if let Some(v) = duration_option(d, "connect_timeout", NoLimit::Forever, false)? {
-        o.connection.connect_timeout = v;
-    }
-    // No limit: no pings, so a half-open connection is noticed only by the operation timeout.
-    if let Some(v) = duration_option(d, "keepalive_interval", NoLimit::Forever, false)? {
-        o.connection.keepalive_interval = v;
-    }
-    if let Some(v) = duration_option(d, "initial_backoff", NoLimit::Refused(NEVER_RECONNECTS), false)? {
-        o.initial_backoff = v;
-    }
-    if let Some(v) = duration_option(d, "max_backoff", NoLimit::Refused(NEVER_RECONNECTS), false)? {
-        o.max_backoff = v;
-    }
-    if let Some(v) = d.get_item("memory_limit")? {
-        if !v.is_none() {
-            let n: i64 = v
-                .extract()
-                .map_err(|_| invalid("memory_limit must be an int (bytes)"))?;
-            if n < 0 {
-                return Err(invalid("memory_limit must be >= 0 (0 disables it)"));
-            }
-            o.memory_limit = n as usize;
-        }
-    }
-    if let Some(m) = d.get_item("auth_method")? {
-        if !m.is_none() {
-            let method: String = m.extract()?;
-            let data: Vec<u8> = match d.get_item("auth_data")? {
-                Some(v) if !v.is_none() => payload(&v)?.to_vec(),
-                _ => Vec::new(),
-            };
-            o.connection.auth = Some((method, data));
-        }
-    }
-    let path =
-        |key: &str| -> PyResult<Option<PathBuf>> { Ok(get::<PathBuf>(d, key)?.filter(|p| !p.as_os_str().is_empty())) };
-    o.connection.tls = TlsOptions {
-        trust_certs_file: path("tls_trust_certs_file_path")?,
-        allow_insecure_connection: get::<bool>(d, "tls_allow_insecure_connection")?.unwrap_or(false),
-        validate_hostname: get::<bool>(d, "tls_validate_hostname")?.unwrap_or(true),
-        certificate_file: path("tls_certificate_file_path")?,
-        private_key_file: path("tls_private_key_file_path")?,
-    };
-    Ok(o)
-}
-
-/// Producer options from the keyword arguments of `create_producer`.
-pub fn producer_options(d: &Bound<'_, PyDict>) -> PyResult<ProducerOptions> {
-    check_keys(
-        d,
-        &[
-            "name",
-            "batching",
-            "batch_max_messages",
-            "batch_max_bytes",
-            "batch_max_delay",
-            "compression",
-            "max_pending",
-            "block_if_full",
-            "send_timeout",
-            "initial_sequence_id",
-            "access_mode",
-            "chunking",
-            "properties",
-            "routing_mode",
-            "hashing_scheme",
-            "partitions_update_interval",
-            "batching_type",
-        ],
-    )?;
-    let mut o = ProducerOptions::default();
-    if let Some(v) = get::<String>(d, "name")? {
-        o.name = Some(v);
-    }
-    if let Some(v) = get::<bool>(d, "batching")? {
-        o.batching = v;
-    }
-    if let Some(v) = positive(get::<i64>(d, "batch_max_messages")?, "batch_max_messages")? {
-        o.batch_max_messages = v;
-    }
-    if let Some(v) = positive(get::<i64>(d, "batch_max_bytes")?, "batch_max_bytes")? {
-        o.batch_max_bytes = v;
-    }
-    if let Some(v) = duration_option(
-        d,
-        "batch_max_delay",
-        NoLimit::Refused("a batch would wait for ever to fill; use batching=False to send each message at once"),
-        true,
-    )? {
-        o.batch_max_delay = v;
-    }
-    if let Some(v) = get::<String>(d, "compression")? {
-        o.compression = parse_codec(&v).ok_or_else(|| {
-            invalid(format!(
-                "unknown compression {v:?}; use None, \"lz4\", \"zlib\", \"zstd\" or \"snappy\""
-            ))
-        })?;
-    }
-    if let Some(v) = positive(get::<i64>(d, "max_pending")?, "max_pending")? {
-        o.max_pending = v;
-    }
-    if let Some(v) = get::<bool>(d, "block_if_full")? {
-        o.block_if_full = v;
-    }
-    if let Some(v) = duration_option(d, "send_timeout", NoLimit::Off, true)? {
-        o.send_timeout = v;
-    }
-    if let Some(v) = get::<i64>(d, "initial_sequence_id")? {
-        if v < 0 {
-            return Err(invalid("initial_sequence_id must be non-negative"));
-        }
-        o.initial_sequence_id = Some(v as u64);
-    }
-    if let Some(v) = get::<String>(d, "access_mode")? {
-        o.access_mode = match v.to_ascii_lowercase().replace('_', "").as_str() {
-            "shared" => ProducerAccessMode::Shared,
-            "exclusive" => ProducerAccessMode::Exclusive,
-            "waitforexclusive" => ProducerAccessMode::WaitForExclusive,
-            "exclusivewithfencing" => ProducerAccessMode::ExclusiveWithFencing,
-            _ => return Err(invalid(format!("unknown access_mode {v:?}"))),
-        };
-    }
-    if let Some(v) = get::<bool>(d, "chunking")? {
-        o.chunking = v;
-    }
-    if let Some(v) = pairs(d, "properties")? {
-        o.properties = v;
-    }
-    if let Some(v) = get::<String>(d, "routing_mode")? {
-        o.routing_mode = match v.to_ascii_lowercase().as_str() {
-            "round_robin" => RoutingMode::RoundRobin,
-            "single_partition" => RoutingMode::SinglePartition,
-            _ => {
-                return Err(invalid(format!(
-                    "unknown routing_mode {v:?}; use \"round_robin\" or \"single_partition\""
-                )))
-            }
-        };
-    }
-    if let Some(v) = get::<String>(d, "hashing_scheme")? {
-        o.hashing_scheme = match v.to_ascii_lowercase().as_str() {
-            "java_string" => HashingScheme::JavaString,
-            "murmur3" | "murmur3_32" => HashingScheme::Murmur3,
-            _ => {
-                return Err(invalid(format!(
-                    "unknown hashing_scheme {v:?}; use \"java_string\" or \"murmur3\""
-                )))
-            }
-        };
-    }
-    if let Some(v) = duration_option(d, "partitions_update_interval", NoLimit::Forever, false)? {
-        o.partitions_update_interval = v;
-    }
-    if let Some(v) = get::<String>(d, "batching_type")? {
-        o.key_based_batching = match v.to_ascii_lowercase().as_str() {
-            "default" => false,
-            "key_based" => true,
-            _ => {
-                return Err(invalid(format!(
-                    "unknown batching_type {v:?}; use \"default\" or \"key_based\""
-                )))
-            }
-        };
-    }
-    o.validate().map_err(super::errors::to_pyerr)?;
-    Ok(o)
-}
-
-/// Consumer options from the keyword arguments of `subscribe`.
-pub fn consumer_options(d: &Bound<'_, PyDict>) -> PyResult<ConsumerOptions> {
-    check_keys(
-        d,
-        &[
-            "subscription_type",
-            "initial_position",
-            "consumer_name",
-            "receiver_queue_size",
-            "nack_redelivery_delay",
-            "ack_timeout",
-            "ack_group_time",
-            "ack_group_max",
-            "durable",
-            "start_message_id",
-            "start_inclusive",
-            "read_compacted",
-            "subscription_properties",
-            "properties",
-            "batch_index_ack",
-            "replicate_subscription_state",
-            "priority_level",
-            "discovery_period",
-            "max_redeliver_count",
-            "dead_letter_topic",
-            "chunk_expiry",
-            "max_pending_chunked_messages",
-        ],
-    )?;
-    let mut o = ConsumerOptions::default();
-    if let Some(v) = get::<String>(d, "subscription_type")? {
-        o.sub_type = match v.to_ascii_lowercase().replace('_', "").as_str() {
-            "exclusive" => SubType::Exclusive,
-            "shared" => SubType::Shared,
-            "failover" => SubType::Failover,
-            "keyshared" => SubType::KeyShared,
-            _ => return Err(invalid(format!("unknown subscription_type {v:?}"))),
-        };
-    }
-    if let Some(v) = get::<String>(d, "initial_position")? {
-        o.initial_position = match v.to_ascii_lowercase().as_str() {
-            "latest" => InitialPosition::Latest,
-            "earliest" => InitialPosition::Earliest,
-            _ => {
-                return Err(invalid(format!(
-                    "initial_position must be \"earliest\" or \"latest\", not {v:?}"
-                )))
-            }
-        };
-    }
-    if let Some(v) = get::<String>(d, "consumer_name")? {
-        o.name = Some(v);
-    }
-    if let Some(v) = positive(get::<i64>(d, "receiver_queue_size")?, "receiver_queue_size")? {
-        o.receiver_queue_size = v;
-    }
-    if let Some(v) = duration_option(
-        d,
-        "nack_redelivery_delay",
-        NoLimit::Refused("a negatively acknowledged message would never come back"),
-        true,
-    )? {
-        o.nack_redelivery_delay = v;
-    }
-    if let Some(v) = duration_option(d, "ack_timeout", NoLimit::Off, true)? {
-        o.ack_timeout = v;
-    }
-    if let Some(v) = duration_option(
-        d,
-        "ack_group_time",
-        NoLimit::Refused("acknowledgements would wait until close; use 0 to send each at once"),
-        true,
-    )? {
-        o.ack_group_time = v;
-    }
-    if let Some(v) = positive(get::<i64>(d, "ack_group_max")?, "ack_group_max")? {
-        o.ack_group_max = v;
-    }
-    if let Some(v) = get::<bool>(d, "durable")? {
-        o.durable = v;
-    }
-    if let Some(v) = d.get_item("start_message_id")? {
-        if !v.is_none() {
-            let id = v
-                .cast::<super::types::PyMessageId>()
-                .map_err(|_| invalid("start_message_id must be a MessageId"))?;
-            o.start_message_id = Some(id.get().inner.clone());
-        }
-    }
-    if let Some(v) = get::<bool>(d, "start_inclusive")? {
-        o.start_inclusive = v;
-    }
-    if let Some(v) = get::<bool>(d, "read_compacted")? {
-        o.read_compacted = v;
-    }
-    if let Some(v) = pairs(d, "subscription_properties")? {
-        o.subscription_properties = v;
-    }
-    if let Some(v) = pairs(d, "properties")? {
-        o.properties = v;
-    }
-    if let Some(v) = get::<bool>(d, "batch_index_ack")? {
-        o.batch_index_ack = v;
-    }
-    if let Some(v) = get::<bool>(d, "replicate_subscription_state")? {
-        o.replicate_subscription_state = v;
-    }
-    if let Some(v) = get::<i32>(d, "priority_level")? {
-        o.priority_level = v;
-    }
-    if let Some(v) = duration_option(d, "discovery_period", NoLimit::Forever, false)? {
-        o.discovery_period = v;
-    }
-    if let Some(v) = get::<i64>(d, "max_redeliver_count")? {
-        if v < 1 {
-            return Err(invalid("max_redeliver_count must be at least 1"));
-        }
-        o.max_redeliver_count = Some(v as u32);
-    }
-    if let Some(v) = get::<String>(d, "dead_letter_topic")? {
-        o.dead_letter_topic = Some(v);
-    }
-    if let Some(v) = duration_option(d, "chunk_expiry", NoLimit::Forever, false)? {
-        o.chunk_expiry = v;
-    }
-    if let Some(v) = get::<i64>(d, "max_pending_chunked_messages")? {
-        if v < 1 {
-            return Err(invalid("max_pending_chunked_messages must be at least 1"));
-        }
-        o.max_pending_chunked_messages = v as usize;
-    }
-    o.validate().map_err(super::errors::to_pyerr)?;
-    Ok(o)
-}

@@ -2,10 +2,13 @@
 //! waits on the engine (blocking or asyncio), and maps errors in one place (`errors.rs`).
 
 mod client;
+mod consumer;
 mod convert;
 mod dispatch;
 mod errors;
 mod lifecycle;
+mod options;
+mod producer;
 mod runtime;
 mod types;
 
@@ -56,8 +59,8 @@ fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
         lifecycle::install_logger(l.filter_target("magnetar".to_string(), log::LevelFilter::Trace));
     }
     m.add_class::<client::PyClient>()?;
-    m.add_class::<client::PyProducer>()?;
-    m.add_class::<client::PyConsumer>()?;
+    m.add_class::<producer::PyProducer>()?;
+    m.add_class::<consumer::PyConsumer>()?;
     m.add_class::<types::PyMessageId>()?;
     m.add_class::<types::PyMessage>()?;
     m.add_class::<types::SendFuture>()?;
@@ -66,7 +69,7 @@ fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_key_hash, m)?)?;
     m.add_function(wrap_pyfunction!(_panic_in_engine, m)?)?;
     m.add_function(wrap_pyfunction!(convert::_duration_seconds, m)?)?;
-    m.add_function(wrap_pyfunction!(convert::_check_client_options, m)?)?;
+    m.add_function(wrap_pyfunction!(options::_check_client_options, m)?)?;
     m.add_function(wrap_pyfunction!(lifecycle::_at_exit, m)?)?;
     m.add_function(wrap_pyfunction!(lifecycle::_inject_actor_panic, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

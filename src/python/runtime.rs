@@ -180,6 +180,39 @@ where
     }
 }
 
+/// Runs one waiting operation for either kind of caller, so each operation is written once:
+/// with no `future` it blocks this thread (GIL released, Ctrl-C honoured) and returns the
+/// converted outcome; with an asyncio future it returns None at once and resolves the future
+/// from the client's dispatch thread.
+pub fn run<T, F, C>(
+    py: Python<'_>,
+    dispatch: &Arc<Dispatcher>,
+    future: Option<Py<PyAny>>,
+    op: F,
+    convert: C,
+) -> PyResult<Py<PyAny>>
+where
+    F: Future<Output = Result<T, Error>> + Send + 'static,
+    T: Send + 'static,
+    C: FnOnce(Python<'_>, T) -> PyResult<Py<PyAny>> + Send + 'static,
+{
+    match future {
+        None => {
+            let value = wait(py, op)?;
+            convert(py, value)
+        }
+        Some(future) => {
+            spawn_for_asyncio(py, dispatch, future, op, convert)?;
+            Ok(py.None())
+        }
+    }
+}
+
+/// The `convert` of [`run`] for operations that return nothing.
+pub fn none(py: Python<'_>, _: ()) -> PyResult<Py<PyAny>> {
+    Ok(py.None())
+}
+
 /// Turns a task's panic into an engine error.
 pub fn panicked(join: tokio::task::JoinError) -> Error {
     let what = if join.is_panic() {
@@ -195,7 +228,7 @@ pub fn panicked(join: tokio::task::JoinError) -> Error {
 
 /// Spawns `fut` and resolves the asyncio future `aio_future` with its outcome, converted by
 /// `convert` on the client's dispatch thread. A future cancelled meanwhile is left alone.
-pub fn spawn_for_asyncio<T, F, C>(
+fn spawn_for_asyncio<T, F, C>(
     py: Python<'_>,
     dispatch: &Arc<Dispatcher>,
     aio_future: Py<PyAny>,

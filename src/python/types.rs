@@ -308,6 +308,17 @@ pub(crate) fn without_gc<R>(_py: Python<'_>, f: impl FnOnce() -> R) -> R {
     f()
 }
 
+/// Engine message ids as a Python list of `MessageId`s.
+pub fn id_list(py: Python<'_>, ids: Vec<client::MessageId>) -> PyResult<Py<PyAny>> {
+    without_gc(py, || {
+        let out = pyo3::types::PyList::empty(py);
+        for id in ids {
+            out.append(new_id(py, id)?)?;
+        }
+        Ok(out.into_any().unbind())
+    })
+}
+
 /// A user callback raised: log it (logger "magnetar") and carry on.
 pub(crate) fn log_callback_error(py: Python<'_>, e: &PyErr) {
     let trace = e.traceback(py).and_then(|t| t.format().ok()).unwrap_or_default();

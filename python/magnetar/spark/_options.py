@@ -7,7 +7,6 @@ import base64
 import binascii
 import datetime as _dt
 import difflib
-import inspect
 import json
 import logging
 import re
@@ -16,8 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._client import Client
 from .._config import ClientConfig
+from .._options import ConnectionOptions, Declared, ProducerOptions, ReaderOptions, declared
 from .._core import MessageId
 from ..exceptions import InvalidConfiguration
 
@@ -197,29 +196,36 @@ def _parse_number(option: str, text: str) -> float:
         raise _err(option, f"expected a number, not {text!r}") from None
 
 
-def _typed_kwargs(prefix: str, func: Any, given: Mapping[str, str], skip: tuple[str, ...] = ()) -> dict[str, Any]:
-    """``prefix.name`` options (snake_case, or the same without underscores since Spark
-    lower-cases option names) converted to the types of ``func``'s keyword arguments."""
-    params = {p.name.replace("_", ""): p for p in inspect.signature(func).parameters.values()
-              if p.kind == inspect.Parameter.KEYWORD_ONLY and p.name not in skip
-              and not any(t in str(p.annotation) for t in ("Callable", "Mapping", "Sequence", "MessageId"))}
+def _typed_kwargs(prefix: str, declaration: type, given: Mapping[str, str], skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    """``prefix.name`` options converted to the declared types of ``declaration`` (one of the
+    ``*Options`` classes of :mod:`magnetar._options`). A name matches in snake_case, without
+    underscores (Spark lower-cases option names) or as one of the option's declared aliases
+    (the Java client's names); options that text cannot express (callables, mappings) are not
+    taken."""
+    options = {d.name.replace("_", ""): d for d in declared(declaration).values()
+               if d.name not in skip and not _needs_objects(d)}
+    for d in list(options.values()):
+        options.update({alias.lower(): d for alias in d.aliases})
     out: dict[str, Any] = {}
     for k, v in given.items():
-        p = params.get(re.sub(r"[._-]", "", k[len(prefix):].lower()))
-        if p is None:
-            known = ", ".join(sorted(prefix + q.name for q in params.values()))
+        option = options.get(re.sub(r"[._-]", "", k[len(prefix):].lower()))
+        if option is None:
+            known = ", ".join(sorted({prefix + d.name for d in options.values()}))
             raise _err(k, f"unknown option; known {prefix}* options: {known}")
-        ann = str(p.annotation)
-        if "bool" in ann:
-            out[p.name] = _parse_bool(k, v)
-        elif "int" in ann and "float" not in ann:
-            n = _parse_int(k, v, minimum=-(2**63))
-            out[p.name] = n
-        elif "float" in ann:
-            out[p.name] = _parse_number(k, v)
+        kind = option.kind()
+        if kind is bool:
+            out[option.name] = _parse_bool(k, v)
+        elif kind is int:
+            out[option.name] = _parse_int(k, v, minimum=-(2**63))
+        elif kind is float:
+            out[option.name] = _parse_number(k, v)
         else:
-            out[p.name] = v
+            out[option.name] = v
     return out
+
+
+def _needs_objects(d: Declared) -> bool:
+    return any(t in str(d.type) for t in ("Callable", "Mapping", "Authentication"))
 
 
 # -- the options ----------------------------------------------------------------------------
@@ -308,8 +314,7 @@ class SourceOptions:
             raise _err("service_url", "required, e.g. .option('service_url', 'pulsar://localhost:6650')")
 
         client_kw: dict[str, Any] = _typed_kwargs(
-            "client.", Client.__init__, {original[k]: v for k, v in opts.items() if k.startswith("client.")},
-            skip=("authentication",))
+            "client.", ConnectionOptions, {original[k]: v for k, v in opts.items() if k.startswith("client.")})
         token = get("authtoken", "auth_token")
         method = get("authmethod", "auth_method")
         if token is not None and method is not None:
@@ -359,12 +364,10 @@ class SourceOptions:
         if start_time is not None and end_time is not None and end_time <= start_time:
             raise _err("endingTime", f"must be after startingTime ({end_time} <= {start_time})")
 
-        from .._client import Client as _C
-
-        producer_kw = _typed_kwargs("producer.", _C.create_producer,
+        producer_kw = _typed_kwargs("producer.", ProducerOptions,
                                     {original[k]: v for k, v in opts.items() if k.startswith("producer.")},
                                     skip=("properties",))
-        reader_kw = _typed_kwargs("reader.", _C.create_reader,
+        reader_kw = _typed_kwargs("reader.", ReaderOptions,
                                   {original[k]: v for k, v in opts.items() if k.startswith("reader.")},
                                   skip=("start_inclusive",))
         sub = get("subscriptionname")

@@ -1,0 +1,110 @@
+"""From a caller's options to the dicts the engine handles take (``_core._Client(url, opts)``,
+``create_producer(topic, opts)``, ``subscribe(topic, sub, opts)``).
+
+Options arrive resolved (:func:`magnetar._options.resolve`: declared names only, defaults in);
+here the Python-only ones (callbacks, credentials objects, paths) are taken out or converted,
+and the engine checks the rest (types, ranges, durations) in one place
+(``src/python/options.rs``).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Mapping, Sequence
+
+from ._core import MessageId
+from ._options import (
+    Authentication,
+    ClientOptions,
+    ConnectionOptions,
+    ConsumerOptions,
+    ProducerOptions,
+    ReaderOptions,
+    check_topic,
+    reader_start,
+    resolve,
+)
+from .exceptions import InvalidConfiguration
+
+__all__ = ["connection", "consumer", "producer", "reader"]
+
+_TLS_PATHS = ("tls_trust_certs_file_path", "tls_certificate_file_path", "tls_private_key_file_path")
+_TLS_FLAGS = ("tls_allow_insecure_connection", "tls_validate_hostname")
+
+
+def connection(options: Mapping[str, Any], call: str = "Client") -> dict[str, Any]:
+    """The engine's client options from :class:`ConnectionOptions` (``on_state_change``, which
+    only the Python client uses, must not be among them)."""
+    opts = resolve(ConnectionOptions, options, call)
+    auth = opts.pop("authentication")
+    if auth is not None and not isinstance(auth, Authentication):
+        raise InvalidConfiguration("authentication must be a magnetar.Authentication")
+    opts["auth_method"] = auth.method if auth else None
+    opts["auth_data"] = auth.data if auth else None
+    for name in _TLS_PATHS:
+        path = opts[name]
+        value = os.fspath(path) if isinstance(path, os.PathLike) else path
+        if value is not None and not isinstance(value, str):
+            raise InvalidConfiguration(f"{name} must be a path (str or os.PathLike[str]), not {path!r}")
+        opts[name] = value or None
+    for name in _TLS_FLAGS:
+        if not isinstance(opts[name], bool):
+            raise InvalidConfiguration(f"{name} must be True or False, not {opts[name]!r}")
+    if (opts["tls_certificate_file_path"] is None) != (opts["tls_private_key_file_path"] is None):
+        raise InvalidConfiguration("tls_certificate_file_path and tls_private_key_file_path must be given together")
+    return opts
+
+
+def client(options: Mapping[str, Any]) -> tuple[dict[str, Any], Any]:
+    """The engine's client options and the ``on_state_change`` callback of a client's options."""
+    opts = resolve(ClientOptions, options, "Client")
+    on_state_change = opts.pop("on_state_change")
+    if on_state_change is not None and not callable(on_state_change):
+        raise InvalidConfiguration("on_state_change must be a callable taking the state name")
+    return connection(opts), on_state_change
+
+
+def producer(topic: str, options: Mapping[str, Any]) -> tuple[str, dict[str, Any], Any]:
+    """``create_producer``'s engine arguments: topic, options, router."""
+    opts = resolve(ProducerOptions, options, "create_producer")
+    router = opts.pop("router")
+    if router is not None and not callable(router):
+        raise InvalidConfiguration("router must be a callable (key, num_partitions) -> partition")
+    return topic, opts, router
+
+
+def consumer(
+    topic: str | Sequence[str], subscription: str, options: Mapping[str, Any]
+) -> tuple[tuple[Any, str, dict[str, Any], bool], Any, int]:
+    """``subscribe``'s engine arguments (topic, subscription, options, pattern), the listener
+    and its concurrency."""
+    opts = resolve(ConsumerOptions, options, "subscribe")
+    listener, concurrency = opts.pop("listener"), opts.pop("listener_concurrency")
+    if listener is not None and not callable(listener):
+        raise InvalidConfiguration("listener must be a callable taking a Message")
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise InvalidConfiguration("listener_concurrency must be an int >= 1")
+    check_topic(topic)
+    pattern = opts.pop("pattern")
+    topics = topic if isinstance(topic, str) else list(topic)
+    return (topics, subscription, opts, pattern), listener, concurrency
+
+
+def reader(topic: str, start: Any, options: Mapping[str, Any]) -> tuple[tuple[str, str, dict[str, Any], bool], int | None]:
+    """``create_reader``'s engine arguments (a non-durable subscription) and the publish time
+    to seek to when the reader starts at a time."""
+    opts = resolve(ReaderOptions, options, "create_reader")
+    start_id, at_time = reader_start(start)
+    engine = {
+        "subscription_type": "exclusive",
+        # As the Java reader does: the broker honours the start id with "latest", and
+        # "earliest" only for the earliest sentinel.
+        "initial_position": "earliest" if start_id == MessageId.earliest else "latest",
+        "durable": False,
+        "start_message_id": start_id,
+        "start_inclusive": opts["start_inclusive"],
+        "receiver_queue_size": opts["receiver_queue_size"],
+        "consumer_name": opts["reader_name"],
+        "read_compacted": opts["read_compacted"],
+    }
+    return (topic, f"reader-{os.urandom(5).hex()}", engine, False), at_time

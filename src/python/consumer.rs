@@ -1,0 +1,309 @@
+//! `_Consumer`: the engine handle behind `magnetar.Consumer`, `magnetar.Reader` and their
+//! asyncio twins.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+
+use super::convert;
+use super::dispatch::Dispatcher;
+use super::errors::{invalid, to_pyerr};
+use super::lifecycle;
+use super::runtime::{none, run, ForkGuard};
+use super::types::{id_list, new_message, without_gc, PyMessage, PyMessageId};
+use crate::client::consumer::SeekTarget;
+use crate::client::{self, Error, ErrorKind};
+
+/// Engine handle of a consumer (and of a reader, which is a non-durable consumer).
+#[pyclass(name = "_Consumer", module = "magnetar._core", frozen)]
+pub struct PyConsumer {
+    inner: client::Consumer,
+    guard: ForkGuard,
+    dispatch: Arc<Dispatcher>,
+}
+
+impl PyConsumer {
+    pub fn new(inner: client::Consumer, guard: ForkGuard, dispatch: Arc<Dispatcher>) -> Self {
+        PyConsumer { inner, guard, dispatch }
+    }
+}
+
+impl Drop for PyConsumer {
+    fn drop(&mut self) {
+        self.guard.leak_in_child(&self.inner);
+        self.guard.leak_in_child(&self.dispatch);
+    }
+}
+
+fn message_id_of(obj: &Bound<'_, PyAny>) -> PyResult<client::MessageId> {
+    if let Ok(m) = obj.cast::<PyMessage>() {
+        return Ok(m.get().inner.id.clone());
+    }
+    if let Ok(id) = obj.cast::<PyMessageId>() {
+        return Ok(id.get().inner.clone());
+    }
+    Err(pyo3::exceptions::PyTypeError::new_err(
+        "expected a Message or a MessageId",
+    ))
+}
+
+fn seek_target(target: &Bound<'_, PyAny>) -> PyResult<SeekTarget> {
+    if let Ok(id) = target.cast::<PyMessageId>() {
+        return Ok(SeekTarget::Id(id.get().inner.clone()));
+    }
+    match target.extract::<i64>() {
+        Ok(ms) if ms >= 0 => Ok(SeekTarget::PublishTime(ms as u64)),
+        _ => Err(invalid(
+            "seek takes a MessageId or a publish time in milliseconds since the epoch",
+        )),
+    }
+}
+
+#[pymethods]
+impl PyConsumer {
+    #[getter]
+    fn topics(&self) -> Vec<String> {
+        self.inner.topics()
+    }
+    #[getter]
+    fn subscription(&self) -> &str {
+        self.inner.subscription()
+    }
+    #[getter]
+    fn is_connected(&self) -> bool {
+        self.inner.is_connected()
+    }
+    #[getter]
+    fn corrupt_messages(&self) -> u64 {
+        self.inner.corrupt_messages()
+    }
+    #[getter]
+    fn queued(&self) -> usize {
+        self.inner.queued()
+    }
+    #[getter]
+    fn closed(&self) -> bool {
+        self.inner.is_closed()
+    }
+
+    /// The next message, waiting up to `timeout` seconds (None: forever).
+    #[pyo3(signature = (timeout=None))]
+    fn receive(&self, py: Python<'_>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<Py<PyMessage>> {
+        let m = self.receive_one(py, convert::deadline(timeout)?)?;
+        new_message(py, m)
+    }
+
+    /// A queued message or None, without waiting.
+    fn try_receive(&self, py: Python<'_>) -> PyResult<Option<Py<PyMessage>>> {
+        self.guard.check()?;
+        match self.inner.try_receive().map_err(to_pyerr)? {
+            Some(m) => Ok(Some(new_message(py, m)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Up to `max_messages`: what is queued, or whatever arrives within `timeout` seconds.
+    #[pyo3(signature = (max_messages=100, timeout=None))]
+    fn receive_many<'py>(
+        &self,
+        py: Python<'py>,
+        max_messages: usize,
+        timeout: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        self.guard.check()?;
+        if max_messages == 0 {
+            return Err(invalid("max_messages must be at least 1"));
+        }
+        let deadline = convert::deadline(timeout)?;
+        let mut msgs = self.inner.try_receive_many(max_messages).map_err(to_pyerr)?;
+        if msgs.is_empty() && deadline.is_none_or(|d| d > Instant::now()) {
+            match self.receive_one(py, deadline) {
+                Ok(first) => {
+                    msgs.push(first);
+                    msgs.extend(self.inner.try_receive_many(max_messages - 1).unwrap_or_default());
+                }
+                Err(e) if e.is_instance_of::<pyo3::exceptions::PyTimeoutError>(py) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        without_gc(py, || {
+            let out = PyList::empty(py);
+            for m in msgs {
+                out.append(new_message(py, m)?)?;
+            }
+            Ok(out)
+        })
+    }
+
+    /// Resolves `future` (with None) once a message may be available or the consumer ended.
+    fn wait_for_message(&self, py: Python<'_>, future: Py<PyAny>) -> PyResult<Py<PyAny>> {
+        self.guard.check()?;
+        let c = self.inner.clone();
+        let wait = async move {
+            c.wait_for_message().await;
+            Ok(())
+        };
+        run(py, &self.dispatch, Some(future), wait, none)
+    }
+
+    fn ack(&self, message: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.guard.check()?;
+        self.inner.ack(&message_id_of(message)?).map_err(to_pyerr)
+    }
+
+    fn ack_many(&self, messages: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.guard.check()?;
+        let mut ids = Vec::with_capacity(messages.len().unwrap_or(0));
+        for m in messages.try_iter()? {
+            ids.push(message_id_of(&m?)?);
+        }
+        self.inner.ack_many(ids).map_err(to_pyerr)
+    }
+
+    fn ack_cumulative(&self, message: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.guard.check()?;
+        self.inner.ack_cumulative(&message_id_of(message)?).map_err(to_pyerr)
+    }
+
+    #[pyo3(signature = (message, cumulative=false, *, future=None))]
+    fn ack_with_receipt(
+        &self,
+        py: Python<'_>,
+        message: &Bound<'_, PyAny>,
+        cumulative: bool,
+        future: Option<Py<PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        self.guard.check()?;
+        let id = message_id_of(message)?;
+        let c = self.inner.clone();
+        let ack = async move { c.ack_with_receipt(&id, cumulative).await };
+        run(py, &self.dispatch, future, ack, none)
+    }
+
+    fn nack(&self, message: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.guard.check()?;
+        self.inner.nack(&message_id_of(message)?).map_err(to_pyerr)
+    }
+
+    fn redeliver_unacknowledged(&self) -> PyResult<()> {
+        self.guard.check()?;
+        self.inner.redeliver_unacknowledged().map_err(to_pyerr)
+    }
+
+    fn pause(&self) -> PyResult<()> {
+        self.guard.check()?;
+        self.inner.set_paused(true);
+        Ok(())
+    }
+
+    fn resume(&self) -> PyResult<()> {
+        self.guard.check()?;
+        self.inner.set_paused(false);
+        Ok(())
+    }
+
+    #[pyo3(signature = (target, *, future=None))]
+    fn seek(&self, py: Python<'_>, target: &Bound<'_, PyAny>, future: Option<Py<PyAny>>) -> PyResult<Py<PyAny>> {
+        self.guard.check()?;
+        let t = seek_target(target)?;
+        let c = self.inner.clone();
+        run(py, &self.dispatch, future, async move { c.seek(t).await }, none)
+    }
+
+    #[pyo3(signature = (*, future=None))]
+    fn last_message_ids(&self, py: Python<'_>, future: Option<Py<PyAny>>) -> PyResult<Py<PyAny>> {
+        self.guard.check()?;
+        let c = self.inner.clone();
+        run(py, &self.dispatch, future, async move { c.last_message_ids().await }, id_list)
+    }
+
+    /// The broker's statistics per covered topic, as dicts.
+    #[pyo3(signature = (*, future=None))]
+    fn stats(&self, py: Python<'_>, future: Option<Py<PyAny>>) -> PyResult<Py<PyAny>> {
+        self.guard.check()?;
+        let c = self.inner.clone();
+        let stats = async move {
+            let all = c.stats().await?;
+            Ok((all, c.queued(), c.corrupt_messages()))
+        };
+        run(py, &self.dispatch, future, stats, |py, (all, queued, corrupt)| {
+            let out = PyList::empty(py);
+            for s in all {
+                let d = PyDict::new(py);
+                d.set_item("topic", s.topic)?;
+                d.set_item("msg_rate_out", s.msg_rate_out)?;
+                d.set_item("msg_throughput_out", s.msg_throughput_out)?;
+                d.set_item("msg_rate_redeliver", s.msg_rate_redeliver)?;
+                d.set_item("consumer_name", s.consumer_name)?;
+                d.set_item("available_permits", s.available_permits)?;
+                d.set_item("unacked_messages", s.unacked_messages)?;
+                d.set_item("blocked_consumer_on_unacked_msgs", s.blocked_consumer_on_unacked_msgs)?;
+                d.set_item("msg_backlog", s.msg_backlog)?;
+                d.set_item("subscription_type", s.subscription_type)?;
+                d.set_item("queued", queued)?;
+                d.set_item("corrupt_messages", corrupt)?;
+                out.append(d)?;
+            }
+            Ok(out.into_any().unbind())
+        })
+    }
+
+    #[pyo3(signature = (*, future=None))]
+    fn has_message_available(&self, py: Python<'_>, future: Option<Py<PyAny>>) -> PyResult<Py<PyAny>> {
+        self.guard.check()?;
+        let c = self.inner.clone();
+        run(py, &self.dispatch, future, async move { c.has_message_available().await }, |py, b| {
+            Ok(pyo3::types::PyBool::new(py, b).to_owned().into_any().unbind())
+        })
+    }
+
+    #[pyo3(signature = (*, future=None))]
+    fn unsubscribe(&self, py: Python<'_>, future: Option<Py<PyAny>>) -> PyResult<Py<PyAny>> {
+        self.guard.check()?;
+        let c = self.inner.clone();
+        run(py, &self.dispatch, future, async move { c.unsubscribe().await }, none)
+    }
+
+    #[pyo3(signature = (*, future=None))]
+    fn close(&self, py: Python<'_>, future: Option<Py<PyAny>>) -> PyResult<Py<PyAny>> {
+        // In a forked child, closing what belongs to the parent is a no-op, not an error.
+        if self.guard.check().is_err() && future.is_none() {
+            return Ok(py.None());
+        }
+        self.guard.check()?;
+        let c = self.inner.clone();
+        run(py, &self.dispatch, future, async move { c.close().await }, none)
+    }
+}
+
+impl PyConsumer {
+    fn receive_one(&self, py: Python<'_>, deadline: Option<Instant>) -> PyResult<client::Message> {
+        self.guard.check()?;
+        if let Some(m) = self.inner.try_receive().map_err(to_pyerr)? {
+            return Ok(m);
+        }
+        let mut interrupt: Option<PyErr> = None;
+        let c = &self.inner;
+        let got = lifecycle::detach(py, || {
+            c.receive_blocking(deadline, || {
+                let checked = lifecycle::attach_unless_exiting(|py| py.check_signals());
+                checked.unwrap_or_else(|| lifecycle::park_for_ever()).map_err(|e| {
+                    interrupt = Some(e);
+                    Error::new(ErrorKind::Other, "interrupted")
+                })
+            })
+        });
+        if let Some(e) = interrupt {
+            return Err(e);
+        }
+        match got.map_err(to_pyerr)? {
+            Some(m) => Ok(m),
+            None => Err(to_pyerr(Error::new(
+                ErrorKind::Timeout,
+                "no message received within the timeout",
+            ))),
+        }
+    }
+}

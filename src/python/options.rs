@@ -1,0 +1,379 @@
+//! Options of `_Client`, `_Producer` and `_Consumer` from the dicts that `magnetar._options`
+//! builds: every key read here with its type, range and meaning of "no limit".
+
+use std::path::PathBuf;
+
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use super::convert::{duration_option, get, payload, string_pairs, NoLimit};
+use super::errors::invalid;
+use crate::client::options::TlsOptions;
+use crate::client::{ClientOptions, ConsumerOptions, HashingScheme, InitialPosition, ProducerOptions, RoutingMode};
+use crate::protocol::compression::parse_codec;
+use crate::protocol::pb::{command_subscribe::SubType, ProducerAccessMode};
+
+/// Validates `Client` keyword arguments without making a client, so a `ClientConfig` fails where
+/// it is built and not on a remote worker.
+#[pyfunction]
+pub fn _check_client_options(options: &Bound<'_, PyDict>) -> PyResult<()> {
+    client_options(options).map(drop)
+}
+
+fn pairs(d: &Bound<'_, PyDict>, key: &str) -> PyResult<Option<Vec<(String, String)>>> {
+    match d.get_item(key)? {
+        Some(v) if !v.is_none() => Ok(Some(string_pairs(&v, key)?)),
+        _ => Ok(None),
+    }
+}
+
+fn check_keys(d: &Bound<'_, PyDict>, known: &[&str]) -> PyResult<()> {
+    for k in d.keys() {
+        let k: String = k.extract()?;
+        if !known.contains(&k.as_str()) {
+            return Err(invalid(format!("unknown option {k:?}")));
+        }
+    }
+    Ok(())
+}
+
+fn positive(v: Option<i64>, key: &str) -> PyResult<Option<usize>> {
+    match v {
+        Some(n) if n < 1 => Err(invalid(format!("{key} must be at least 1, got {n}"))),
+        Some(n) => Ok(Some(n as usize)),
+        None => Ok(None),
+    }
+}
+
+const NEVER_RECONNECTS: &str = "a lost connection would never be retried";
+
+/// Client options from the keyword arguments of `Client`.
+pub fn client_options(d: &Bound<'_, PyDict>) -> PyResult<ClientOptions> {
+    let mut o = ClientOptions::default();
+    for k in d.keys() {
+        let k: String = k.extract()?;
+        if ![
+            "operation_timeout",
+            "connect_timeout",
+            "keepalive_interval",
+            "memory_limit",
+            "auth_method",
+            "auth_data",
+            "initial_backoff",
+            "max_backoff",
+            "tls_trust_certs_file_path",
+            "tls_allow_insecure_connection",
+            "tls_validate_hostname",
+            "tls_certificate_file_path",
+            "tls_private_key_file_path",
+        ]
+        .contains(&k.as_str())
+        {
+            return Err(invalid(format!("unknown client option {k:?}")));
+        }
+    }
+    if let Some(v) = duration_option(d, "operation_timeout", NoLimit::Forever, false)? {
+        o.connection.operation_timeout = v;
+    }
+    if let Some(v) = duration_option(d, "connect_timeout", NoLimit::Forever, false)? {
+        o.connection.connect_timeout = v;
+    }
+    // No limit: no pings, so a half-open connection is noticed only by the operation timeout.
+    if let Some(v) = duration_option(d, "keepalive_interval", NoLimit::Forever, false)? {
+        o.connection.keepalive_interval = v;
+    }
+    if let Some(v) = duration_option(d, "initial_backoff", NoLimit::Refused(NEVER_RECONNECTS), false)? {
+        o.initial_backoff = v;
+    }
+    if let Some(v) = duration_option(d, "max_backoff", NoLimit::Refused(NEVER_RECONNECTS), false)? {
+        o.max_backoff = v;
+    }
+    if let Some(v) = d.get_item("memory_limit")? {
+        if !v.is_none() {
+            let n: i64 = v
+                .extract()
+                .map_err(|_| invalid("memory_limit must be an int (bytes)"))?;
+            if n < 0 {
+                return Err(invalid("memory_limit must be >= 0 (0 disables it)"));
+            }
+            o.memory_limit = n as usize;
+        }
+    }
+    if let Some(m) = d.get_item("auth_method")? {
+        if !m.is_none() {
+            let method: String = m.extract()?;
+            let data: Vec<u8> = match d.get_item("auth_data")? {
+                Some(v) if !v.is_none() => payload(&v)?.to_vec(),
+                _ => Vec::new(),
+            };
+            o.connection.auth = Some((method, data));
+        }
+    }
+    let path =
+        |key: &str| -> PyResult<Option<PathBuf>> { Ok(get::<PathBuf>(d, key)?.filter(|p| !p.as_os_str().is_empty())) };
+    o.connection.tls = TlsOptions {
+        trust_certs_file: path("tls_trust_certs_file_path")?,
+        allow_insecure_connection: get::<bool>(d, "tls_allow_insecure_connection")?.unwrap_or(false),
+        validate_hostname: get::<bool>(d, "tls_validate_hostname")?.unwrap_or(true),
+        certificate_file: path("tls_certificate_file_path")?,
+        private_key_file: path("tls_private_key_file_path")?,
+    };
+    Ok(o)
+}
+
+/// Producer options from the keyword arguments of `create_producer`.
+pub fn producer_options(d: &Bound<'_, PyDict>) -> PyResult<ProducerOptions> {
+    check_keys(
+        d,
+        &[
+            "name",
+            "batching",
+            "batch_max_messages",
+            "batch_max_bytes",
+            "batch_max_delay",
+            "compression",
+            "max_pending",
+            "block_if_full",
+            "send_timeout",
+            "initial_sequence_id",
+            "access_mode",
+            "chunking",
+            "properties",
+            "routing_mode",
+            "hashing_scheme",
+            "partitions_update_interval",
+            "batching_type",
+        ],
+    )?;
+    let mut o = ProducerOptions::default();
+    if let Some(v) = get::<String>(d, "name")? {
+        o.name = Some(v);
+    }
+    if let Some(v) = get::<bool>(d, "batching")? {
+        o.batching = v;
+    }
+    if let Some(v) = positive(get::<i64>(d, "batch_max_messages")?, "batch_max_messages")? {
+        o.batch_max_messages = v;
+    }
+    if let Some(v) = positive(get::<i64>(d, "batch_max_bytes")?, "batch_max_bytes")? {
+        o.batch_max_bytes = v;
+    }
+    if let Some(v) = duration_option(
+        d,
+        "batch_max_delay",
+        NoLimit::Refused("a batch would wait for ever to fill; use batching=False to send each message at once"),
+        true,
+    )? {
+        o.batch_max_delay = v;
+    }
+    if let Some(v) = get::<String>(d, "compression")? {
+        o.compression = parse_codec(&v).ok_or_else(|| {
+            invalid(format!(
+                "unknown compression {v:?}; use None, \"lz4\", \"zlib\", \"zstd\" or \"snappy\""
+            ))
+        })?;
+    }
+    if let Some(v) = positive(get::<i64>(d, "max_pending")?, "max_pending")? {
+        o.max_pending = v;
+    }
+    if let Some(v) = get::<bool>(d, "block_if_full")? {
+        o.block_if_full = v;
+    }
+    if let Some(v) = duration_option(d, "send_timeout", NoLimit::Off, true)? {
+        o.send_timeout = v;
+    }
+    if let Some(v) = get::<i64>(d, "initial_sequence_id")? {
+        if v < 0 {
+            return Err(invalid("initial_sequence_id must be non-negative"));
+        }
+        o.initial_sequence_id = Some(v as u64);
+    }
+    if let Some(v) = get::<String>(d, "access_mode")? {
+        o.access_mode = match v.to_ascii_lowercase().replace('_', "").as_str() {
+            "shared" => ProducerAccessMode::Shared,
+            "exclusive" => ProducerAccessMode::Exclusive,
+            "waitforexclusive" => ProducerAccessMode::WaitForExclusive,
+            "exclusivewithfencing" => ProducerAccessMode::ExclusiveWithFencing,
+            _ => return Err(invalid(format!("unknown access_mode {v:?}"))),
+        };
+    }
+    if let Some(v) = get::<bool>(d, "chunking")? {
+        o.chunking = v;
+    }
+    if let Some(v) = pairs(d, "properties")? {
+        o.properties = v;
+    }
+    if let Some(v) = get::<String>(d, "routing_mode")? {
+        o.routing_mode = match v.to_ascii_lowercase().as_str() {
+            "round_robin" => RoutingMode::RoundRobin,
+            "single_partition" => RoutingMode::SinglePartition,
+            _ => {
+                return Err(invalid(format!(
+                    "unknown routing_mode {v:?}; use \"round_robin\" or \"single_partition\""
+                )))
+            }
+        };
+    }
+    if let Some(v) = get::<String>(d, "hashing_scheme")? {
+        o.hashing_scheme = match v.to_ascii_lowercase().as_str() {
+            "java_string" => HashingScheme::JavaString,
+            "murmur3" | "murmur3_32" => HashingScheme::Murmur3,
+            _ => {
+                return Err(invalid(format!(
+                    "unknown hashing_scheme {v:?}; use \"java_string\" or \"murmur3\""
+                )))
+            }
+        };
+    }
+    if let Some(v) = duration_option(d, "partitions_update_interval", NoLimit::Forever, false)? {
+        o.partitions_update_interval = v;
+    }
+    if let Some(v) = get::<String>(d, "batching_type")? {
+        o.key_based_batching = match v.to_ascii_lowercase().as_str() {
+            "default" => false,
+            "key_based" => true,
+            _ => {
+                return Err(invalid(format!(
+                    "unknown batching_type {v:?}; use \"default\" or \"key_based\""
+                )))
+            }
+        };
+    }
+    o.validate().map_err(super::errors::to_pyerr)?;
+    Ok(o)
+}
+
+/// Consumer options from the keyword arguments of `subscribe`.
+pub fn consumer_options(d: &Bound<'_, PyDict>) -> PyResult<ConsumerOptions> {
+    check_keys(
+        d,
+        &[
+            "subscription_type",
+            "initial_position",
+            "consumer_name",
+            "receiver_queue_size",
+            "nack_redelivery_delay",
+            "ack_timeout",
+            "ack_group_time",
+            "ack_group_max",
+            "durable",
+            "start_message_id",
+            "start_inclusive",
+            "read_compacted",
+            "subscription_properties",
+            "properties",
+            "batch_index_ack",
+            "replicate_subscription_state",
+            "priority_level",
+            "discovery_period",
+            "max_redeliver_count",
+            "dead_letter_topic",
+            "chunk_expiry",
+            "max_pending_chunked_messages",
+        ],
+    )?;
+    let mut o = ConsumerOptions::default();
+    if let Some(v) = get::<String>(d, "subscription_type")? {
+        o.sub_type = match v.to_ascii_lowercase().replace('_', "").as_str() {
+            "exclusive" => SubType::Exclusive,
+            "shared" => SubType::Shared,
+            "failover" => SubType::Failover,
+            "keyshared" => SubType::KeyShared,
+            _ => return Err(invalid(format!("unknown subscription_type {v:?}"))),
+        };
+    }
+    if let Some(v) = get::<String>(d, "initial_position")? {
+        o.initial_position = match v.to_ascii_lowercase().as_str() {
+            "latest" => InitialPosition::Latest,
+            "earliest" => InitialPosition::Earliest,
+            _ => {
+                return Err(invalid(format!(
+                    "initial_position must be \"earliest\" or \"latest\", not {v:?}"
+                )))
+            }
+        };
+    }
+    if let Some(v) = get::<String>(d, "consumer_name")? {
+        o.name = Some(v);
+    }
+    if let Some(v) = positive(get::<i64>(d, "receiver_queue_size")?, "receiver_queue_size")? {
+        o.receiver_queue_size = v;
+    }
+    if let Some(v) = duration_option(
+        d,
+        "nack_redelivery_delay",
+        NoLimit::Refused("a negatively acknowledged message would never come back"),
+        true,
+    )? {
+        o.nack_redelivery_delay = v;
+    }
+    if let Some(v) = duration_option(d, "ack_timeout", NoLimit::Off, true)? {
+        o.ack_timeout = v;
+    }
+    if let Some(v) = duration_option(
+        d,
+        "ack_group_time",
+        NoLimit::Refused("acknowledgements would wait until close; use 0 to send each at once"),
+        true,
+    )? {
+        o.ack_group_time = v;
+    }
+    if let Some(v) = positive(get::<i64>(d, "ack_group_max")?, "ack_group_max")? {
+        o.ack_group_max = v;
+    }
+    if let Some(v) = get::<bool>(d, "durable")? {
+        o.durable = v;
+    }
+    if let Some(v) = d.get_item("start_message_id")? {
+        if !v.is_none() {
+            let id = v
+                .cast::<super::types::PyMessageId>()
+                .map_err(|_| invalid("start_message_id must be a MessageId"))?;
+            o.start_message_id = Some(id.get().inner.clone());
+        }
+    }
+    if let Some(v) = get::<bool>(d, "start_inclusive")? {
+        o.start_inclusive = v;
+    }
+    if let Some(v) = get::<bool>(d, "read_compacted")? {
+        o.read_compacted = v;
+    }
+    if let Some(v) = pairs(d, "subscription_properties")? {
+        o.subscription_properties = v;
+    }
+    if let Some(v) = pairs(d, "properties")? {
+        o.properties = v;
+    }
+    if let Some(v) = get::<bool>(d, "batch_index_ack")? {
+        o.batch_index_ack = v;
+    }
+    if let Some(v) = get::<bool>(d, "replicate_subscription_state")? {
+        o.replicate_subscription_state = v;
+    }
+    if let Some(v) = get::<i32>(d, "priority_level")? {
+        o.priority_level = v;
+    }
+    if let Some(v) = duration_option(d, "discovery_period", NoLimit::Forever, false)? {
+        o.discovery_period = v;
+    }
+    if let Some(v) = get::<i64>(d, "max_redeliver_count")? {
+        if v < 1 {
+            return Err(invalid("max_redeliver_count must be at least 1"));
+        }
+        o.max_redeliver_count = Some(v as u32);
+    }
+    if let Some(v) = get::<String>(d, "dead_letter_topic")? {
+        o.dead_letter_topic = Some(v);
+    }
+    if let Some(v) = duration_option(d, "chunk_expiry", NoLimit::Forever, false)? {
+        o.chunk_expiry = v;
+    }
+    if let Some(v) = get::<i64>(d, "max_pending_chunked_messages")? {
+        if v < 1 {
+            return Err(invalid("max_pending_chunked_messages must be at least 1"));
+        }
+        o.max_pending_chunked_messages = v as usize;
+    }
+    o.validate().map_err(super::errors::to_pyerr)?;
+    Ok(o)
+}

@@ -1,0 +1,183 @@
+//! `_Producer`: the engine handle behind `magnetar.Producer` and `magnetar.AsyncProducer`.
+
+use std::sync::Arc;
+
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use super::convert;
+use super::dispatch::Dispatcher;
+use super::runtime::{none, run, wait, ForkGuard};
+use super::types::{id_list, new_id, SendFuture};
+use crate::client::producer::WouldBlock;
+use crate::client::{self, Error};
+
+/// Engine handle of a producer.
+#[pyclass(name = "_Producer", module = "magnetar._core", frozen)]
+pub struct PyProducer {
+    inner: client::Producer,
+    guard: ForkGuard,
+    dispatch: Arc<Dispatcher>,
+}
+
+impl PyProducer {
+    pub fn new(inner: client::Producer, guard: ForkGuard, dispatch: Arc<Dispatcher>) -> Self {
+        PyProducer { inner, guard, dispatch }
+    }
+}
+
+impl Drop for PyProducer {
+    fn drop(&mut self) {
+        self.guard.leak_in_child(&self.inner);
+        self.guard.leak_in_child(&self.dispatch);
+    }
+}
+
+fn id_obj(py: Python<'_>, id: client::MessageId) -> PyResult<Py<PyAny>> {
+    Ok(new_id(py, id)?.into_any())
+}
+
+#[pymethods]
+impl PyProducer {
+    #[getter]
+    fn topic(&self) -> &str {
+        self.inner.topic()
+    }
+    #[getter]
+    fn name(&self) -> String {
+        self.inner.name()
+    }
+    #[getter]
+    fn last_sequence_id(&self) -> i64 {
+        self.inner.last_sequence_id()
+    }
+    #[getter]
+    fn is_connected(&self) -> bool {
+        self.inner.is_connected()
+    }
+    #[getter]
+    fn partitions(&self) -> usize {
+        self.inner.partitions()
+    }
+    #[getter]
+    fn closed(&self) -> bool {
+        self.inner.is_closed()
+    }
+
+    /// Sends one message (`fields`: the keyword arguments of `Producer.send`, or None) and
+    /// returns its id once the broker has it. A blocking send flushes the open batch; an
+    /// asyncio send does not, so concurrent coroutines share batches (the batching delay bounds
+    /// the wait), as the other clients' async sends do.
+    #[pyo3(signature = (data, fields=None, *, future=None))]
+    fn send(
+        &self,
+        py: Python<'_>,
+        data: &Bound<'_, PyAny>,
+        fields: Option<&Bound<'_, PyDict>>,
+        future: Option<Py<PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        self.guard.check()?;
+        let msg = convert::message(data, fields)?;
+        let p = self.inner.clone();
+        let room = future.is_some().then(|| self.dispatch.clone());
+        let send = async move {
+            match room {
+                Some(room) => {
+                    room.room().await;
+                    p.send_with(msg, false).await
+                }
+                None => p.send(msg).await,
+            }
+        };
+        run(py, &self.dispatch, future, send, id_obj)
+    }
+
+    /// Queues one message and returns its `SendFuture`; waits only while the pending queue
+    /// is full and the producer blocks when full.
+    #[pyo3(signature = (data, fields=None))]
+    fn send_async(
+        &self,
+        py: Python<'_>,
+        data: &Bound<'_, PyAny>,
+        fields: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Py<SendFuture>> {
+        self.guard.check()?;
+        let msg = convert::message(data, fields)?;
+        self.dispatch.wait_for_room(py, self.inner.blocks_if_full())?;
+        let (fut, done) = SendFuture::pending(py, &self.dispatch)?;
+        if let Err(blocked) = self.inner.try_enqueue(msg, false, done) {
+            let WouldBlock(msg, done) = *blocked;
+            let p = self.inner.clone();
+            wait(py, async move {
+                p.enqueue(msg, false, done).await;
+                Ok(())
+            })?;
+        }
+        Ok(fut)
+    }
+
+    /// Sends every payload (bytes-like) and returns every id once all receipts are in.
+    #[pyo3(signature = (payloads, keys=None, properties=None, event_times=None, *, future=None))]
+    fn send_many(
+        &self,
+        py: Python<'_>,
+        payloads: &Bound<'_, PyAny>,
+        keys: Option<&Bound<'_, PyAny>>,
+        properties: Option<&Bound<'_, PyAny>>,
+        event_times: Option<&Bound<'_, PyAny>>,
+        future: Option<Py<PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        self.guard.check()?;
+        let msgs = convert::messages(payloads, keys, properties, event_times)?;
+        let p = self.inner.clone();
+        let room = future.is_some().then(|| self.dispatch.clone());
+        let send = async move {
+            if let Some(room) = room {
+                room.room().await;
+            }
+            send_all(p, msgs).await
+        };
+        run(py, &self.dispatch, future, send, id_list)
+    }
+
+    #[pyo3(signature = (*, future=None))]
+    fn flush(&self, py: Python<'_>, future: Option<Py<PyAny>>) -> PyResult<Py<PyAny>> {
+        self.guard.check()?;
+        let p = self.inner.clone();
+        run(py, &self.dispatch, future, async move { p.flush().await }, none)
+    }
+
+    #[pyo3(signature = (*, future=None))]
+    fn close(&self, py: Python<'_>, future: Option<Py<PyAny>>) -> PyResult<Py<PyAny>> {
+        // In a forked child, closing what belongs to the parent is a no-op, not an error.
+        if self.guard.check().is_err() && future.is_none() {
+            return Ok(py.None());
+        }
+        self.guard.check()?;
+        let p = self.inner.clone();
+        run(py, &self.dispatch, future, async move { p.close().await }, none)
+    }
+}
+
+/// Sends `msgs` and waits for every receipt: their ids, or the first failure with a count.
+async fn send_all(p: client::Producer, msgs: Vec<client::OutgoingMessage>) -> Result<Vec<client::MessageId>, Error> {
+    let n = msgs.len();
+    let results = p.send_many(msgs).await;
+    let mut ids = Vec::with_capacity(n);
+    let mut first_error = None;
+    for r in results {
+        match r {
+            Ok(id) => ids.push(id),
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    match first_error {
+        None => Ok(ids),
+        Some(e) => Err(Error::new(
+            e.kind(),
+            format!("{} of {n} messages failed; first error: {}", n - ids.len(), e.message()),
+        )),
+    }
+}
