@@ -112,9 +112,13 @@ impl PyClient {
     fn partition_count(&self, py: Python<'_>, topic: String, future: Option<Py<PyAny>>) -> PyResult<Py<PyAny>> {
         self.guard.check()?;
         let c = self.inner.clone();
-        run(py, &self.dispatch, future, async move { c.partition_count(&topic).await }, |py, n| {
-            Ok(n.into_pyobject(py)?.into_any().unbind())
-        })
+        run(
+            py,
+            &self.dispatch,
+            future,
+            async move { c.partition_count(&topic).await },
+            |py, n| Ok(n.into_pyobject(py)?.into_any().unbind()),
+        )
     }
 
     #[pyo3(signature = (*, future=None))]

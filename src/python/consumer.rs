@@ -216,7 +216,13 @@ impl PyConsumer {
     fn last_message_ids(&self, py: Python<'_>, future: Option<Py<PyAny>>) -> PyResult<Py<PyAny>> {
         self.guard.check()?;
         let c = self.inner.clone();
-        run(py, &self.dispatch, future, async move { c.last_message_ids().await }, id_list)
+        run(
+            py,
+            &self.dispatch,
+            future,
+            async move { c.last_message_ids().await },
+            id_list,
+        )
     }
 
     /// The broker's statistics per covered topic, as dicts.
@@ -254,9 +260,13 @@ impl PyConsumer {
     fn has_message_available(&self, py: Python<'_>, future: Option<Py<PyAny>>) -> PyResult<Py<PyAny>> {
         self.guard.check()?;
         let c = self.inner.clone();
-        run(py, &self.dispatch, future, async move { c.has_message_available().await }, |py, b| {
-            Ok(pyo3::types::PyBool::new(py, b).to_owned().into_any().unbind())
-        })
+        run(
+            py,
+            &self.dispatch,
+            future,
+            async move { c.has_message_available().await },
+            |py, b| Ok(pyo3::types::PyBool::new(py, b).to_owned().into_any().unbind()),
+        )
     }
 
     #[pyo3(signature = (*, future=None))]

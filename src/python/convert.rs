@@ -149,7 +149,10 @@ pub fn messages<'py>(
     properties: Option<&Bound<'py, PyAny>>,
     event_times: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Vec<OutgoingMessage>> {
-    let mut msgs: Vec<OutgoingMessage> = self::payloads(payloads)?.into_iter().map(OutgoingMessage::new).collect();
+    let mut msgs: Vec<OutgoingMessage> = self::payloads(payloads)?
+        .into_iter()
+        .map(OutgoingMessage::new)
+        .collect();
     for (name, values) in [("keys", keys), ("properties", properties), ("event_times", event_times)] {
         let Some(values) = values.filter(|v| !v.is_none()) else {
             continue;
@@ -185,7 +188,6 @@ pub(super) fn get<'py, T: for<'a> FromPyObjectOwned<'py>>(d: &Bound<'py, PyDict>
             .map_err(|_| invalid(format!("invalid value for {key}: {v}"))),
     }
 }
-
 
 /// The longest span the engine is ever handed: 2**31 s, about 68 years. Anything longer means
 /// "no limit", and capping there keeps every `Instant + Duration` in the engine far from overflow.
@@ -268,7 +270,12 @@ pub(super) enum NoLimit {
 }
 
 /// A duration option: `None` if the key is absent (the engine's default applies).
-pub(super) fn duration_option(d: &Bound<'_, PyDict>, key: &str, no_limit: NoLimit, zero_ok: bool) -> PyResult<Option<Duration>> {
+pub(super) fn duration_option(
+    d: &Bound<'_, PyDict>,
+    key: &str,
+    no_limit: NoLimit,
+    zero_ok: bool,
+) -> PyResult<Option<Duration>> {
     let Some(value) = d.get_item(key)? else {
         return Ok(None);
     };
@@ -303,4 +310,3 @@ pub fn _duration_seconds(value: Option<&Bound<'_, PyAny>>, what: &str, unlimited
         }
     }
 }
-

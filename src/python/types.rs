@@ -43,6 +43,9 @@ pub struct PyMessageId {
     pub inner: client::MessageId,
 }
 
+/// `MessageId(ledger_id, entry_id, partition, batch_index, batch_size, topic)`: how an id pickles.
+type IdArgs = (i64, i64, i32, i32, i32, Option<String>);
+
 #[pymethods]
 impl PyMessageId {
     #[new]
@@ -146,9 +149,7 @@ impl PyMessageId {
         )
     }
 
-    fn __reduce__<'py>(
-        slf: &Bound<'py, Self>,
-    ) -> PyResult<(Bound<'py, PyAny>, (i64, i64, i32, i32, i32, Option<String>))> {
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, IdArgs)> {
         let me = slf.get();
         Ok((
             slf.get_type().into_any(),
