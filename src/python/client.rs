@@ -12,10 +12,10 @@ use pyo3::types::PyDict;
 use super::consumer::PyConsumer;
 use super::dispatch::Dispatcher;
 use super::errors::{invalid, to_pyerr};
-use super::lifecycle;
 use super::options;
 use super::producer::PyProducer;
 use super::runtime::{none, run, ForkGuard};
+use super::{gate, runtime};
 use crate::client::consumer::TopicSelection;
 use crate::client::{self, Error};
 
@@ -82,7 +82,7 @@ impl PyClient {
         let create = async move { c.create_producer(&topic, opts).await };
         run(py, &self.dispatch, future, create, move |py, p| {
             p.set_router(router.map(python_router));
-            lifecycle::track(&p);
+            runtime::track(&p);
             Ok(Py::new(py, PyProducer::new(p, guard, dispatch))?.into_any())
         })
     }
@@ -151,7 +151,7 @@ impl PyClient {
 /// A Python callable `router(key, num_partitions) -> int` as the producer's router.
 fn python_router(func: Py<PyAny>) -> crate::client::producer::Router {
     std::sync::Arc::new(move |msg: &client::OutgoingMessage, n: usize| {
-        lifecycle::attach_unless_exiting(|py| {
+        gate::attach_unless_exiting(|py| {
             func.bind(py)
                 .call1((msg.key.clone(), n))
                 .and_then(|r| r.extract::<usize>())

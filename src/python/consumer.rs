@@ -10,7 +10,7 @@ use pyo3::types::{PyDict, PyList};
 use super::convert;
 use super::dispatch::Dispatcher;
 use super::errors::{invalid, to_pyerr};
-use super::lifecycle;
+use super::gate;
 use super::runtime::{none, run, ForkGuard};
 use super::types::{id_list, new_message, without_gc, PyMessage, PyMessageId};
 use crate::client::consumer::SeekTarget;
@@ -296,10 +296,10 @@ impl PyConsumer {
         }
         let mut interrupt: Option<PyErr> = None;
         let c = &self.inner;
-        let got = lifecycle::detach(py, || {
+        let got = gate::detach(py, || {
             c.receive_blocking(deadline, || {
-                let checked = lifecycle::attach_unless_exiting(|py| py.check_signals());
-                checked.unwrap_or_else(|| lifecycle::park_for_ever()).map_err(|e| {
+                let checked = gate::attach_unless_exiting(|py| py.check_signals());
+                checked.unwrap_or_else(|| gate::park_for_ever()).map_err(|e| {
                     interrupt = Some(e);
                     Error::new(ErrorKind::Other, "interrupted")
                 })

@@ -17,7 +17,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 
 use super::errors::to_pyerr;
-use super::lifecycle::attach_unless_exiting;
+use super::gate::attach_unless_exiting;
 use crate::client::{Error, ErrorKind};
 
 /// A unit of work that needs the GIL, run in order on its client's dispatch thread.
@@ -123,7 +123,7 @@ impl Dispatcher {
         }
         shared.waiting.fetch_add(1, Ordering::AcqRel);
         let outcome = loop {
-            super::lifecycle::detach(py, || {
+            super::gate::detach(py, || {
                 let q = shared.lock();
                 if shared.backlog.load(Ordering::Acquire) >= MAX_BACKLOG {
                     let _ = shared.room.wait_timeout(q, SIGNAL_CHECK);
@@ -264,7 +264,7 @@ fn run_job(py: Python<'_>, job: Job) {
         log::error!("a completion callback panicked; continuing");
     }
     if let Some(err) = PyErr::take(py) {
-        super::types::log_callback_error(py, &err);
+        log_callback_error(py, &err);
     }
 }
 
@@ -315,4 +315,10 @@ fn flush_asyncio_resolutions(py: Python<'_>) {
             log::debug!("cannot resolve asyncio futures: {e}");
         }
     }
+}
+
+/// A user callback raised: log it (logger "magnetar") and carry on.
+pub(crate) fn log_callback_error(py: Python<'_>, e: &PyErr) {
+    let trace = e.traceback(py).and_then(|t| t.format().ok()).unwrap_or_default();
+    log::error!("exception in a send callback (ignored): {e}\n{trace}");
 }

@@ -6,6 +6,7 @@ mod consumer;
 mod convert;
 mod dispatch;
 mod errors;
+mod gate;
 mod lifecycle;
 mod options;
 mod producer;
@@ -56,7 +57,7 @@ fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // cached, so `logging.getLogger("magnetar").setLevel(...)` takes effect at once; the engine
     // logs only on rare events (connects, reconnects, errors), never per message.
     if let Ok(l) = pyo3_log::Logger::new(m.py(), pyo3_log::Caching::Loggers) {
-        lifecycle::install_logger(l.filter_target("magnetar".to_string(), log::LevelFilter::Trace));
+        gate::install_logger(l.filter_target("magnetar".to_string(), log::LevelFilter::Trace));
     }
     m.add_class::<client::PyClient>()?;
     m.add_class::<producer::PyProducer>()?;

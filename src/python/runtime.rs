@@ -17,7 +17,8 @@ use tokio::runtime::Runtime;
 
 use super::dispatch::{resolve_later, Dispatcher};
 use super::errors::{already_forked, to_pyerr};
-use super::lifecycle::detach;
+use super::gate::detach;
+use crate::client::producer::{Producer, WeakProducer};
 use crate::client::Error;
 
 struct ProcessRuntime {
@@ -40,14 +41,43 @@ thread_local! {
 /// child that thread does not exist, so a lock it held would stay locked forever.
 struct HeldForFork {
     _runtime: MutexGuard<'static, Option<ProcessRuntime>>,
-    _producers: MutexGuard<'static, super::lifecycle::Live>,
+    _producers: MutexGuard<'static, Live>,
+}
+
+/// Producers made in this process image, by fork generation: a child never touches the
+/// producers it inherited.
+struct Live(Vec<(u64, WeakProducer)>);
+
+static LIVE: Mutex<Live> = Mutex::new(Live(Vec::new()));
+
+fn live_producers() -> MutexGuard<'static, Live> {
+    LIVE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The producers this process image made that are still open.
+pub fn open_producers() -> Vec<Producer> {
+    let here = generation();
+    live_producers()
+        .0
+        .iter()
+        .filter(|(g, _)| *g == here)
+        .filter_map(|(_, p)| p.upgrade())
+        .filter(|p| !p.is_closed())
+        .collect()
+}
+
+/// Remembers `producer` for the flush at exit (without keeping it alive).
+pub fn track(producer: &Producer) {
+    let mut live = live_producers();
+    live.0.retain(|(_, p)| p.is_alive());
+    live.0.push((generation(), producer.downgrade()));
 }
 
 #[cfg(unix)]
 extern "C" fn before_fork() {
     let held = HeldForFork {
         _runtime: CURRENT.lock().unwrap_or_else(|e| e.into_inner()),
-        _producers: super::lifecycle::lock_live(),
+        _producers: live_producers(),
     };
     HELD_FOR_FORK.with(|h| *h.borrow_mut() = Some(held));
 }

@@ -320,12 +320,6 @@ pub fn id_list(py: Python<'_>, ids: Vec<client::MessageId>) -> PyResult<Py<PyAny
     })
 }
 
-/// A user callback raised: log it (logger "magnetar") and carry on.
-pub(crate) fn log_callback_error(py: Python<'_>, e: &PyErr) {
-    let trace = e.traceback(py).and_then(|t| t.format().ok()).unwrap_or_default();
-    log::error!("exception in a send callback (ignored): {e}\n{trace}");
-}
-
 enum FutureState {
     /// Callbacks with the future object to pass them (held only while callbacks wait).
     Pending(Vec<(Py<PyAny>, Py<SendFuture>)>),
@@ -376,7 +370,7 @@ impl SendFuture {
                 dispatch.push(Box::new(move |py| {
                     for (cb, fut) in callbacks {
                         if let Err(e) = cb.bind(py).call1((fut,)) {
-                            log_callback_error(py, &e);
+                            super::dispatch::log_callback_error(py, &e);
                         }
                     }
                 }));
@@ -393,7 +387,7 @@ impl SendFuture {
             return Ok(r.clone());
         }
         loop {
-            let outcome = super::lifecycle::detach(py, || {
+            let outcome = super::gate::detach(py, || {
                 let mut st = self.cell.state.lock().unwrap_or_else(|e| e.into_inner());
                 loop {
                     if let FutureState::Done(r) = &*st {
@@ -492,7 +486,7 @@ impl SendFuture {
         };
         if run_now {
             if let Err(e) = func.bind(py).call1((slf.clone(),)) {
-                log_callback_error(py, &e);
+                super::dispatch::log_callback_error(py, &e);
             }
         }
         Ok(())
