@@ -107,15 +107,20 @@ def test_missing_namespace_fails_at_creation(client):
     assert info.value.code is not None
 
 
-def test_use_after_close(client, topic):
+@pytest.mark.parametrize("closing", ["each_handle", "the_client_closes_its_handles"])
+def test_use_after_close(service_url, topic, closing):
+    client = magnetar.Client(service_url)
     producer = client.create_producer(topic)
     consumer = client.subscribe(topic, "s")
-    producer.close()
+    if closing == "each_handle":
+        producer.close()
+        consumer.close()
+    else:
+        client.close()
     with pytest.raises(magnetar.AlreadyClosed):
         producer.send(b"x")
     with pytest.raises(magnetar.AlreadyClosed):
         producer.send_async(b"x").result(timeout=5)
-    consumer.close()
     with pytest.raises(magnetar.AlreadyClosed):
         consumer.receive(timeout=1)
     with pytest.raises(magnetar.AlreadyClosed):
@@ -124,17 +129,6 @@ def test_use_after_close(client, topic):
     with pytest.raises(magnetar.AlreadyClosed):
         client.create_producer(topic)
     client.close()  # idempotent
-
-
-def test_client_close_closes_producers_and_consumers(service_url, topic):
-    client = magnetar.Client(service_url)
-    producer = client.create_producer(topic)
-    consumer = client.subscribe(topic, "s")
-    client.close()
-    with pytest.raises(magnetar.AlreadyClosed):
-        producer.send(b"x")
-    with pytest.raises(magnetar.AlreadyClosed):
-        consumer.receive(timeout=1)
 
 
 def test_connect_error_when_nothing_listens():

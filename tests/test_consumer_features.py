@@ -17,10 +17,17 @@ def drain(api, consumer, n, timeout=10.0):
     return out
 
 
-def test_nack_redelivers_after_the_delay(api, topic):
+def redelivery_setup(api, topic, **subscribe_options):
+    """A non-batching producer (one message, one entry: redelivered by itself) and a shared
+    consumer from the earliest message, for the redelivery tests."""
     producer = api.call(api.client, "create_producer", topic, batching=False)
     consumer = api.call(api.client, "subscribe", topic, "sub", subscription_type="shared",
-                        initial_position="earliest", nack_redelivery_delay=0.2)
+                        initial_position="earliest", **subscribe_options)
+    return producer, consumer
+
+
+def test_nack_redelivers_after_the_delay(api, topic):
+    producer, consumer = redelivery_setup(api, topic, nack_redelivery_delay=0.2)
     api.call(producer, "send", b"retry-me")
     first = api.call(consumer, "receive", timeout=10)
     api.call(consumer, "nack", first)
@@ -32,9 +39,7 @@ def test_nack_redelivers_after_the_delay(api, topic):
 
 
 def test_ack_timeout_redelivers_unacked(api, topic):
-    producer = api.call(api.client, "create_producer", topic, batching=False)
-    consumer = api.call(api.client, "subscribe", topic, "sub", subscription_type="shared",
-                        initial_position="earliest", ack_timeout=1.0)
+    producer, consumer = redelivery_setup(api, topic, ack_timeout=1.0)
     api.call(producer, "send", b"forgotten")
     first = api.call(consumer, "receive", timeout=10)
     again = api.call(consumer, "receive", timeout=15)
@@ -46,10 +51,8 @@ def test_ack_timeout_redelivers_unacked(api, topic):
 def test_dead_letter_after_max_redeliveries(api, topic):
     dlq = topic + "-dlq"
     dlq_consumer = api.call(api.client, "subscribe", dlq, "dlq-sub", initial_position="earliest")
-    producer = api.call(api.client, "create_producer", topic, batching=False)
-    consumer = api.call(api.client, "subscribe", topic, "sub", subscription_type="shared",
-                        initial_position="earliest", nack_redelivery_delay=0.1,
-                        max_redeliver_count=2, dead_letter_topic=dlq)
+    producer, consumer = redelivery_setup(api, topic, nack_redelivery_delay=0.1, max_redeliver_count=2,
+                                          dead_letter_topic=dlq)
     api.call(producer, "send", b"poison", key="pk", properties={"x": "1"})
     deliveries = 0
     while True:

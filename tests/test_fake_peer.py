@@ -14,7 +14,7 @@ import contextlib
 import struct
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
@@ -340,6 +340,27 @@ def close_bounded(client: magnetar.Client) -> None:
     run_bounded(client.close, 15)
 
 
+@contextlib.contextmanager
+def fake_client(*behaviours: Behaviour, **client_options: Any) -> Iterator[tuple[magnetar.Client, FakePeer]]:
+    """A :class:`FakePeer` with ``behaviours`` and a client of it, closed (bounded) at the end."""
+    with FakePeer(*behaviours) as peer:
+        client = client_for(peer, **client_options)
+        try:
+            yield client, peer
+        finally:
+            close_bounded(client)
+
+
+def after_handshake(overrides: dict[int, Callable[[PeerConn, dict[int, list[Any]]], Awaitable[None]]]) -> Behaviour:
+    """A peer that completes the handshake, then serves as a broker except for ``overrides``."""
+
+    async def behaviour(conn: PeerConn) -> None:
+        if await conn.handshake():
+            await conn.serve(overrides)
+
+    return behaviour
+
+
 # --------------------------------------------------------------------------- hostile handshakes
 
 # Each is the peer's whole answer to Connect; the peer then keeps the connection open.
@@ -370,13 +391,9 @@ def test_hostile_handshake_answer_is_a_protocol_error(case: str) -> None:
             await conn.send(HOSTILE_FRAMES[case])
             await conn.hold()
 
-    with FakePeer(hostile) as peer:
-        client = client_for(peer)
-        try:
-            expect_failure(lambda: client.create_producer("t"), magnetar.ProtocolError, CONNECT_TIMEOUT + SLACK)
-            assert peer.accepted >= 1
-        finally:
-            close_bounded(client)
+    with fake_client(hostile) as (client, peer):
+        expect_failure(lambda: client.create_producer("t"), magnetar.ProtocolError, CONNECT_TIMEOUT + SLACK)
+        assert peer.accepted >= 1
 
 
 @pytest.mark.parametrize("case", ["close", "rst", "truncated_then_close"])
@@ -391,12 +408,8 @@ def test_peer_closing_during_handshake_is_a_connect_error(case: str) -> None:
             sock.setsockopt(__import__("socket").SOL_SOCKET, __import__("socket").SO_LINGER, struct.pack("ii", 1, 0))
             conn.writer.transport.abort()
 
-    with FakePeer(hostile) as peer:
-        client = client_for(peer)
-        try:
-            expect_failure(lambda: client.create_producer("t"), magnetar.ConnectError, CONNECT_TIMEOUT + SLACK)
-        finally:
-            close_bounded(client)
+    with fake_client(hostile) as (client, _):
+        expect_failure(lambda: client.create_producer("t"), magnetar.ConnectError, CONNECT_TIMEOUT + SLACK)
 
 
 @pytest.mark.parametrize("case", ["silent", "truncated_then_silent"])
@@ -410,13 +423,9 @@ def test_silent_peer_fails_within_connect_timeout(case: str) -> None:
             await conn.send(connected()[:6])
         await conn.hold()
 
-    with FakePeer(silent) as peer:
-        client = client_for(peer)
-        try:
-            expect_failure(lambda: client.create_producer("t"), (magnetar.ConnectError, magnetar.Timeout),
-                           CONNECT_TIMEOUT + SLACK)
-        finally:
-            close_bounded(client)
+    with fake_client(silent) as (client, _):
+        expect_failure(lambda: client.create_producer("t"), (magnetar.ConnectError, magnetar.Timeout),
+                       CONNECT_TIMEOUT + SLACK)
 
 
 # --------------------------------------------------------------------------- hostile after the handshake
@@ -445,21 +454,15 @@ def test_hostile_frame_on_an_open_connection_fails_the_request_and_the_client_re
     """The first connection answers a request with a malformed frame: the request fails with
     ProtocolError at once (the connection is closed), and the next request, on a new
     connection, succeeds."""
-    with FakePeer(_reply_to_metadata_with(AFTER_HANDSHAKE[case]), _good) as peer:
-        client = client_for(peer)
-        try:
-            expect_failure(lambda: client.get_partition_count("t"), magnetar.ProtocolError, SLACK)
-            value, error, _ = run_bounded(lambda: client.get_partition_count("t"), OPERATION_TIMEOUT + SLACK + 10)
-            assert error is None, f"the client did not recover: {error!r}"
-            assert value == 0
-            assert peer.accepted == 2
-        finally:
-            close_bounded(client)
+    with fake_client(_reply_to_metadata_with(AFTER_HANDSHAKE[case]), _good) as (client, peer):
+        expect_failure(lambda: client.get_partition_count("t"), magnetar.ProtocolError, SLACK)
+        value, error, _ = run_bounded(lambda: client.get_partition_count("t"), OPERATION_TIMEOUT + SLACK + 10)
+        assert error is None, f"the client did not recover: {error!r}"
+        assert value == 0
+        assert peer.accepted == 2
 
 
-async def _good(conn: PeerConn) -> None:
-    if await conn.handshake():
-        await conn.serve()
+_good = after_handshake({})
 
 
 def test_response_of_the_wrong_type_is_a_protocol_error() -> None:
@@ -469,16 +472,8 @@ def test_response_of_the_wrong_type_is_a_protocol_error() -> None:
         rid = body[2][0]
         await c.send(frame(command(LOOKUP_RESPONSE, f_varint(3, 1) + f_varint(4, rid))))
 
-    async def behaviour(conn: PeerConn) -> None:
-        if await conn.handshake():
-            await conn.serve({PARTITIONED_METADATA: wrong})
-
-    with FakePeer(behaviour) as peer:
-        client = client_for(peer)
-        try:
-            expect_failure(lambda: client.get_partition_count("t"), magnetar.ProtocolError, SLACK)
-        finally:
-            close_bounded(client)
+    with fake_client(after_handshake({PARTITIONED_METADATA: wrong})) as (client, _):
+        expect_failure(lambda: client.get_partition_count("t"), magnetar.ProtocolError, SLACK)
 
 
 def test_response_to_an_unknown_request_is_ignored_and_the_request_times_out() -> None:
@@ -486,16 +481,8 @@ def test_response_to_an_unknown_request_is_ignored_and_the_request_times_out() -
         rid = body[2][0] + 1000
         await c.send(frame(command(PARTITIONED_METADATA_RESPONSE, f_varint(1, 0) + f_varint(2, rid) + f_varint(3, 0))))
 
-    async def behaviour(conn: PeerConn) -> None:
-        if await conn.handshake():
-            await conn.serve({PARTITIONED_METADATA: stray})
-
-    with FakePeer(behaviour) as peer:
-        client = client_for(peer)
-        try:
-            expect_failure(lambda: client.get_partition_count("t"), magnetar.Timeout, OPERATION_TIMEOUT + SLACK)
-        finally:
-            close_bounded(client)
+    with fake_client(after_handshake({PARTITIONED_METADATA: stray})) as (client, _):
+        expect_failure(lambda: client.get_partition_count("t"), magnetar.Timeout, OPERATION_TIMEOUT + SLACK)
 
 
 @pytest.mark.parametrize("never", ["partitioned_metadata", "lookup", "producer"])
@@ -507,36 +494,24 @@ def test_unanswered_request_times_out(never: str) -> None:
     async def ignore(c: PeerConn, body: dict[int, list[Any]]) -> None:
         return None
 
-    async def behaviour(conn: PeerConn) -> None:
-        if await conn.handshake():
-            await conn.serve({kind: ignore})
-
-    with FakePeer(behaviour) as peer:
-        client = client_for(peer)
-        try:
-            expect_failure(lambda: client.create_producer("t"), magnetar.Timeout, OPERATION_TIMEOUT + SLACK)
-            assert kind in types_received(peer)
-        finally:
-            close_bounded(client)
+    with fake_client(after_handshake({kind: ignore})) as (client, peer):
+        expect_failure(lambda: client.create_producer("t"), magnetar.Timeout, OPERATION_TIMEOUT + SLACK)
+        assert kind in types_received(peer)
 
 
 def test_well_behaved_fake_peer_works() -> None:
     """The control: against the same fake answering properly, the operations succeed."""
-    with FakePeer(_broker_sending(lambda cid: message(cid, 1, b"hello"))) as peer:
-        client = client_for(peer)
-        try:
-            producer, error, _ = run_bounded(lambda: client.create_producer("t", batching=False), 15)
-            assert error is None, repr(error)
-            msg_id, error, _ = run_bounded(lambda: producer.send(b"x"), 15)
-            assert error is None, repr(error)
-            consumer, error, _ = run_bounded(lambda: client.subscribe("t", "s"), 15)
-            assert error is None, repr(error)
-            msg, error, _ = run_bounded(lambda: consumer.receive(timeout=5), 15)
-            assert error is None, repr(error)
-            assert msg.data == b"hello"
-            assert peer.accepted == 1
-        finally:
-            close_bounded(client)
+    with fake_client(_broker_sending(lambda cid: message(cid, 1, b"hello"))) as (client, peer):
+        producer, error, _ = run_bounded(lambda: client.create_producer("t", batching=False), 15)
+        assert error is None, repr(error)
+        msg_id, error, _ = run_bounded(lambda: producer.send(b"x"), 15)
+        assert error is None, repr(error)
+        consumer, error, _ = run_bounded(lambda: client.subscribe("t", "s"), 15)
+        assert error is None, repr(error)
+        msg, error, _ = run_bounded(lambda: consumer.receive(timeout=5), 15)
+        assert error is None, repr(error)
+        assert msg.data == b"hello"
+        assert peer.accepted == 1
 
 
 # --------------------------------------------------------------------------- corrupt messages
@@ -568,23 +543,19 @@ def test_message_with_a_bad_checksum_is_discarded_and_acked_as_corrupt() -> None
     stays up."""
     peer_def = _broker_sending(lambda cid: message(cid, 1, b"corrupt", crc=0xDEADBEEF),
                                lambda cid: message(cid, 2, b"good"))
-    with FakePeer(peer_def) as peer:
-        client = client_for(peer)
-        try:
-            consumer = run_bounded(lambda: client.subscribe("t", "s"), 15)[0]
-            msg, error, _ = run_bounded(lambda: consumer.receive(timeout=5), 15)
-            assert error is None, repr(error)
-            assert msg.data == b"good"
-            deadline = time.monotonic() + 5
-            acks: list[dict[int, list[Any]]] = []
-            while time.monotonic() < deadline and not acks:
-                acks = [b for t, b in peer.received if t == ACK and b.get(4) == [CHECKSUM_MISMATCH]]
-                time.sleep(0.05)
-            assert acks, "the corrupt message was not acked with ChecksumMismatch"
-            assert parse(acks[0][3][0])[2] == [1]  # entry 1
-            assert peer.accepted == 1  # no reconnect needed
-        finally:
-            close_bounded(client)
+    with fake_client(peer_def) as (client, peer):
+        consumer = run_bounded(lambda: client.subscribe("t", "s"), 15)[0]
+        msg, error, _ = run_bounded(lambda: consumer.receive(timeout=5), 15)
+        assert error is None, repr(error)
+        assert msg.data == b"good"
+        deadline = time.monotonic() + 5
+        acks: list[dict[int, list[Any]]] = []
+        while time.monotonic() < deadline and not acks:
+            acks = [b for t, b in peer.received if t == ACK and b.get(4) == [CHECKSUM_MISMATCH]]
+            time.sleep(0.05)
+        assert acks, "the corrupt message was not acked with ChecksumMismatch"
+        assert parse(acks[0][3][0])[2] == [1]  # entry 1
+        assert peer.accepted == 1  # no reconnect needed
 
 
 def test_message_with_bad_magic_closes_the_connection_and_the_consumer_resubscribes() -> None:
@@ -592,16 +563,12 @@ def test_message_with_bad_magic_closes_the_connection_and_the_consumer_resubscri
     consumer resubscribes on a new one, where the message arrives intact."""
     first = _broker_sending(lambda cid: message(cid, 1, b"hello", magic=0x0E07))
     second = _broker_sending(lambda cid: message(cid, 1, b"hello"))
-    with FakePeer(first, second) as peer:
-        client = client_for(peer, initial_backoff=0.05)
-        try:
-            consumer = run_bounded(lambda: client.subscribe("t", "s"), 15)[0]
-            msg, error, _ = run_bounded(lambda: consumer.receive(timeout=10), 20)
-            assert error is None, repr(error)
-            assert msg.data == b"hello"
-            assert peer.accepted >= 2
-        finally:
-            close_bounded(client)
+    with fake_client(first, second, initial_backoff=0.05) as (client, peer):
+        consumer = run_bounded(lambda: client.subscribe("t", "s"), 15)[0]
+        msg, error, _ = run_bounded(lambda: consumer.receive(timeout=10), 20)
+        assert error is None, repr(error)
+        assert msg.data == b"hello"
+        assert peer.accepted >= 2
 
 
 def test_process_stays_healthy_after_the_hostile_peers() -> None:
