@@ -18,16 +18,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
-import sys
 import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import magnetar.spark as ms
-from magnetar.spark import ClientConfig, PulsarDataSource
-from magnetar.testing import Standalone
+from magnetar.spark import ClientConfig
+
+from _spark_local import local_broker, local_spark
 
 
 def main() -> None:
@@ -37,26 +36,13 @@ def main() -> None:
     args = parser.parse_args()
 
     with contextlib.ExitStack() as stack:
-        if args.service_url:
-            service_url = args.service_url
-        else:
-            t0 = time.perf_counter()
-            broker = stack.enter_context(Standalone(port=0))
-            service_url = broker.service_url
-            print(f"broker ready at {service_url} in {time.perf_counter() - t0:.1f} s")
+        service_url, _ = local_broker(stack, args.service_url)
         run(service_url, args.events)
 
 
 def run(service_url: str, n: int) -> None:
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
+    spark = local_spark("magnetar-pipeline")
     from pyspark.sql import functions as F
-
-    spark = (SparkSession.builder.master("local[2]").appName("magnetar-pipeline")
-             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", "2").getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
-    spark.dataSource.register(PulsarDataSource)
 
     run_id = uuid.uuid4().hex[:8]
     raw, clean = f"raw-events-{run_id}", f"clean-events-{run_id}"

@@ -18,15 +18,16 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import sys
 import tempfile
 import threading
 import time
 import uuid
 
 import magnetar
-from magnetar.spark import ClientConfig, PulsarDataSource
-from magnetar.testing import Standalone
+from magnetar.spark import ClientConfig
+from magnetar.testing import Admin
+
+from _spark_local import local_broker, local_spark
 
 
 def main() -> None:
@@ -37,17 +38,10 @@ def main() -> None:
     args = parser.parse_args()
 
     with contextlib.ExitStack() as stack:
-        if args.service_url:
-            service_url, admin = args.service_url, None
-            if args.admin_url:
-                from magnetar.testing import Admin
-
-                admin = Admin(args.admin_url)
-        else:
-            t0 = time.perf_counter()
-            broker = stack.enter_context(Standalone(port=0))
-            service_url, admin = broker.service_url, broker
-            print(f"broker ready at {service_url} in {time.perf_counter() - t0:.1f} s")
+        service_url, broker = local_broker(stack, args.service_url)
+        admin: Admin | None = broker
+        if broker is None and args.admin_url:
+            admin = Admin(args.admin_url)
         workdir = stack.enter_context(tempfile.TemporaryDirectory(prefix="magnetar-stream-"))
         run(service_url, admin, workdir, args.runs)
 
@@ -78,21 +72,14 @@ class Producing:
         return self.sent
 
 
-def run(service_url: str, admin: object | None, workdir: str, runs: int) -> None:
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    spark = (SparkSession.builder.master("local[2]").appName("magnetar-streaming")
-             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", "2").getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
-    spark.dataSource.register(PulsarDataSource)
+def run(service_url: str, admin: Admin | None, workdir: str, runs: int) -> None:
+    spark = local_spark("magnetar-streaming")
 
     run_id = uuid.uuid4().hex[:8]
     topic = f"persistent://public/default/clicks-{run_id}"
     enriched = f"persistent://public/default/clicks-enriched-{run_id}"
     if admin is not None:
-        admin.create_partitioned_topic(topic, 3)  # type: ignore[attr-defined]
+        admin.create_partitioned_topic(topic, 3)
     out, checkpoint = os.path.join(workdir, "out"), os.path.join(workdir, "checkpoint")
 
     def start_query(sink: str):  # type: ignore[no-untyped-def]

@@ -23,7 +23,6 @@ import datetime as _dt
 import json
 import os
 import re
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -31,9 +30,9 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from resilience_record import ROOT, append_record, commit_label
+
 SUITE = "tests/test_resilience.py"
-RECORD = ROOT / "docs" / "resilience.md"
 
 # The fault scenarios of the suite (test function names), with what each measures. Tests of
 # the harness itself and of plain API errors are left out.
@@ -179,15 +178,6 @@ def table(results: dict[str, dict[str, Any]], date: str, commit: str) -> str:
     return "\n".join(lines)
 
 
-def commit_label() -> str:
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                          check=False).stdout.strip() or "?"
-    # The extension is built from the work tree: say so when the engine's sources differ from HEAD.
-    dirty = subprocess.run(["git", "status", "--porcelain", "--", "src"], cwd=ROOT, capture_output=True,
-                           text=True, check=False).stdout.strip()
-    return f"{head}{'+wt' if dirty else ''}"
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -218,9 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         stamp = _dt.date.fromtimestamp(args.record_from.stat().st_mtime).isoformat()
         text = table(results, stamp, args.commit or commit_label())
         print(text)
-        with RECORD.open("a") as f:
-            f.write(f"\n### {stamp}: from {args.record_from.name}{', ' + args.note if args.note else ''}\n\n"
-                    + text + "\n")
+        append_record(f"{stamp}: from {args.record_from.name}{', ' + args.note if args.note else ''}", text)
         return 0
     args.json.parent.mkdir(parents=True, exist_ok=True)
     plugin = ChaosPlugin(args.runs, heavy, args.json)
@@ -245,12 +233,9 @@ def main(argv: list[str] | None = None) -> int:
         for f in r["failures"]:
             print(f"  {name}: {f}")
     if not args.no_record:
-        header = (f"\n### {date}: `scripts/dev chaos --runs {args.runs}` (heavy {heavy})"
-                  f"{' -k ' + repr(args.pattern) if args.pattern else ''}, {took / 60:.0f} min, {commit}"
-                  f"{', ' + args.note if args.note else ''}\n\n")
-        with RECORD.open("a") as f:
-            f.write(header + text + "\n")
-        print(f"appended to {RECORD.relative_to(ROOT)}")
+        append_record(f"{date}: `scripts/dev chaos --runs {args.runs}` (heavy {heavy})"
+                      f"{' -k ' + repr(args.pattern) if args.pattern else ''}, {took / 60:.0f} min, {commit}"
+                      f"{', ' + args.note if args.note else ''}", text)
     failed = sum(r["failed"] for r in results.values())
     return 1 if failed or code not in (0, 5) else 0
 

@@ -18,25 +18,13 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import subprocess
 import sys
 import time
-from pathlib import Path
 
 import magnetar
 from magnetar.testing import Admin, Standalone
 from magnetar.testing.stress import UnloadRun, unload_run
-
-ROOT = Path(__file__).resolve().parent.parent
-RECORD = ROOT / "docs" / "resilience.md"
-
-
-def commit_label() -> str:
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                          check=False).stdout.strip() or "?"
-    dirty = subprocess.run(["git", "status", "--porcelain", "--", "src"], cwd=ROOT, capture_output=True,
-                           text=True, check=False).stdout.strip()
-    return f"{head}{'+wt' if dirty else ''}"
+from resilience_record import append_record, commit_label
 
 
 def summary(runs: list[UnloadRun]) -> str:
@@ -90,13 +78,10 @@ def cmd_unload(args: argparse.Namespace) -> int:
     print(text)
     if not args.no_record:
         done = {m: sum(1 for r in runs if r.mode == m) for m in modes}
-        heading = (f"\n### {date}: `scripts/dev stress unload --runs {args.runs} --mode {args.mode}` "
-                   f"({args.messages} messages, unloads {args.unloads or '3 (drain) / 6 (live)'} "
-                   f"{args.gap} s apart; runs done {done}), {(time.monotonic() - t0) / 60:.0f} min, {commit}"
-                   f"{', ' + args.note if args.note else ''}\n\n")
-        with RECORD.open("a") as f:
-            f.write(heading + text + "\n")
-        print(f"appended to {RECORD.relative_to(ROOT)}")
+        append_record(f"{date}: `scripts/dev stress unload --runs {args.runs} --mode {args.mode}` "
+                      f"({args.messages} messages, unloads {args.unloads or '3 (drain) / 6 (live)'} "
+                      f"{args.gap} s apart; runs done {done}), {(time.monotonic() - t0) / 60:.0f} min, {commit}"
+                      f"{', ' + args.note if args.note else ''}", text)
     return 0 if all(r.ok for r in runs) else 1
 
 
