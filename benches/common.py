@@ -8,11 +8,13 @@ machine's busy share (``/proc/stat``) over exactly the same interval.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import os
 import resource
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -175,3 +177,90 @@ def latency_stats(intended: list[float], done: list[float], t0: float, warmup: f
     cut = t0 + warmup
     lat = [d - s for s, d in zip(intended, done) if s >= cut and d > 0.0]
     return percentiles(lat)
+
+
+# -- measurement loops every client runs the same way (only the client calls differ) --------
+
+
+async def send_from_tasks(producer: Any, payloads: list[bytes], spec: dict[str, Any], w: Window) -> dict[str, Any]:
+    """``await producer.send(p)`` for every payload from ``spec["concurrency"]`` tasks, then
+    ``await producer.flush()``, inside ``w``."""
+    k = spec["concurrency"]
+    slices = [payloads[j::k] for j in range(k)]
+    send = producer.send
+
+    # The asyncio paths can be 10-100x slower than the others: a time cap keeps a run bounded
+    # (the rates stay valid; the count check then uses what was sent).
+    deadline = time.monotonic() + (spec.get("async_max_seconds") or 1e9)
+    mono = time.monotonic
+
+    async def worker(chunk: list[bytes]) -> int:
+        done = 0
+        for p in chunk:
+            await send(p)
+            done += 1
+            if mono() > deadline:
+                break
+        return done
+
+    w.start()
+    counts = await asyncio.gather(*(worker(s) for s in slices), return_exceptions=True)
+    await producer.flush()
+    res = w.stop()
+    sent = sum(c for c in counts if isinstance(c, int))
+    failed = sum(1 for c in counts if not isinstance(c, int))
+    return {**res, "sent": sent, "errors": failed, "extra_messages": 1, "capped": sent < len(payloads)}
+
+
+def time_each_send(send: Any, payloads: list[bytes], spec: dict[str, Any]) -> dict[str, Any]:
+    """Blocking ``send(p)`` one after another, each timed, until done or ``spec["max_seconds"]``."""
+    n, cap = len(payloads), spec.get("max_seconds") or 1e9
+    lat: list[float] = []
+    now, append = time.perf_counter, lat.append
+    w = Window(spec["broker_pid"])
+    w.start()
+    deadline = now() + cap
+    for i, p in enumerate(payloads):
+        t = now()
+        send(p)
+        append(now() - t)
+        if i % 100 == 99 and now() > deadline:
+            break
+    res = w.stop()
+    return {**res, "sent": len(lat), "errors": 0, "extra_messages": 1, "capped": len(lat) < n,
+            "latency_ms": percentiles(lat)}
+
+
+def send_at_fixed_rate(send_one: Any, flush: Any, done: list[float], errors: list[int],
+                       spec: dict[str, Any]) -> dict[str, Any]:
+    """Sends ``len(done)`` messages at ``spec["rate"]`` (:func:`fixed_rate_schedule`) inside a
+    window; the completion callbacks fill ``done`` (receipt times) and count ``errors[0]``."""
+    n = len(done)
+    w = Window(spec["broker_pid"])
+    w.start()
+    intended, t0 = fixed_rate_schedule(n, spec["rate"], send_one)
+    flush()
+    res = w.stop()
+    missing = wait_for_callbacks(done)
+    return {**res, "sent": n - errors[0] - missing, "errors": errors[0] + missing, "extra_messages": 1,
+            "latency_ms": latency_stats(intended, done, t0)}
+
+
+def measure_idle(receive: Any, spec: dict[str, Any]) -> dict[str, Any]:
+    """CPU of a connected, idle client over ``spec["duration"]`` seconds, with an application
+    thread parked in ``receive()`` as an idle consumer would have."""
+    threading.Thread(target=_swallow_errors, args=(receive,), daemon=True).start()
+    time.sleep(1.0)
+    w = Window(spec["broker_pid"])
+    w.start()
+    time.sleep(spec["duration"])
+    res = w.stop()
+    return {**res, "cpu_percent_of_core": 100.0 * res["cpu_s"] / res["wall_s"]}
+
+
+def _swallow_errors(fn: Any) -> None:
+    # The parked receive() ends with an error when the client closes; that is expected.
+    try:
+        fn()
+    except Exception:
+        pass

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import threading
 import time
 from typing import Any
 
@@ -19,12 +18,12 @@ import pulsar.asyncio as pulsar_asyncio
 
 from benches.common import (
     Window,
-    fixed_rate_schedule,
-    latency_stats,
-    wait_for_callbacks,
     load_spec,
     make_payloads,
-    percentiles,
+    measure_idle,
+    send_at_fixed_rate,
+    send_from_tasks,
+    time_each_send,
     write_result,
 )
 
@@ -80,33 +79,10 @@ async def _produce_asyncio(spec: dict[str, Any], payloads: list[bytes], w: Windo
     client = pulsar_asyncio.Client(spec["service_url"], **_client_kwargs())
     producer = await client.create_producer(spec["topic"], **_producer_kwargs(spec))
     await producer.send(b"warm-up")
-    k = spec["concurrency"]
-    slices = [payloads[j::k] for j in range(k)]
-    send = producer.send
-
-    # The asyncio paths can be 10-100x slower than the others: a time cap keeps a run bounded
-    # (the rates stay valid; the count check then uses what was sent).
-    deadline = time.monotonic() + (spec.get("async_max_seconds") or 1e9)
-    mono = time.monotonic
-
-    async def worker(chunk: list[bytes]) -> int:
-        done = 0
-        for p in chunk:
-            await send(p)
-            done += 1
-            if mono() > deadline:
-                break
-        return done
-
-    w.start()
-    counts = await asyncio.gather(*(worker(s) for s in slices), return_exceptions=True)
-    await producer.flush()
-    res = w.stop()
-    sent = sum(c for c in counts if isinstance(c, int))
-    failed = sum(1 for c in counts if not isinstance(c, int))
+    result = await send_from_tasks(producer, payloads, spec, w)
     await producer.close()
     await client.close()
-    return {**res, "sent": sent, "errors": failed, "extra_messages": 1, "capped": sent < len(payloads)}
+    return result
 
 
 def consume(spec: dict[str, Any]) -> dict[str, Any]:
@@ -166,32 +142,18 @@ async def _consume_asyncio(spec: dict[str, Any], w: Window) -> dict[str, Any]:
 
 
 def blocking(spec: dict[str, Any]) -> dict[str, Any]:
-    n, cap = spec["n"], spec.get("max_seconds") or 1e9
-    payloads = make_payloads(n, spec["size"])
-    lat: list[float] = []
+    payloads = make_payloads(spec["n"], spec["size"])
     client = pulsar.Client(spec["service_url"], **_client_kwargs())
     producer = client.create_producer(spec["topic"], **_producer_kwargs(spec))
     producer.send(b"warm-up")
-    send, now, append = producer.send, time.perf_counter, lat.append
-    w = Window(spec["broker_pid"])
-    w.start()
-    deadline = now() + cap
-    for i, p in enumerate(payloads):
-        t = now()
-        send(p)
-        append(now() - t)
-        if i % 100 == 99 and now() > deadline:
-            break
-    res = w.stop()
+    result = time_each_send(producer.send, payloads, spec)
     producer.close()
     client.close()
-    return {**res, "sent": len(lat), "errors": 0, "extra_messages": 1, "capped": len(lat) < n,
-            "latency_ms": percentiles(lat)}
+    return result
 
 
 def latency(spec: dict[str, Any]) -> dict[str, Any]:
-    rate = spec["rate"]
-    n = int(rate * spec["duration"])
+    n = int(spec["rate"] * spec["duration"])
     payloads = make_payloads(n, spec["size"])
     done = [0.0] * n
     errors = [0]
@@ -210,16 +172,10 @@ def latency(spec: dict[str, Any]) -> dict[str, Any]:
     def send_one(i: int) -> None:
         send_async(payloads[i], functools.partial(on_done, i))
 
-    w = Window(spec["broker_pid"])
-    w.start()
-    intended, t0 = fixed_rate_schedule(n, rate, send_one)
-    producer.flush()
-    res = w.stop()
-    missing = wait_for_callbacks(done)
+    result = send_at_fixed_rate(send_one, producer.flush, done, errors, spec)
     producer.close()
     client.close()
-    return {**res, "sent": n - errors[0] - missing, "errors": errors[0] + missing, "extra_messages": 1,
-            "latency_ms": latency_stats(intended, done, t0)}
+    return result
 
 
 def idle(spec: dict[str, Any]) -> dict[str, Any]:
@@ -228,21 +184,7 @@ def idle(spec: dict[str, Any]) -> dict[str, Any]:
     consumer = client.subscribe(spec["topic"], spec["subscription"], **_consumer_kwargs(spec))
     producer.send(b"hello")
     consumer.acknowledge(consumer.receive(30_000))
-    # An application thread parked in receive(), as an idle consumer would have.
-    threading.Thread(target=lambda: _swallow(consumer.receive), daemon=True).start()
-    time.sleep(1.0)
-    w = Window(spec["broker_pid"])
-    w.start()
-    time.sleep(spec["duration"])
-    res = w.stop()
-    return {**res, "cpu_percent_of_core": 100.0 * res["cpu_s"] / res["wall_s"]}
-
-
-def _swallow(fn: Any) -> None:
-    try:
-        fn()
-    except Exception:
-        pass
+    return measure_idle(consumer.receive, spec)
 
 
 def main() -> None:
