@@ -6,12 +6,15 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
-from typing import Any, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
 import magnetar
 from magnetar.testing import Standalone
+
+from waiting import bounded
 
 
 @pytest.fixture(scope="session")
@@ -36,6 +39,25 @@ def client(service_url: str) -> Iterator[magnetar.Client]:
     c = magnetar.Client(service_url, operation_timeout=20.0)
     yield c
     c.close()
+
+
+@pytest.fixture
+def clients() -> Iterator[Callable[..., magnetar.Client]]:
+    """Makes clients (short timeouts and backoff, so injected faults resolve quickly) and closes
+    them all at the end, each close bounded."""
+    made: list[magnetar.Client] = []
+
+    def make(url: str, **kw: Any) -> magnetar.Client:
+        kw.setdefault("operation_timeout", 10.0)
+        kw.setdefault("connect_timeout", 5.0)
+        kw.setdefault("max_backoff", 1.0)
+        c = magnetar.Client(url, **kw)
+        made.append(c)
+        return c
+
+    yield make
+    for c in made:
+        bounded(c.close, 30, "client.close()")
 
 
 @pytest.fixture(params=["sync", "async"])

@@ -22,7 +22,8 @@ import pytest
 import magnetar
 from magnetar.testing.faults import FaultProxy
 from magnetar.testing.stress import unload_run
-from test_resilience import bounded
+
+from waiting import bounded, wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -45,35 +46,8 @@ def proxy(broker: Any) -> Iterator[FaultProxy]:
         yield p
 
 
-@pytest.fixture
-def clients() -> Iterator[Callable[..., magnetar.Client]]:
-    """Makes clients (short timeouts and backoff, so faults resolve quickly) and closes them."""
-    made: list[magnetar.Client] = []
-
-    def make(url: str, **kw: Any) -> magnetar.Client:
-        kw.setdefault("operation_timeout", 10.0)
-        kw.setdefault("connect_timeout", 5.0)
-        kw.setdefault("max_backoff", 1.0)
-        c = magnetar.Client(url, **kw)
-        made.append(c)
-        return c
-
-    yield make
-    for c in made:
-        bounded(c.close, 30, "client.close()")
-
-
 def new_topic(ns: str = "public/default", prefix: str = "i") -> str:
     return f"persistent://{ns}/{prefix}-{uuid.uuid4().hex[:10]}"
-
-
-def wait_until(pred: Callable[[], bool], timeout: float, period: float = 0.05) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(period)
-    return pred()
 
 
 def stays(pred: Callable[[], bool], seconds: float, period: float = 0.1) -> bool:

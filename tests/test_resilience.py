@@ -36,6 +36,8 @@ from magnetar.testing.faults import (
     restartable_broker,
 )
 
+from waiting import bounded, wait_until
+
 DEDUP_NS = "public/dedup"
 PLAIN_NS = "public/default"
 
@@ -145,24 +147,6 @@ def proxy(rbroker: Any, proxy_port: int) -> Iterator[FaultProxy]:
         yield p
 
 
-@pytest.fixture
-def clients() -> Iterator[Callable[..., magnetar.Client]]:
-    """Makes clients and closes them all at the end (each close bounded)."""
-    made: list[magnetar.Client] = []
-
-    def make(url: str, **kw: Any) -> magnetar.Client:
-        kw.setdefault("operation_timeout", 10.0)
-        kw.setdefault("connect_timeout", 5.0)
-        kw.setdefault("max_backoff", 1.0)
-        c = magnetar.Client(url, **kw)
-        made.append(c)
-        return c
-
-    yield make
-    for c in made:
-        bounded(c.close, 30, "client.close()")
-
-
 def index(data: bytes) -> int:
     """The message index at the front of a payload (``b"17"`` or ``b"17......"``)."""
     return int(data.split(b".", 1)[0])
@@ -173,26 +157,6 @@ def new_topic(ns: str = PLAIN_NS, prefix: str = "r") -> str:
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def bounded(fn: Callable[[], Any], timeout: float, what: str) -> Any:
-    """Runs ``fn`` in a thread; fails the test (instead of hanging it) after ``timeout`` s."""
-    box: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            box["value"] = fn()
-        except BaseException as e:  # noqa: BLE001 - handed back to the caller
-            box["error"] = e
-
-    t = threading.Thread(target=run, daemon=True, name=f"bounded {what}")
-    t.start()
-    t.join(timeout)
-    if t.is_alive():
-        pytest.fail(f"{what} did not return within {timeout} s (hang)")
-    if "error" in box:
-        raise box["error"]
-    return box.get("value")
 
 
 @contextlib.contextmanager
@@ -291,29 +255,38 @@ def gaps(values: list[int], first: int = 0) -> list[tuple[int, int]]:
 class Receiver:
     """Receives (and acks) on a thread, recording payloads in arrival order."""
 
+    batch = 500  # receive_many size
+    join_timeout = 10.0
+
     def __init__(self, consumer: magnetar.Consumer, ack: bool = True) -> None:
         self.consumer = consumer
         self.ack = ack
         self.values: list[int] = []
         self.errors: list[BaseException] = []
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True, name="receiver")
+        self._thread = threading.Thread(target=self._run, daemon=True, name=type(self).__name__)
         self._thread.start()
 
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                msgs = self.consumer.receive_many(500, timeout=0.2)
+                msgs = self.consumer.receive_many(self.batch, timeout=0.2)
             except magnetar.AlreadyClosed:
                 return
             except Exception as e:  # noqa: BLE001 - recorded and asserted on
                 self.errors.append(e)
                 time.sleep(0.1)
                 continue
-            for m in msgs:
-                self.values.append(index(m.data))
-                if self.ack:
-                    self.consumer.ack(m)
+            if msgs and not self._handle(msgs):
+                return
+
+    def _handle(self, msgs: list[magnetar.Message]) -> bool:
+        """Records (and acks) one non-empty batch; False once the consumer is closed."""
+        for m in msgs:
+            self.values.append(index(m.data))
+            if self.ack:
+                self.consumer.ack(m)
+        return True
 
     def wait_for(self, expected: set[int], timeout: float) -> bool:
         deadline = time.monotonic() + timeout
@@ -325,20 +298,11 @@ class Receiver:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(10)
+        self._thread.join(self.join_timeout)
 
 
 def backlog(broker: Any, topic: str, sub: str) -> int:
     return int(broker.topic_stats(topic)["subscriptions"][sub]["msgBacklog"])
-
-
-def wait_until(pred: Callable[[], bool], timeout: float, period: float = 0.2) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(period)
-    return pred()
 
 
 # --------------------------------------------------------------------------- the proxy itself
@@ -581,7 +545,7 @@ def test_consumer_survives_dropped_connections(rbroker: Any, proxy: FaultProxy, 
     assert report["lost"] == 0 and report["unexpected"] == 0, report
     assert gaps(rx.values) == [], "the consumer skipped messages"
     assert not rx.errors, rx.errors[:3]
-    assert wait_until(lambda: backlog(rbroker, topic, "s") == 0, 15), "acked messages stay in the backlog"
+    assert wait_until(lambda: backlog(rbroker, topic, "s") == 0, 15, 0.2), "acked messages stay in the backlog"
 
 
 def test_reconnects_after_refused_connections(rbroker: Any, proxy: FaultProxy, clients: Any,
@@ -681,7 +645,7 @@ def test_broker_kill9_and_restart_during_produce(rbroker: Any, proxy: FaultProxy
     assert gaps(rx.values) == [], "the consumer skipped messages"
 
 
-class ConfirmingReceiver:
+class ConfirmingReceiver(Receiver):
     """Receives on a thread and acks cumulatively *with receipt* after every batch it gets, so
     it knows which messages the broker has confirmed as acknowledged. Any later delivery of a
     confirmed message is a duplicate after ack (Pulsar allows duplicates of unacked messages
@@ -695,82 +659,58 @@ class ConfirmingReceiver:
     again on the restarted broker.
     """
 
+    batch = 1000
+    join_timeout = 15.0
+
     def __init__(self, consumer: magnetar.Consumer) -> None:
-        self.consumer = consumer
-        self.values: list[int] = []
         self.confirmed = -1  # highest index of a confirmed, fully acked entry
         self.after_ack: list[int] = []  # deliveries of messages at or below ``confirmed``
         self.after_crash: list[int] = []  # the same, for acks a broker crash may have lost
         self.crash_floor = -1  # ``confirmed`` at the last crash, until acked past it again
         self._crashed_at = 0.0
         self.ack_failures: dict[str, int] = {}
-        self.errors: list[BaseException] = []
         self._entry: tuple[int, int] | None = None
         self._before_entry = -1  # highest index delivered in entries before the current one
         self._entry_max = -1
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True, name="confirming receiver")
-        self._thread.start()
+        super().__init__(consumer)  # starts the thread, so every field above is set first
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                msgs = self.consumer.receive_many(1000, timeout=0.2)
-            except magnetar.AlreadyClosed:
-                return
-            except Exception as e:  # noqa: BLE001 - recorded and asserted on
-                self.errors.append(e)
-                time.sleep(0.1)
-                continue
-            if not msgs:
-                continue
-            for m in msgs:
-                v = index(m.data)
-                if v <= self.crash_floor:
-                    self.after_crash.append(v)
-                elif v <= self.confirmed:
-                    self.after_ack.append(v)
-                self.values.append(v)
-                mid = m.message_id
-                entry = (mid.ledger_id, mid.entry_id)
-                if entry != self._entry:
-                    self._before_entry = max(self._before_entry, self._entry_max)
-                    self._entry, self._entry_max = entry, v
-                else:
-                    self._entry_max = max(self._entry_max, v)
-            last = msgs[-1]
-            mid = last.message_id
-            whole = mid.batch_size <= 1 or mid.batch_index == mid.batch_size - 1
-            covered = index(last.data) if whole else self._before_entry
-            ack_started = time.monotonic()
-            try:
-                self.consumer.ack_with_receipt(last, cumulative=True)
-            except magnetar.AlreadyClosed:
-                return
-            except Exception as e:  # noqa: BLE001 - counted: the ack is retried by the next batch
-                self.ack_failures[type(e).__name__] = self.ack_failures.get(type(e).__name__, 0) + 1
-                continue
-            self.confirmed = max(self.confirmed, covered)
-            if ack_started > self._crashed_at and covered >= self.crash_floor:
-                self.crash_floor = -1  # acked past it on the restarted broker
+    def _handle(self, msgs: list[magnetar.Message]) -> bool:
+        for m in msgs:
+            v = index(m.data)
+            if v <= self.crash_floor:
+                self.after_crash.append(v)
+            elif v <= self.confirmed:
+                self.after_ack.append(v)
+            self.values.append(v)
+            mid = m.message_id
+            entry = (mid.ledger_id, mid.entry_id)
+            if entry != self._entry:
+                self._before_entry = max(self._before_entry, self._entry_max)
+                self._entry, self._entry_max = entry, v
+            else:
+                self._entry_max = max(self._entry_max, v)
+        last = msgs[-1]
+        mid = last.message_id
+        whole = mid.batch_size <= 1 or mid.batch_index == mid.batch_size - 1
+        covered = index(last.data) if whole else self._before_entry
+        ack_started = time.monotonic()
+        try:
+            self.consumer.ack_with_receipt(last, cumulative=True)
+        except magnetar.AlreadyClosed:
+            return False
+        except Exception as e:  # noqa: BLE001 - counted: the ack is retried by the next batch
+            self.ack_failures[type(e).__name__] = self.ack_failures.get(type(e).__name__, 0) + 1
+            return True
+        self.confirmed = max(self.confirmed, covered)
+        if ack_started > self._crashed_at and covered >= self.crash_floor:
+            self.crash_floor = -1  # acked past it on the restarted broker
+        return True
 
     def note_crash(self) -> None:
         """Called once the broker is dead after a kill -9: acks it confirmed up to then may be
         lost (its cursor is persisted asynchronously)."""
         self._crashed_at = time.monotonic()
         self.crash_floor = self.confirmed
-
-    def wait_for(self, expected: set[int], timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if expected <= set(self.values):
-                return True
-            time.sleep(0.2)
-        return False
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(15)
 
 
 @pytest.mark.timeout(600)
@@ -1306,5 +1246,5 @@ def test_chunked_message_survives_a_reset_mid_sequence(rbroker: Any, proxy: Faul
     assert all(d in (big, b"tail") for d in datas), "a partial or garbled message was delivered"
     for m in got:
         consumer.ack(m)
-    assert wait_until(lambda: backlog(rbroker, topic, "s") == 0, 30), (
+    assert wait_until(lambda: backlog(rbroker, topic, "s") == 0, 30, 0.2), (
         f"backlog {backlog(rbroker, topic, 's')}: chunk entries left unacked")
