@@ -9,11 +9,11 @@ from typing import Any, Callable
 __all__ = ["call", "resolve_many"]
 
 
-def call(operation: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
+def call(operation: Callable[..., Any], *args: Any, **kwargs: Any) -> asyncio.Future[Any]:
     """Starts one of the engine's waiting operations with an asyncio future (its ``future=``
     argument) and returns the future."""
     fut = asyncio.get_running_loop().create_future()
-    operation(*args, future=fut)
+    operation(*args, **kwargs, future=fut)
     return fut
 
 

@@ -9,24 +9,20 @@ taken from the queue by the coroutine that returns them.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Self, Sequence
 
 from . import _build, _core
 from ._aio import call
 from ._core import Message, MessageId
 from ._handles import COMPLETED, ClientHandle, ConsumerHandle, ProducerHandle, ReaderHandle, documented
 from ._listener import AsyncListenerRunner
-from ._options import ConsumerOptions, MessageFields, ProducerOptions, ReaderOptions, TimeLike, time_ms
+from ._options import ConsumerOptions, MessageFields, ProducerOptions, ReaderOptions, SendManyColumns, TimeLike, seek_target
 from .exceptions import AlreadyClosed, Timeout, TopicTerminated
 
 if TYPE_CHECKING:
     from typing import Unpack
 
 __all__ = ["AsyncClient", "AsyncConsumer", "AsyncProducer", "AsyncReader"]
-
-
-def _seek_target(target: MessageId | TimeLike) -> MessageId | int:
-    return target if isinstance(target, MessageId) else time_ms(target, "seek target")
 
 
 class AsyncProducer(ProducerHandle):
@@ -39,20 +35,14 @@ class AsyncProducer(ProducerHandle):
         sends share batches."""
         return await call(self._core.send, data, fields or None)
 
-    async def send_many(
-        self,
-        payloads: Sequence[bytes | str | memoryview | bytearray],
-        *,
-        keys: Sequence[str | None] | None = None,
-        properties: Sequence[Any] | None = None,
-        event_times: Sequence[TimeLike | None] | None = None,
-    ) -> list[MessageId]:
+    async def send_many(self, payloads: Sequence[bytes | str | memoryview | bytearray],
+                        **columns: Unpack[SendManyColumns]) -> list[MessageId]:
         """Sends many messages and returns every id: the fast path.
 
         ``keys``, ``properties`` and ``event_times`` (datetimes or milliseconds since the epoch),
         when given, hold one entry (or None) per payload.
         """
-        return await call(self._core.send_many, payloads, keys, properties, event_times)
+        return await call(self._core.send_many, payloads, **columns)
 
     async def flush(self) -> None:
         """Sends open batches now and waits until every message sent so far is acknowledged.
@@ -114,12 +104,32 @@ class _AsyncReceiving:
             return []
         return [first, *self._core.receive_many(max_messages - 1, 0.0)] if max_messages > 1 else [first]
 
+    async def close(self) -> None:
+        raise NotImplementedError
+
+    async def seek(self, target: MessageId | TimeLike) -> None:
+        """Moves to a message id or to a publish time."""
+        await call(self._core.seek, seek_target(target))
+
+    async def get_last_message_id(self) -> MessageId:
+        """The id of the last message of the topic (the highest over partitions)."""
+        return max(await call(self._core.last_message_ids))
+
     async def _iterate(self) -> AsyncIterator[Message]:
         while True:
             try:
                 yield await self._receive_forever()
             except (AlreadyClosed, TopicTerminated):
                 return
+
+    def __aiter__(self) -> AsyncIterator[Message]:
+        return self._iterate()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
 
 
 class AsyncConsumer(_AsyncReceiving, ConsumerHandle[Awaitable[None]]):
@@ -147,14 +157,6 @@ class AsyncConsumer(_AsyncReceiving, ConsumerHandle[Awaitable[None]]):
         """Acknowledges and returns once the broker confirms it."""
         await call(self._core.ack_with_receipt, message, cumulative)
 
-    async def seek(self, target: MessageId | TimeLike) -> None:
-        """Moves the subscription to a message id or to a publish time."""
-        await call(self._core.seek, _seek_target(target))
-
-    async def get_last_message_id(self) -> MessageId:
-        """The id of the last message of the topic (the highest over partitions)."""
-        return max(await call(self._core.last_message_ids))
-
     async def stats(self) -> list[dict[str, Any]]:
         """The broker's statistics per covered topic (see :meth:`magnetar.Consumer.stats`)."""
         return await call(self._core.stats)
@@ -169,15 +171,6 @@ class AsyncConsumer(_AsyncReceiving, ConsumerHandle[Awaitable[None]]):
         if self._runner is not None:
             await self._runner.stop()
         await call(self._core.close)
-
-    def __aiter__(self) -> AsyncIterator[Message]:
-        return self._iterate()
-
-    async def __aenter__(self) -> AsyncConsumer:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
 
 
 class AsyncReader(_AsyncReceiving, ReaderHandle):
@@ -196,26 +189,9 @@ class AsyncReader(_AsyncReceiving, ReaderHandle):
         """Whether there is a message past the last one read."""
         return await call(self._core.has_message_available)
 
-    async def get_last_message_id(self) -> MessageId:
-        """The id of the last message of the topic (the highest over partitions)."""
-        return max(await call(self._core.last_message_ids))
-
-    async def seek(self, target: MessageId | TimeLike) -> None:
-        """Moves the reader to a message id or to a publish time."""
-        await call(self._core.seek, _seek_target(target))
-
     async def close(self) -> None:
         """Detaches the reader."""
         await call(self._core.close)
-
-    def __aiter__(self) -> AsyncIterator[Message]:
-        return self._iterate()
-
-    async def __aenter__(self) -> AsyncReader:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
 
 
 class AsyncClient(ClientHandle):

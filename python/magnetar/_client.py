@@ -10,13 +10,13 @@ from __future__ import annotations
 import atexit
 import logging
 import os
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Self, Sequence
 
 from . import _build, _core
 from ._core import Message, MessageId, SendFuture
 from ._handles import ClientHandle, ConsumerHandle, ProducerHandle, ReaderHandle, documented
 from ._listener import ListenerRunner
-from ._options import ConsumerOptions, MessageFields, ProducerOptions, ReaderOptions, TimeLike, time_ms
+from ._options import ConsumerOptions, MessageFields, SendManyColumns, ProducerOptions, ReaderOptions, TimeLike, seek_target
 from .exceptions import AlreadyClosed, TopicTerminated
 
 if TYPE_CHECKING:
@@ -57,8 +57,35 @@ def _at_exit() -> None:
     _core._at_exit(EXIT_FLUSH_TIMEOUT)
 
 
-def _seek_target(target: MessageId | TimeLike) -> MessageId | int:
-    return target if isinstance(target, MessageId) else time_ms(target, "seek target")
+class _Receiving:
+    """What blocking consumers and readers share beyond the handle."""
+
+    __slots__ = ()
+    _core: _core._Consumer
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def seek(self, target: MessageId | TimeLike) -> None:
+        """Moves to a message id or to a publish time."""
+        self._core.seek(seek_target(target))
+
+    def get_last_message_id(self) -> MessageId:
+        """The id of the last message of the topic (the highest over partitions)."""
+        return max(self._core.last_message_ids())
+
+    def __iter__(self) -> Iterator[Message]:
+        while True:
+            try:
+                yield self._core.receive(None)
+            except (AlreadyClosed, TopicTerminated):
+                return
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 class Producer(ProducerHandle):
@@ -86,20 +113,14 @@ class Producer(ProducerHandle):
             fut.add_done_callback(callback)
         return fut
 
-    def send_many(
-        self,
-        payloads: Sequence[bytes | str | memoryview | bytearray],
-        *,
-        keys: Sequence[str | None] | None = None,
-        properties: Sequence[Any] | None = None,
-        event_times: Sequence[TimeLike | None] | None = None,
-    ) -> list[MessageId]:
+    def send_many(self, payloads: Sequence[bytes | str | memoryview | bytearray],
+                  **columns: Unpack[SendManyColumns]) -> list[MessageId]:
         """Sends many messages in one call and waits for every receipt: the fast path.
 
         ``keys``, ``properties`` and ``event_times`` (datetimes or milliseconds since the epoch),
         when given, hold one entry (or None) per payload.
         """
-        return self._core.send_many(payloads, keys, properties, event_times)
+        return self._core.send_many(payloads, **columns)
 
     def flush(self) -> None:
         """Sends open batches now and waits until every message sent so far is acknowledged.
@@ -133,7 +154,7 @@ class Producer(ProducerHandle):
             self._closing_failed(exc_type, e)
 
 
-class Consumer(ConsumerHandle[None]):
+class Consumer(_Receiving, ConsumerHandle[None]):
     """Receives messages of a subscription. Iterate over it to receive until it is closed or
     its topics are terminated."""
 
@@ -161,14 +182,6 @@ class Consumer(ConsumerHandle[None]):
         batch is acknowledged, unless ``batch_index_ack`` is on."""
         self._core.ack_with_receipt(message, cumulative)
 
-    def seek(self, target: MessageId | TimeLike) -> None:
-        """Moves the subscription to a message id or to a publish time."""
-        self._core.seek(_seek_target(target))
-
-    def get_last_message_id(self) -> MessageId:
-        """The id of the last message of the topic (the highest over partitions)."""
-        return max(self._core.last_message_ids())
-
     def stats(self) -> list[dict[str, Any]]:
         """The broker's statistics for this consumer, one dict per covered topic (rates,
         permits, unacked count, backlog), with the client's queued and corrupt counts."""
@@ -185,21 +198,8 @@ class Consumer(ConsumerHandle[None]):
             self._runner.stop()
         self._core.close()
 
-    def __iter__(self) -> Iterator[Message]:
-        while True:
-            try:
-                yield self._core.receive(None)
-            except (AlreadyClosed, TopicTerminated):
-                return
 
-    def __enter__(self) -> Consumer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
-class Reader(ReaderHandle):
+class Reader(_Receiving, ReaderHandle):
     __doc__ = ReaderHandle.__doc__
     __slots__ = ()
 
@@ -215,30 +215,9 @@ class Reader(ReaderHandle):
         """Whether there is a message past the last one read."""
         return self._core.has_message_available()
 
-    def get_last_message_id(self) -> MessageId:
-        """The id of the last message of the topic (the highest over partitions)."""
-        return max(self._core.last_message_ids())
-
-    def seek(self, target: MessageId | TimeLike) -> None:
-        """Moves the reader to a message id or to a publish time."""
-        self._core.seek(_seek_target(target))
-
     def close(self) -> None:
         """Detaches the reader."""
         self._core.close()
-
-    def __iter__(self) -> Iterator[Message]:
-        while True:
-            try:
-                yield self._core.receive(None)
-            except (AlreadyClosed, TopicTerminated):
-                return
-
-    def __enter__(self) -> Reader:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 class Client(ClientHandle):

@@ -36,6 +36,7 @@ __all__ = [
     "Opt",
     "ProducerOptions",
     "ReaderOptions",
+    "SendManyColumns",
     "RoutingMode",
     "SubscriptionType",
     "TimeLike",
@@ -248,6 +249,15 @@ class MessageFields(TypedDict, total=False):
     sequence_id: Annotated[Union[int, None], Opt(None, "Explicit sequence id (deduplication); by default the next one.")]
 
 
+class SendManyColumns(TypedDict, total=False):
+    """Keyword arguments of ``send_many``: per-message columns, each with one entry (or None)
+    per payload."""
+
+    keys: Annotated[Union[Sequence[Union[str, None]], None], Opt(None, "Partition keys.")]
+    properties: Annotated[Union[Sequence[Union[Mapping[str, str], None]], None], Opt(None, "User properties.")]
+    event_times: Annotated[Union[Sequence[Union[TimeLike, None]], None], Opt(None, "Event times (datetimes or ms since the epoch).")]
+
+
 @dataclass(frozen=True)
 class Declared:
     """One declared option, as :func:`declared` returns it."""
@@ -346,6 +356,11 @@ def time_ms(value: TimeLike, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
         raise InvalidConfiguration(f"{what} must be a datetime or milliseconds since the epoch, not {value!r}")
     return int(value)
+
+
+def seek_target(target: MessageId | TimeLike) -> MessageId | int:
+    """What the engine's seek takes: a message id, or a publish time in milliseconds."""
+    return target if isinstance(target, MessageId) else time_ms(target, "seek target")
 
 
 def reader_start(start: MessageId | TimeLike) -> tuple[MessageId, int | None]:

@@ -14,7 +14,7 @@ use super::dispatch::Dispatcher;
 use super::errors::{invalid, to_pyerr};
 use super::options;
 use super::producer::PyProducer;
-use super::runtime::{none, run, ForkGuard};
+use super::runtime::{close, run, ForkGuard};
 use super::{gate, runtime};
 use crate::client::consumer::TopicSelection;
 use crate::client::{self, Error};
@@ -123,17 +123,13 @@ impl PyClient {
 
     #[pyo3(signature = (*, future=None))]
     fn close(&self, py: Python<'_>, future: Option<Py<PyAny>>) -> PyResult<Py<PyAny>> {
-        // In a forked child, closing what belongs to the parent is a no-op, not an error.
-        if self.guard.check().is_err() && future.is_none() {
-            return Ok(py.None());
-        }
-        self.guard.check()?;
-        let c = self.inner.clone();
-        let close = async move {
-            c.close().await;
-            Ok(())
-        };
-        run(py, &self.dispatch, future, close, none)
+        close(py, self.guard, &self.dispatch, future, || {
+            let c = self.inner.clone();
+            async move {
+                c.close().await;
+                Ok(())
+            }
+        })
     }
 
     #[getter]

@@ -11,7 +11,7 @@ use super::convert;
 use super::dispatch::Dispatcher;
 use super::errors::{invalid, to_pyerr};
 use super::gate;
-use super::runtime::{none, run, ForkGuard};
+use super::runtime::{close, none, run, ForkGuard};
 use super::types::{id_list, new_message, without_gc, PyMessage, PyMessageId};
 use crate::client::consumer::SeekTarget;
 use crate::client::{self, Error, ErrorKind};
@@ -278,13 +278,11 @@ impl PyConsumer {
 
     #[pyo3(signature = (*, future=None))]
     fn close(&self, py: Python<'_>, future: Option<Py<PyAny>>) -> PyResult<Py<PyAny>> {
-        // In a forked child, closing what belongs to the parent is a no-op, not an error.
-        if self.guard.check().is_err() && future.is_none() {
-            return Ok(py.None());
-        }
-        self.guard.check()?;
-        let c = self.inner.clone();
-        run(py, &self.dispatch, future, async move { c.close().await }, none)
+        let handle = &self.inner;
+        close(py, self.guard, &self.dispatch, future, || {
+            let c = handle.clone();
+            async move { c.close().await }
+        })
     }
 }
 

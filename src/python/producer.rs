@@ -7,7 +7,7 @@ use pyo3::types::PyDict;
 
 use super::convert;
 use super::dispatch::Dispatcher;
-use super::runtime::{none, run, wait, ForkGuard};
+use super::runtime::{close, none, run, wait, ForkGuard};
 use super::types::{id_list, new_id, SendFuture};
 use crate::client::producer::WouldBlock;
 use crate::client::{self, Error};
@@ -149,13 +149,11 @@ impl PyProducer {
 
     #[pyo3(signature = (*, future=None))]
     fn close(&self, py: Python<'_>, future: Option<Py<PyAny>>) -> PyResult<Py<PyAny>> {
-        // In a forked child, closing what belongs to the parent is a no-op, not an error.
-        if self.guard.check().is_err() && future.is_none() {
-            return Ok(py.None());
-        }
-        self.guard.check()?;
-        let p = self.inner.clone();
-        run(py, &self.dispatch, future, async move { p.close().await }, none)
+        let handle = &self.inner;
+        close(py, self.guard, &self.dispatch, future, || {
+            let p = handle.clone();
+            async move { p.close().await }
+        })
     }
 }
 

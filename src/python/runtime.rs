@@ -238,6 +238,26 @@ where
     }
 }
 
+/// Closes a handle the way every handle closes: as [`run`] does, except in a process forked
+/// from the handle's creator, where a blocking close does nothing (the parent's engine is not
+/// the child's to close) and an asyncio one raises.
+pub fn close<F>(
+    py: Python<'_>,
+    guard: ForkGuard,
+    dispatch: &Arc<Dispatcher>,
+    future: Option<Py<PyAny>>,
+    op: impl FnOnce() -> F,
+) -> PyResult<Py<PyAny>>
+where
+    F: Future<Output = Result<(), Error>> + Send + 'static,
+{
+    if guard.forked() && future.is_none() {
+        return Ok(py.None());
+    }
+    guard.check()?;
+    run(py, dispatch, future, op(), none)
+}
+
 /// The `convert` of [`run`] for operations that return nothing.
 pub fn none(py: Python<'_>, _: ()) -> PyResult<Py<PyAny>> {
     Ok(py.None())
