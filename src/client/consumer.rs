@@ -352,13 +352,16 @@ impl Consumer {
 
     /// Acknowledges one message.
     pub fn ack(&self, id: &MessageId) -> Result<()> {
-        self.command(
-            id,
-            Command::Ack {
-                id: id.clone(),
-                cumulative: false,
-            },
-        )
+        if self.inner.closed.load(Ordering::Acquire) {
+            return Err(Error::closed("consumer"));
+        }
+        let part = self.part_for(id)?;
+        part.purge_acked(&self.inner.inbox, std::slice::from_ref(id), false);
+        if part.push_ack(id.clone()) {
+            Ok(())
+        } else {
+            Err(Error::closed("consumer"))
+        }
     }
 
     /// Acknowledges many messages individually, with one command per partition they come from.

@@ -4,6 +4,25 @@
 use super::*;
 
 impl Actor {
+    /// Records the individual acks the application made since the actor last looked
+    /// (`PartitionShared::push_ack`). Called before anything that depends on which acks are
+    /// known: every command, every incoming message, every flush.
+    pub(super) fn take_pending_acks(&mut self) {
+        let ids = self.shared.take_acks();
+        self.ack_all(ids);
+    }
+
+    /// Individual acks of many messages, grouped and sent as one.
+    pub(super) fn ack_all(&mut self, ids: Vec<MessageId>) {
+        let mut ids = ids.into_iter();
+        if let Some(last) = ids.next_back() {
+            for id in ids {
+                self.record_ack(id, false);
+            }
+            self.ack(last, false);
+        }
+    }
+
     pub(super) fn ack(&mut self, id: MessageId, cumulative: bool) {
         self.record_ack(id, cumulative);
         if self.opts.ack_group_time.is_zero() || self.book.held_len() >= self.opts.ack_group_max {
@@ -60,6 +79,7 @@ impl Actor {
     /// arrived; while detached they stay held (the timer stays armed) and go out on the next
     /// connection before its first `Flow`.
     pub(super) fn flush_acks(&mut self) {
+        self.take_pending_acks();
         self.acks_due = None;
         if !self.book.has_held() {
             return;

@@ -62,6 +62,8 @@ pub(crate) enum Command {
     },
     /// Individual acks of many messages of this partition: one channel message for a batch.
     AckMany(Vec<MessageId>),
+    /// Individual acks wait in [`PartitionShared::take_acks`].
+    TakeAcks,
     /// The broker answered (or did not) the acks sent under `token`.
     AcksSettled {
         token: u64,
@@ -124,6 +126,10 @@ pub(crate) struct PartitionShared {
     /// partition has reattached; see [`PartitionShared::purge_acked`].
     stale_high: Mutex<Option<EntryKey>>,
     stale_guard: AtomicBool,
+    /// Individual acks not yet seen by the actor. The first one of a run sends
+    /// [`Command::TakeAcks`]; the ones after it ride along, so a stream of acks costs the I/O
+    /// thread one wake-up per run rather than one per ack.
+    pending_acks: Mutex<Vec<MessageId>>,
 }
 
 impl PartitionShared {
@@ -183,6 +189,19 @@ impl PartitionShared {
         }
     }
 
+    /// Records an individual ack for the actor; see `pending_acks`.
+    pub fn push_ack(&self, id: MessageId) -> bool {
+        let mut acks = self.pending_acks.lock().expect("pending_acks lock");
+        let first = acks.is_empty();
+        acks.push(id);
+        drop(acks);
+        !first || self.tx.send(Command::TakeAcks).is_ok()
+    }
+
+    pub(super) fn take_acks(&self) -> Vec<MessageId> {
+        std::mem::take(&mut *self.pending_acks.lock().expect("pending_acks lock"))
+    }
+
     fn return_permits(&self, n: u32) {
         // Saturating: a hostile entry may declare up to i32::MAX messages.
         let before = self
@@ -224,6 +243,7 @@ pub(crate) async fn create(
         track_delivered: !opts.ack_timeout.is_zero(),
         stale_high: Mutex::new(None),
         stale_guard: AtomicBool::new(false),
+        pending_acks: Mutex::new(Vec::new()),
     });
     let name = opts.name.clone().unwrap_or_else(random_name);
     let chunk_limits = ChunkLimits {
@@ -350,18 +370,13 @@ impl Actor {
     }
 
     async fn handle(&mut self, cmd: Command) {
+        // Acks recorded before this command was sent come first, whatever it is.
+        self.take_pending_acks();
         match cmd {
             Command::Flow(n) => self.grant(n),
             Command::Ack { id, cumulative } => self.ack(id, cumulative),
-            Command::AckMany(ids) => {
-                let mut ids = ids.into_iter();
-                if let Some(last) = ids.next_back() {
-                    for id in ids {
-                        self.record_ack(id, false);
-                    }
-                    self.ack(last, false);
-                }
-            }
+            Command::AckMany(ids) => self.ack_all(ids),
+            Command::TakeAcks => {}
             Command::AcksSettled { token, confirmed } => self.book.settled(token, confirmed),
             Command::AckWithReceipt { id, cumulative, reply } => {
                 self.record_ack(id, cumulative);

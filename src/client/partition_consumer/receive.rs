@@ -17,6 +17,8 @@ pub(super) const MAX_CHUNKED_MESSAGE_SIZE: usize = 1 << 30;
 
 impl Actor {
     pub(super) async fn on_message(&mut self, cmd: CommandMessage, payload: Payload) {
+        // An ack the application made may cover this very message (a resend after a reconnect).
+        self.take_pending_acks();
         let id_data = cmd.message_id;
         let permits = broker_permits(&payload.metadata);
         if payload.corruption.is_some() {
