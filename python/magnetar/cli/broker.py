@@ -1,0 +1,32 @@
+"""``magnetar broker start|stop|status|run|fetch``: the project's local test broker, the same as
+``python -m magnetar.testing`` (whose command line this hands its arguments to)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+__all__ = ["register", "run"]
+
+EXAMPLES = """examples:
+  magnetar broker start              # in the background; prints service_url=... and more
+  magnetar broker start --port 0     # on a free port
+  magnetar broker status             # exit status 0 when running
+  magnetar broker stop
+  magnetar broker start --help       # every option of start
+"""
+
+
+def register(commands: Any) -> None:
+    p = commands.add_parser("broker", help="start, stop or check the local test broker",
+                            description="Run a local Apache Pulsar standalone broker (python -m magnetar.testing).",
+                            epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("action", choices=("start", "stop", "status", "run", "fetch"))
+    p.add_argument("args", nargs=argparse.REMAINDER, help="passed on (see magnetar broker ACTION --help)")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from magnetar.testing.__main__ import main as testing_main
+
+    return testing_main([args.action, *args.args])
