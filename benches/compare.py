@@ -160,6 +160,11 @@ class Runner:
         if args.magnetar_path:
             pp.insert(0, str(Path(args.magnetar_path).resolve()))
         self.env["PYTHONPATH"] = os.pathsep.join(pp + ([self.env["PYTHONPATH"]] if self.env.get("PYTHONPATH") else []))
+        # The "baseline" client is magnetar from another directory (an earlier build), run in
+        # the same rounds as the current one so both meet the same machine.
+        self.baseline_env = dict(self.env)
+        if args.baseline_path:
+            self.baseline_env["PYTHONPATH"] = os.pathsep.join([str(Path(args.baseline_path).resolve()), str(ROOT)])
         self.java_skip = "disabled by --no-java" if args.no_java else java_perf.java_available(home)
         if self.java_skip is None:
             java_perf.prepare(workdir / "java", broker.service_url, broker.admin_url)
@@ -183,11 +188,13 @@ class Runner:
         out_path = self.workdir / f"out-{seq}.json"
         log_path = self.workdir / f"log-{seq}-{client}-{spec['scenario']}-{spec['api']}.txt"
         spec_path.write_text(json.dumps(spec))
-        module = {"magnetar": "benches.clients.magnetar_bench", "official": "benches.clients.official_bench"}[client]
+        module = {"magnetar": "benches.clients.magnetar_bench", "baseline": "benches.clients.magnetar_bench",
+                  "official": "benches.clients.official_bench"}[client]
+        env = self.baseline_env if client == "baseline" else self.env
         with open(log_path, "w") as logf:
             try:
                 proc = subprocess.run([self.python, "-m", module, str(spec_path), str(out_path)],
-                                      cwd=ROOT, env=self.env, stdin=subprocess.DEVNULL, stdout=logf,
+                                      cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=logf,
                                       stderr=subprocess.STDOUT, timeout=timeout)
                 code: int | str = proc.returncode
             except subprocess.TimeoutExpired:
@@ -303,6 +310,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--magnetar-path", default=None,
                     help="directory put first on PYTHONPATH of the magnetar processes (benchmark a snapshot "
                          "of the package, e.g. one copied aside while others rebuild the tree)")
+    ap.add_argument("--baseline-path", default=None,
+                    help="also run magnetar from this directory (an unpacked wheel of an earlier build) as the "
+                         "client 'baseline', interleaved in the same rounds: a before/after comparison")
     ap.add_argument("--attach", type=Path, default=None,
                     help="use the running broker of this data dir (python -m magnetar.testing.standalone "
                          "--data-dir DIR start) instead of starting one")
@@ -372,7 +382,9 @@ def main(argv: list[str] | None = None) -> int:
                 for key in ("n", "duration", "max_seconds"):
                     if key in params and args.scale != 1.0:
                         params[key] = max(1, int(params[key] * args.scale)) if key == "n" else params[key] * args.scale
-                clients = [c for c in clients if c[0] in wanted_clients]
+                if args.baseline_path:
+                    clients = [*clients, *(("baseline", api, label.replace("magnetar", "baseline")) for c, api, label in clients if c == "magnetar")]
+                clients = [c for c in clients if c[0] in wanted_clients | ({"baseline"} if args.baseline_path else set())]
                 if args.quick and name not in QUICK_JAVA:
                     clients = [c for c in clients if c[0] != "java"]  # a JVM start costs ~10 s
                 for rnd in range(rounds):

@@ -7,7 +7,7 @@
 //! daemon thread blocked in a magnetar call never returns into Python; the handler waits for the
 //! threads already on their way in to get out.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
@@ -86,19 +86,40 @@ pub fn park_for_ever() -> ! {
 
 /// The engine's `log` records go to Python's `logging` (through pyo3-log), except once the
 /// interpreter is exiting: then warnings and errors go straight to stderr.
-struct ExitSafeLogger(pyo3_log::Logger);
+///
+/// pyo3-log caches each Python logger's level, so a record below it is dropped without the GIL:
+/// debug logging that is off costs the I/O thread a comparison. The cache is dropped at most
+/// once a second (on the next record), so `logging.getLogger("magnetar...").setLevel(...)`
+/// takes effect within a second.
+struct ExitSafeLogger {
+    logger: pyo3_log::Logger,
+    levels: pyo3_log::ResetHandle,
+    /// Seconds since `STARTED` at the last reset of `levels`.
+    reset_at: AtomicU64,
+}
+
+static STARTED: OnceLock<Instant> = OnceLock::new();
+
+impl ExitSafeLogger {
+    fn refresh_levels(&self) {
+        let now = STARTED.get_or_init(Instant::now).elapsed().as_secs();
+        if self.reset_at.swap(now, Ordering::Relaxed) != now {
+            self.levels.reset();
+        }
+    }
+}
 
 impl log::Log for ExitSafeLogger {
     fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
-        self.0.enabled(metadata)
+        self.refresh_levels();
+        self.logger.enabled(metadata)
     }
 
     fn log(&self, record: &log::Record<'_>) {
-        // Checked first, without the GIL: records of other crates (rustls) are mostly filtered.
-        if !self.0.enabled(record.metadata()) {
+        if !self.enabled(record.metadata()) {
             return;
         }
-        if attach_unless_exiting(|_py| self.0.log(record)).is_none() && record.level() <= log::Level::Warn {
+        if attach_unless_exiting(|_py| self.logger.log(record)).is_none() && record.level() <= log::Level::Warn {
             eprintln!("magnetar: {}", record.args());
         }
     }
@@ -108,7 +129,13 @@ impl log::Log for ExitSafeLogger {
 
 /// Installs `logger` as the process's `log` backend, behind the exit gate.
 pub fn install_logger(logger: pyo3_log::Logger) {
-    if log::set_boxed_logger(Box::new(ExitSafeLogger(logger))).is_ok() {
+    let levels = logger.reset_handle();
+    let installed = ExitSafeLogger {
+        logger,
+        levels,
+        reset_at: AtomicU64::new(0),
+    };
+    if log::set_boxed_logger(Box::new(installed)).is_ok() {
         log::set_max_level(log::LevelFilter::Trace);
     }
 }

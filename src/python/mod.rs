@@ -53,10 +53,9 @@ fn _panic_in_engine(py: Python<'_>) -> PyResult<()> {
 #[pyo3(name = "_core")]
 fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     runtime::install_fork_hook();
-    // Rust `log` records go to Python's `logging` under the "magnetar" logger. Levels are not
-    // cached, so `logging.getLogger("magnetar").setLevel(...)` takes effect at once; the engine
-    // logs only on rare events (connects, reconnects, errors), never per message.
-    if let Ok(l) = pyo3_log::Logger::new(m.py(), pyo3_log::Caching::Loggers) {
+    // Rust `log` records go to Python's `logging` under the "magnetar" logger, with levels
+    // cached for a second at most (see `gate::install_logger`).
+    if let Ok(l) = pyo3_log::Logger::new(m.py(), pyo3_log::Caching::LoggersAndLevels) {
         gate::install_logger(l.filter_target("magnetar".to_string(), log::LevelFilter::Trace));
     }
     m.add_class::<client::PyClient>()?;
