@@ -163,3 +163,13 @@ def test_closed_stdout_is_quiet(service_url: str, topic: str) -> None:
     proc.stdout.close()
     assert proc.wait(timeout=60) != 0
     assert proc.stderr.read() == b""
+
+
+def test_perf_json(service_url: str, topic: str) -> None:
+    produced = json.loads(ok(cli("perf", "produce", topic, "-n", "300", "--size", "100", "--json",
+                                 "--url", service_url)))
+    assert (produced["messages"], produced["bytes"], produced["failed"]) == (300, 30_000, 0)
+    assert produced["latency_ms"]["p50"] <= produced["latency_ms"]["p99"]
+    consumed = json.loads(ok(cli("perf", "consume", topic, "--from", "earliest", "-n", "300", "--json",
+                                 "--url", service_url)))
+    assert consumed["messages"] == 300 and consumed["msg_per_s"] > 0
