@@ -255,10 +255,19 @@ def test_fork_child_cannot_use_parent_client_but_can_make_its_own(service_url, t
 
 def test_blocking_receive_is_interrupted_by_ctrl_c(client, topic):
     consumer = client.subscribe(topic, "s")
-    timer = threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT))
-    timer.start()
+    main = threading.main_thread().ident
+    assert main is not None
+
+    def ctrl_c_once_receive_waits() -> None:
+        # A SIGINT that lands before the main thread is inside receive() would interrupt
+        # whatever it was doing instead: wait until receive is its innermost Python frame.
+        while sys._current_frames()[main].f_code.co_name != "receive":
+            time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGINT)
+
     t0 = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
+        threading.Thread(target=ctrl_c_once_receive_waits, daemon=True).start()
         consumer.receive()
     assert time.monotonic() - t0 < 5
     # Nothing was lost: the consumer still works.
