@@ -173,3 +173,8 @@ def test_perf_json(service_url: str, topic: str) -> None:
     consumed = json.loads(ok(cli("perf", "consume", topic, "--from", "earliest", "-n", "300", "--json",
                                  "--url", service_url)))
     assert consumed["messages"] == 300 and consumed["msg_per_s"] > 0
+
+
+def test_broker_delegates_to_the_testing_command_line(tmp_path: Path) -> None:
+    result = cli("broker", "status", "--data-dir", str(tmp_path))
+    assert result.returncode == 1 and b"not running" in result.stdout

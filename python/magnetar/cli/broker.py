@@ -13,6 +13,7 @@ EXAMPLES = """examples:
   magnetar broker start --port 0     # on a free port
   magnetar broker status             # exit status 0 when running
   magnetar broker stop
+  magnetar broker status --data-dir /tmp/broker   # state of a broker started with that --data-dir
   magnetar broker start --help       # every option of start
 """
 
@@ -26,7 +27,30 @@ def register(commands: Any) -> None:
     p.set_defaults(run=run)
 
 
+# Options the testing command line takes before the action; here they may come anywhere.
+GLOBAL_FLAGS = {"--cache-dir": True, "--data-dir": True, "-v": False, "--verbose": False}
+
+
+def testing_argv(action: str, rest: list[str]) -> list[str]:
+    """``rest`` for ``python -m magnetar.testing``: its global options moved before ``action``."""
+    front: list[str] = []
+    after: list[str] = []
+    i = 0
+    while i < len(rest):
+        name = rest[i].split("=", 1)[0]
+        takes_value = GLOBAL_FLAGS.get(name)
+        if takes_value is None:
+            after.append(rest[i])
+        elif takes_value and "=" not in rest[i] and i + 1 < len(rest):
+            front += rest[i:i + 2]
+            i += 1
+        else:
+            front.append(rest[i])
+        i += 1
+    return [*front, action, *after]
+
+
 def run(args: argparse.Namespace) -> int:
     from magnetar.testing.__main__ import main as testing_main
 
-    return testing_main([args.action, *args.args])
+    return testing_main(testing_argv(args.action, args.args))
