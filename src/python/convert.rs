@@ -118,7 +118,8 @@ pub fn message(data: &Bound<'_, PyAny>, fields: Option<&Bound<'_, PyDict>>) -> P
             },
             other => {
                 return Err(pyo3::exceptions::PyTypeError::new_err(format!(
-                    "send() got an unexpected keyword argument '{other}'"
+                    "unexpected keyword argument '{other}' for a message (it takes key, properties, \
+                     event_time, deliver_after, deliver_at, ordering_key, sequence_id)"
                 )))
             }
         }
