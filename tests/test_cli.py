@@ -124,6 +124,7 @@ def test_environment_variables(service_url: str, topic: str) -> None:
     ["produce", "T", "-m", "x", "--send-timeout", "-1"],  # refused by the engine
     ["consume", "T", "--from", "earliest"],            # no subscription
     ["read", "T", "--start", "yesterday"],
+    ["produce", "T", "--partitions", "2"],             # no prefix of --partitions-update-interval
 ])
 def test_bad_option_is_one_line(service_url: str, args: list[str]) -> None:
     one_line_error(cli(*args, "--url", service_url))

@@ -43,7 +43,13 @@ class CliError(Exception):
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line (argparse's default prints the whole usage first)."""
+    """argparse, but a usage error is one line (argparse's default prints the whole usage first),
+    and no abbreviated flags: with generated options, a prefix such as ``--partitions`` would
+    silently mean ``--partitions-update-interval``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
