@@ -15,7 +15,7 @@ from magnetar._options import ConsumerOptions, ReaderOptions
 
 from ._common import Output, add_client_arguments, given_options, non_negative_float, open_client, positive_int
 
-__all__ = ["register", "run_consume", "run_read", "parse_start"]
+__all__ = ["CONSUMER_FLAGS", "CONSUMER_SKIPPED", "register", "run_consume", "run_read", "parse_start", "receive_loop"]
 
 CONSUME_EXAMPLES = """examples:
   magnetar consume my-topic -s my-sub --from earliest -n 10
@@ -28,6 +28,11 @@ READ_EXAMPLES = """examples:
   magnetar read my-topic --start 0801100218032004 -n 1
   magnetar read my-topic --start 2024-05-01T12:00:00 --timeout 2
 """
+
+# A listener needs Python code, so its concurrency has nothing to act on.
+CONSUMER_SKIPPED = ("listener_concurrency",)
+# The spellings kcat and pulsar-client users reach for first.
+CONSUMER_FLAGS = {"subscription_type": ("--type",), "initial_position": ("--from",)}
 
 # Without a limit the command waits for ever; receiving in steps this long keeps Ctrl-C prompt
 # on every platform.
@@ -44,8 +49,7 @@ def register(commands: Any) -> None:
     p.add_argument("--ack", action=argparse.BooleanOptionalAction, default=True,
                    help="ack each message once written (default: --ack)")
     _add_receive_arguments(p)
-    add_client_arguments(p, (ConsumerOptions, "consumer"), skip=CONSUMER_SKIPPED,
-                         extra_flags={"subscription_type": ("--type",), "initial_position": ("--from",)})
+    add_client_arguments(p, (ConsumerOptions, "consumer"), skip=CONSUMER_SKIPPED, extra_flags=CONSUMER_FLAGS)
     p.set_defaults(run=run_consume)
 
     p = commands.add_parser("read", usage="%(prog)s [--start POSITION] [options] TOPIC",
@@ -63,8 +67,6 @@ def register(commands: Any) -> None:
     p.set_defaults(run=run_read)
 
 
-# A listener needs Python code, so its concurrency has nothing to act on.
-CONSUMER_SKIPPED = ("listener_concurrency",)
 
 
 def _add_receive_arguments(p: argparse.ArgumentParser) -> None:

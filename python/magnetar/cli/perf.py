@@ -17,6 +17,7 @@ import magnetar
 from magnetar._options import ConsumerOptions, ProducerOptions
 
 from ._common import add_client_arguments, given_options, open_client, positive_float, positive_int
+from .consume import CONSUMER_FLAGS, CONSUMER_SKIPPED
 
 __all__ = ["register", "Meter", "percentile"]
 
@@ -52,8 +53,7 @@ def register(commands: Any) -> None:
     _add_common(consume)
     consume.add_argument("-s", "--subscription", default="magnetar-perf", metavar="SUB",
                          help="subscription name (default: magnetar-perf)")
-    add_client_arguments(consume, (ConsumerOptions, "consumer"), skip=("listener_concurrency",),
-                         extra_flags={"subscription_type": ("--type",), "initial_position": ("--from",)})
+    add_client_arguments(consume, (ConsumerOptions, "consumer"), skip=CONSUMER_SKIPPED, extra_flags=CONSUMER_FLAGS)
     consume.set_defaults(run=run_consume)
 
 
@@ -227,7 +227,7 @@ def run_produce(args: argparse.Namespace) -> int:
 def run_consume(args: argparse.Namespace) -> int:
     meter = Meter()
     reporter = Reporter(meter, "end-to-end", args.json, sys.stderr)
-    options = given_options(args, ConsumerOptions, skip=("listener_concurrency",))
+    options = given_options(args, ConsumerOptions, skip=CONSUMER_SKIPPED)
     with open_client(args) as client:
         with client.subscribe(args.topic, args.subscription, **options) as consumer:
             meter.started = time.monotonic()
