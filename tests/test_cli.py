@@ -16,7 +16,6 @@ import pytest
 import magnetar
 from magnetar._options import ConnectionOptions, ConsumerOptions, ProducerOptions, ReaderOptions, declared
 from magnetar.cli import build_parser
-from magnetar.cli._common import needs_objects
 from magnetar.cli.consume import CONSUMER_SKIPPED
 
 
@@ -56,7 +55,7 @@ def test_every_text_option_is_a_flag() -> None:
     flags = {s for action in _all_actions() for s in action.option_strings}
     for declaration in (ConnectionOptions, ProducerOptions, ConsumerOptions, ReaderOptions):
         for d in declared(declaration).values():
-            if not needs_objects(d) and d.name not in CONSUMER_SKIPPED:
+            if d.textual and d.name not in CONSUMER_SKIPPED:
                 assert "--" + d.name.replace("_", "-") in flags, d.name
 
 

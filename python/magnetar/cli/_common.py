@@ -55,14 +55,6 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def needs_objects(d: Declared) -> bool:
-    """Options only Python code can give (callables, mappings, Authentication): no flag.
-
-    The same rule as the Spark data source's, copied because importing ``magnetar.spark``
-    imports pyspark, which would cost every command half a second."""
-    return any(t in str(d.type) for t in ("Callable", "Mapping", "Authentication"))
-
-
 def flag_name(d: Declared) -> str:
     return "--" + d.name.replace("_", "-")
 
@@ -123,7 +115,7 @@ def _help(d: Declared) -> str:
 
 def cli_options(declaration: type, skip: Collection[str] = ()) -> list[Declared]:
     """The options of a declaration that text can express."""
-    return [d for d in declared(declaration).values() if d.name not in skip and not needs_objects(d)]
+    return [d for d in declared(declaration).values() if d.name not in skip and d.textual]
 
 
 def add_options(parser: argparse.ArgumentParser, declaration: type, title: str, *, skip: Collection[str] = (),

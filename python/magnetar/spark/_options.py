@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._config import ClientConfig
-from .._options import ConnectionOptions, Declared, ProducerOptions, ReaderOptions, declared
+from .._options import ConnectionOptions, ProducerOptions, ReaderOptions, declared
 from .._core import MessageId
 from ..exceptions import InvalidConfiguration
 
@@ -203,7 +203,7 @@ def _typed_kwargs(prefix: str, declaration: type, given: Mapping[str, str], skip
     (the Java client's names); options that text cannot express (callables, mappings) are not
     taken."""
     options = {d.name.replace("_", ""): d for d in declared(declaration).values()
-               if d.name not in skip and not _needs_objects(d)}
+               if d.name not in skip and d.textual}
     for d in list(options.values()):
         options.update({alias.lower(): d for alias in d.aliases})
     out: dict[str, Any] = {}
@@ -222,10 +222,6 @@ def _typed_kwargs(prefix: str, declaration: type, given: Mapping[str, str], skip
         else:
             out[option.name] = v
     return out
-
-
-def _needs_objects(d: Declared) -> bool:
-    return any(t in str(d.type) for t in ("Callable", "Mapping", "Authentication"))
 
 
 # -- the options ----------------------------------------------------------------------------
