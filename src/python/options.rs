@@ -27,6 +27,23 @@ fn pairs(d: &Bound<'_, PyDict>, key: &str) -> PyResult<Option<Vec<(String, Strin
     }
 }
 
+/// A named value: one of `names` (in any case, `-` or `_` between words), or
+/// `InvalidConfiguration` listing them. `magnetar._options` has already turned the strings
+/// into its enums, whose values are these names; this is the engine's own check.
+fn choice<T: Copy>(d: &Bound<'_, PyDict>, key: &str, names: &[(&str, T)]) -> PyResult<Option<T>> {
+    let Some(v) = get::<String>(d, key)? else {
+        return Ok(None);
+    };
+    let wanted = v.to_ascii_lowercase().replace('-', "_");
+    match names.iter().find(|(name, _)| *name == wanted) {
+        Some((_, value)) => Ok(Some(*value)),
+        None => {
+            let known: Vec<String> = names.iter().map(|(name, _)| format!("{name:?}")).collect();
+            Err(invalid(format!("{key} must be one of {}, not {v:?}", known.join(", "))))
+        }
+    }
+}
+
 fn check_keys(d: &Bound<'_, PyDict>, known: &[&str]) -> PyResult<()> {
     for k in d.keys() {
         let k: String = k.extract()?;
@@ -188,14 +205,17 @@ pub fn producer_options(d: &Bound<'_, PyDict>) -> PyResult<ProducerOptions> {
         }
         o.initial_sequence_id = Some(v as u64);
     }
-    if let Some(v) = get::<String>(d, "access_mode")? {
-        o.access_mode = match v.to_ascii_lowercase().replace('_', "").as_str() {
-            "shared" => ProducerAccessMode::Shared,
-            "exclusive" => ProducerAccessMode::Exclusive,
-            "waitforexclusive" => ProducerAccessMode::WaitForExclusive,
-            "exclusivewithfencing" => ProducerAccessMode::ExclusiveWithFencing,
-            _ => return Err(invalid(format!("unknown access_mode {v:?}"))),
-        };
+    if let Some(v) = choice(
+        d,
+        "access_mode",
+        &[
+            ("shared", ProducerAccessMode::Shared),
+            ("exclusive", ProducerAccessMode::Exclusive),
+            ("wait_for_exclusive", ProducerAccessMode::WaitForExclusive),
+            ("exclusive_with_fencing", ProducerAccessMode::ExclusiveWithFencing),
+        ],
+    )? {
+        o.access_mode = v;
     }
     if let Some(v) = get::<bool>(d, "chunking")? {
         o.chunking = v;
@@ -203,41 +223,32 @@ pub fn producer_options(d: &Bound<'_, PyDict>) -> PyResult<ProducerOptions> {
     if let Some(v) = pairs(d, "properties")? {
         o.properties = v;
     }
-    if let Some(v) = get::<String>(d, "routing_mode")? {
-        o.routing_mode = match v.to_ascii_lowercase().as_str() {
-            "round_robin" => RoutingMode::RoundRobin,
-            "single_partition" => RoutingMode::SinglePartition,
-            _ => {
-                return Err(invalid(format!(
-                    "unknown routing_mode {v:?}; use \"round_robin\" or \"single_partition\""
-                )))
-            }
-        };
+    if let Some(v) = choice(
+        d,
+        "routing_mode",
+        &[
+            ("round_robin", RoutingMode::RoundRobin),
+            ("single_partition", RoutingMode::SinglePartition),
+        ],
+    )? {
+        o.routing_mode = v;
     }
-    if let Some(v) = get::<String>(d, "hashing_scheme")? {
-        o.hashing_scheme = match v.to_ascii_lowercase().as_str() {
-            "java_string" => HashingScheme::JavaString,
-            "murmur3" | "murmur3_32" => HashingScheme::Murmur3,
-            _ => {
-                return Err(invalid(format!(
-                    "unknown hashing_scheme {v:?}; use \"java_string\" or \"murmur3\""
-                )))
-            }
-        };
+    if let Some(v) = choice(
+        d,
+        "hashing_scheme",
+        &[
+            ("java_string", HashingScheme::JavaString),
+            ("murmur3", HashingScheme::Murmur3),
+            ("murmur3_32", HashingScheme::Murmur3),
+        ],
+    )? {
+        o.hashing_scheme = v;
     }
     if let Some(v) = duration_option(d, "partitions_update_interval", NoLimit::Forever, false)? {
         o.partitions_update_interval = v;
     }
-    if let Some(v) = get::<String>(d, "batching_type")? {
-        o.key_based_batching = match v.to_ascii_lowercase().as_str() {
-            "default" => false,
-            "key_based" => true,
-            _ => {
-                return Err(invalid(format!(
-                    "unknown batching_type {v:?}; use \"default\" or \"key_based\""
-                )))
-            }
-        };
+    if let Some(v) = choice(d, "batching_type", &[("default", false), ("key_based", true)])? {
+        o.key_based_batching = v;
     }
     o.validate().map_err(super::errors::to_pyerr)?;
     Ok(o)
@@ -273,25 +284,27 @@ pub fn consumer_options(d: &Bound<'_, PyDict>) -> PyResult<ConsumerOptions> {
         ],
     )?;
     let mut o = ConsumerOptions::default();
-    if let Some(v) = get::<String>(d, "subscription_type")? {
-        o.sub_type = match v.to_ascii_lowercase().replace('_', "").as_str() {
-            "exclusive" => SubType::Exclusive,
-            "shared" => SubType::Shared,
-            "failover" => SubType::Failover,
-            "keyshared" => SubType::KeyShared,
-            _ => return Err(invalid(format!("unknown subscription_type {v:?}"))),
-        };
+    if let Some(v) = choice(
+        d,
+        "subscription_type",
+        &[
+            ("exclusive", SubType::Exclusive),
+            ("shared", SubType::Shared),
+            ("failover", SubType::Failover),
+            ("key_shared", SubType::KeyShared),
+        ],
+    )? {
+        o.sub_type = v;
     }
-    if let Some(v) = get::<String>(d, "initial_position")? {
-        o.initial_position = match v.to_ascii_lowercase().as_str() {
-            "latest" => InitialPosition::Latest,
-            "earliest" => InitialPosition::Earliest,
-            _ => {
-                return Err(invalid(format!(
-                    "initial_position must be \"earliest\" or \"latest\", not {v:?}"
-                )))
-            }
-        };
+    if let Some(v) = choice(
+        d,
+        "initial_position",
+        &[
+            ("latest", InitialPosition::Latest),
+            ("earliest", InitialPosition::Earliest),
+        ],
+    )? {
+        o.initial_position = v;
     }
     if let Some(v) = get::<String>(d, "consumer_name")? {
         o.name = Some(v);
