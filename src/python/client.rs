@@ -14,7 +14,7 @@ use super::dispatch::Dispatcher;
 use super::errors::{invalid, to_pyerr};
 use super::options;
 use super::producer::PyProducer;
-use super::runtime::{close, run, ForkGuard};
+use super::runtime::{engine_handle, run, EngineHandle, ForkGuard};
 use super::{gate, runtime};
 use crate::client::consumer::TopicSelection;
 use crate::client::{self, Error};
@@ -29,12 +29,7 @@ pub struct PyClient {
     dispatch: Arc<Dispatcher>,
 }
 
-impl Drop for PyClient {
-    fn drop(&mut self) {
-        self.guard.leak_in_child(&self.inner);
-        self.guard.leak_in_child(&self.dispatch);
-    }
-}
+engine_handle!(PyClient, client::Client);
 
 fn selection(topic: &Bound<'_, PyAny>, pattern: bool) -> PyResult<TopicSelection> {
     if let Ok(s) = topic.extract::<String>() {
@@ -110,25 +105,15 @@ impl PyClient {
 
     #[pyo3(signature = (topic, *, future=None))]
     fn partition_count(&self, py: Python<'_>, topic: String, future: Option<Py<PyAny>>) -> PyResult<Py<PyAny>> {
-        self.guard.check()?;
-        let c = self.inner.clone();
-        run(
-            py,
-            &self.dispatch,
-            future,
-            async move { c.partition_count(&topic).await },
-            |py, n| Ok(n.into_pyobject(py)?.into_any().unbind()),
-        )
+        let count = |c: client::Client| async move { c.partition_count(&topic).await };
+        self.call(py, future, count, |py, n| Ok(n.into_pyobject(py)?.into_any().unbind()))
     }
 
     #[pyo3(signature = (*, future=None))]
     fn close(&self, py: Python<'_>, future: Option<Py<PyAny>>) -> PyResult<Py<PyAny>> {
-        close(py, self.guard, &self.dispatch, future, || {
-            let c = self.inner.clone();
-            async move {
-                c.close().await;
-                Ok(())
-            }
+        self.close_with(py, future, |c| async move {
+            c.close().await;
+            Ok(())
         })
     }
 

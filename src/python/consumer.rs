@@ -11,7 +11,7 @@ use super::convert;
 use super::dispatch::Dispatcher;
 use super::errors::{invalid, to_pyerr};
 use super::gate;
-use super::runtime::{close, none, run, ForkGuard};
+use super::runtime::{engine_handle, none, EngineHandle, ForkGuard};
 use super::types::{id_list, new_message, without_gc, PyMessage, PyMessageId};
 use crate::client::consumer::SeekTarget;
 use crate::client::{self, Error, ErrorKind};
@@ -30,12 +30,7 @@ impl PyConsumer {
     }
 }
 
-impl Drop for PyConsumer {
-    fn drop(&mut self) {
-        self.guard.leak_in_child(&self.inner);
-        self.guard.leak_in_child(&self.dispatch);
-    }
-}
+engine_handle!(PyConsumer, client::Consumer);
 
 fn message_id_of(obj: &Bound<'_, PyAny>) -> PyResult<client::MessageId> {
     if let Ok(m) = obj.cast::<PyMessage>() {
@@ -139,13 +134,11 @@ impl PyConsumer {
 
     /// Resolves `future` (with None) once a message may be available or the consumer ended.
     fn wait_for_message(&self, py: Python<'_>, future: Py<PyAny>) -> PyResult<Py<PyAny>> {
-        self.guard.check()?;
-        let c = self.inner.clone();
-        let wait = async move {
+        let wait = |c: client::Consumer| async move {
             c.wait_for_message().await;
             Ok(())
         };
-        run(py, &self.dispatch, Some(future), wait, none)
+        self.call(py, Some(future), wait, none)
     }
 
     fn ack(&self, message: &Bound<'_, PyAny>) -> PyResult<()> {
@@ -175,11 +168,13 @@ impl PyConsumer {
         cumulative: bool,
         future: Option<Py<PyAny>>,
     ) -> PyResult<Py<PyAny>> {
-        self.guard.check()?;
         let id = message_id_of(message)?;
-        let c = self.inner.clone();
-        let ack = async move { c.ack_with_receipt(&id, cumulative).await };
-        run(py, &self.dispatch, future, ack, none)
+        self.call(
+            py,
+            future,
+            |c| async move { c.ack_with_receipt(&id, cumulative).await },
+            none,
+        )
     }
 
     fn nack(&self, message: &Bound<'_, PyAny>) -> PyResult<()> {
@@ -206,35 +201,23 @@ impl PyConsumer {
 
     #[pyo3(signature = (target, *, future=None))]
     fn seek(&self, py: Python<'_>, target: &Bound<'_, PyAny>, future: Option<Py<PyAny>>) -> PyResult<Py<PyAny>> {
-        self.guard.check()?;
         let t = seek_target(target)?;
-        let c = self.inner.clone();
-        run(py, &self.dispatch, future, async move { c.seek(t).await }, none)
+        self.call(py, future, |c| async move { c.seek(t).await }, none)
     }
 
     #[pyo3(signature = (*, future=None))]
     fn last_message_ids(&self, py: Python<'_>, future: Option<Py<PyAny>>) -> PyResult<Py<PyAny>> {
-        self.guard.check()?;
-        let c = self.inner.clone();
-        run(
-            py,
-            &self.dispatch,
-            future,
-            async move { c.last_message_ids().await },
-            id_list,
-        )
+        self.call(py, future, |c| async move { c.last_message_ids().await }, id_list)
     }
 
     /// The broker's statistics per covered topic, as dicts.
     #[pyo3(signature = (*, future=None))]
     fn stats(&self, py: Python<'_>, future: Option<Py<PyAny>>) -> PyResult<Py<PyAny>> {
-        self.guard.check()?;
-        let c = self.inner.clone();
-        let stats = async move {
+        let stats = |c: client::Consumer| async move {
             let all = c.stats().await?;
             Ok((all, c.queued(), c.corrupt_messages()))
         };
-        run(py, &self.dispatch, future, stats, |py, (all, queued, corrupt)| {
+        self.call(py, future, stats, |py, (all, queued, corrupt)| {
             let out = PyList::empty(py);
             for s in all {
                 let d = PyDict::new(py);
@@ -258,31 +241,22 @@ impl PyConsumer {
 
     #[pyo3(signature = (*, future=None))]
     fn has_message_available(&self, py: Python<'_>, future: Option<Py<PyAny>>) -> PyResult<Py<PyAny>> {
-        self.guard.check()?;
-        let c = self.inner.clone();
-        run(
+        self.call(
             py,
-            &self.dispatch,
             future,
-            async move { c.has_message_available().await },
+            |c| async move { c.has_message_available().await },
             |py, b| Ok(pyo3::types::PyBool::new(py, b).to_owned().into_any().unbind()),
         )
     }
 
     #[pyo3(signature = (*, future=None))]
     fn unsubscribe(&self, py: Python<'_>, future: Option<Py<PyAny>>) -> PyResult<Py<PyAny>> {
-        self.guard.check()?;
-        let c = self.inner.clone();
-        run(py, &self.dispatch, future, async move { c.unsubscribe().await }, none)
+        self.call(py, future, |c| async move { c.unsubscribe().await }, none)
     }
 
     #[pyo3(signature = (*, future=None))]
     fn close(&self, py: Python<'_>, future: Option<Py<PyAny>>) -> PyResult<Py<PyAny>> {
-        let handle = &self.inner;
-        close(py, self.guard, &self.dispatch, future, || {
-            let c = handle.clone();
-            async move { c.close().await }
-        })
+        self.close_with(py, future, |c| async move { c.close().await })
     }
 }
 

@@ -7,7 +7,7 @@ use pyo3::types::PyDict;
 
 use super::convert;
 use super::dispatch::Dispatcher;
-use super::runtime::{close, none, run, wait, ForkGuard};
+use super::runtime::{engine_handle, none, run, wait, EngineHandle, ForkGuard};
 use super::types::{id_list, new_id, SendFuture};
 use crate::client::producer::WouldBlock;
 use crate::client::{self, Error};
@@ -26,12 +26,7 @@ impl PyProducer {
     }
 }
 
-impl Drop for PyProducer {
-    fn drop(&mut self) {
-        self.guard.leak_in_child(&self.inner);
-        self.guard.leak_in_child(&self.dispatch);
-    }
-}
+engine_handle!(PyProducer, client::Producer);
 
 fn id_obj(py: Python<'_>, id: client::MessageId) -> PyResult<Py<PyAny>> {
     Ok(new_id(py, id)?.into_any())
@@ -142,18 +137,12 @@ impl PyProducer {
 
     #[pyo3(signature = (*, future=None))]
     fn flush(&self, py: Python<'_>, future: Option<Py<PyAny>>) -> PyResult<Py<PyAny>> {
-        self.guard.check()?;
-        let p = self.inner.clone();
-        run(py, &self.dispatch, future, async move { p.flush().await }, none)
+        self.call(py, future, |p| async move { p.flush().await }, none)
     }
 
     #[pyo3(signature = (*, future=None))]
     fn close(&self, py: Python<'_>, future: Option<Py<PyAny>>) -> PyResult<Py<PyAny>> {
-        let handle = &self.inner;
-        close(py, self.guard, &self.dispatch, future, || {
-            let p = handle.clone();
-            async move { p.close().await }
-        })
+        self.close_with(py, future, |p| async move { p.close().await })
     }
 }
 

@@ -6,6 +6,7 @@
 //! the parent refuse to work there (see [`ForkGuard`]) and are never dropped there (their drop
 //! would reach into the parent's runtime, whose threads the child does not have).
 
+#[cfg(unix)]
 use std::cell::RefCell;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -32,6 +33,7 @@ static CURRENT: Mutex<Option<ProcessRuntime>> = Mutex::new(None);
 /// which is a system call.
 static FORK_GENERATION: AtomicU64 = AtomicU64::new(0);
 
+#[cfg(unix)]
 thread_local! {
     /// The locks the forking thread holds from `prepare` until `fork()` returns.
     static HELD_FOR_FORK: RefCell<Option<HeldForFork>> = const { RefCell::new(None) };
@@ -39,6 +41,7 @@ thread_local! {
 
 /// Locks a child would need that another thread might hold at the instant of `fork()`: in the
 /// child that thread does not exist, so a lock it held would stay locked forever.
+#[cfg(unix)]
 struct HeldForFork {
     _runtime: MutexGuard<'static, Option<ProcessRuntime>>,
     _producers: MutexGuard<'static, Live>,
@@ -94,7 +97,8 @@ extern "C" fn after_fork_in_child() {
     HELD_FOR_FORK.with(|h| h.borrow_mut().take());
 }
 
-/// Installs the fork hooks (once per process image).
+/// Installs the fork hooks (once per process image). Without `fork()` (Windows) there is
+/// nothing to guard, so elsewhere it does nothing.
 pub fn install_fork_hook() {
     #[cfg(unix)]
     {
@@ -238,25 +242,80 @@ where
     }
 }
 
-/// Closes a handle the way every handle closes: as [`run`] does, except in a process forked
-/// from the handle's creator, where a blocking close does nothing (the parent's engine is not
-/// the child's to close) and an asyncio one raises.
-pub fn close<F>(
-    py: Python<'_>,
-    guard: ForkGuard,
-    dispatch: &Arc<Dispatcher>,
-    future: Option<Py<PyAny>>,
-    op: impl FnOnce() -> F,
-) -> PyResult<Py<PyAny>>
-where
-    F: Future<Output = Result<(), Error>> + Send + 'static,
-{
-    if guard.forked() && future.is_none() {
-        return Ok(py.None());
+/// What the engine handles (`_Client`, `_Producer`, `_Consumer`) share: each operation takes
+/// a clone of its engine object and runs blocking or through an asyncio future ([`run`]).
+pub trait EngineHandle {
+    /// The engine object behind the handle (`client::Client`, `client::Producer`, ...).
+    type Engine: Clone;
+
+    fn engine(&self) -> &Self::Engine;
+    fn guard(&self) -> ForkGuard;
+    fn dispatch(&self) -> &Arc<Dispatcher>;
+
+    /// Runs `op` on the engine object, refusing in a process forked from the handle's creator.
+    fn call<T, F, C>(
+        &self,
+        py: Python<'_>,
+        future: Option<Py<PyAny>>,
+        op: impl FnOnce(Self::Engine) -> F,
+        convert: C,
+    ) -> PyResult<Py<PyAny>>
+    where
+        F: Future<Output = Result<T, Error>> + Send + 'static,
+        T: Send + 'static,
+        C: FnOnce(Python<'_>, T) -> PyResult<Py<PyAny>> + Send + 'static,
+    {
+        self.guard().check()?;
+        run(py, self.dispatch(), future, op(self.engine().clone()), convert)
     }
-    guard.check()?;
-    run(py, dispatch, future, op(), none)
+
+    /// Closes the way every handle closes: as [`EngineHandle::call`], except in a process
+    /// forked from the handle's creator, where a blocking close does nothing (the parent's
+    /// engine is not the child's to close) and an asyncio one raises.
+    fn close_with<F>(
+        &self,
+        py: Python<'_>,
+        future: Option<Py<PyAny>>,
+        op: impl FnOnce(Self::Engine) -> F,
+    ) -> PyResult<Py<PyAny>>
+    where
+        F: Future<Output = Result<(), Error>> + Send + 'static,
+    {
+        if self.guard().forked() && future.is_none() {
+            return Ok(py.None());
+        }
+        self.call(py, future, op, none)
+    }
 }
+
+/// Implements [`EngineHandle`] for a handle with the fields `inner` (the engine object),
+/// `guard` and `dispatch`, and the `Drop` that never drops the parent's objects in a forked
+/// child.
+macro_rules! engine_handle {
+    ($handle:ty, $engine:ty) => {
+        impl $crate::python::runtime::EngineHandle for $handle {
+            type Engine = $engine;
+
+            fn engine(&self) -> &Self::Engine {
+                &self.inner
+            }
+            fn guard(&self) -> $crate::python::runtime::ForkGuard {
+                self.guard
+            }
+            fn dispatch(&self) -> &std::sync::Arc<$crate::python::dispatch::Dispatcher> {
+                &self.dispatch
+            }
+        }
+
+        impl Drop for $handle {
+            fn drop(&mut self) {
+                self.guard.leak_in_child(&self.inner);
+                self.guard.leak_in_child(&self.dispatch);
+            }
+        }
+    };
+}
+pub(crate) use engine_handle;
 
 /// The `convert` of [`run`] for operations that return nothing.
 pub fn none(py: Python<'_>, _: ()) -> PyResult<Py<PyAny>> {
