@@ -34,21 +34,15 @@ use crate::protocol::{commands, frame::Payload};
 
 mod ack_book;
 mod acks;
+mod queries;
 mod receive;
+mod subscribe;
 
 use ack_book::{AckBook, EntryKey};
 
 use crate::protocol::chunks::{ChunkAssembler, ChunkLimits};
+pub use queries::{ConsumerStats, SeekTarget};
 use receive::MAX_CHUNKED_MESSAGE_SIZE;
-
-/// Where `seek` moves the subscription.
-#[derive(Debug, Clone)]
-pub enum SeekTarget {
-    /// To a message id.
-    Id(MessageId),
-    /// To the first message published at or after this time (ms since the epoch).
-    PublishTime(u64),
-}
 
 pub(crate) enum Command {
     Flow(u32),
@@ -79,31 +73,6 @@ pub(crate) enum Command {
     FlushAcks(oneshot::Sender<()>),
     Pause,
     Resume,
-}
-
-/// The broker's view of one consumer (`ConsumerStats`), plus the topic it covers.
-#[derive(Debug, Clone, Default)]
-pub struct ConsumerStats {
-    /// The topic (partition).
-    pub topic: String,
-    /// Messages per second delivered.
-    pub msg_rate_out: f64,
-    /// Bytes per second delivered.
-    pub msg_throughput_out: f64,
-    /// Messages per second redelivered.
-    pub msg_rate_redeliver: f64,
-    /// Consumer name.
-    pub consumer_name: String,
-    /// Permits the broker holds for this consumer.
-    pub available_permits: u64,
-    /// Messages delivered and not yet acknowledged.
-    pub unacked_messages: u64,
-    /// Whether the broker stopped delivering because of too many unacked messages.
-    pub blocked_consumer_on_unacked_msgs: bool,
-    /// Messages in the subscription's backlog.
-    pub msg_backlog: u64,
-    /// Subscription type as the broker names it.
-    pub subscription_type: String,
 }
 
 /// What the public consumer and the receive path share with one partition's actor.
@@ -432,110 +401,11 @@ impl Actor {
         }
     }
 
-    async fn seek(&mut self, target: SeekTarget) -> Result<()> {
-        let conn = self.connection("not connected; cannot seek now")?;
-        self.flush_acks();
-        let (id, time) = match &target {
-            SeekTarget::Id(id) => (Some(id.entry_data()), None),
-            SeekTarget::PublishTime(t) => (None, Some(*t)),
-        };
-        conn.request(|rid| commands::seek(self.consumer_id, rid, id.clone(), time))
-            .await?;
-        // The broker disconnects the consumer after a seek; drop what was queued before it.
-        self.epoch_bump();
-        self.chunks.clear();
-        self.book.clear();
-        self.unacked.clear();
-        self.nacks.clear();
-        *self.shared.last_dequeued.lock().expect("last_dequeued lock") = None;
-        // A non-durable cursor does not outlive the reconnect the broker forces after a seek,
-        // so the reader must ask for the new position itself.
-        match target {
-            SeekTarget::Id(id) => {
-                self.not_before_ms = None;
-                if !self.opts.durable {
-                    self.opts.start_message_id = Some(id);
-                    self.opts.start_inclusive = true;
-                }
-            }
-            SeekTarget::PublishTime(t) => {
-                if !self.opts.durable {
-                    self.opts.start_message_id = Some(MessageId::EARLIEST);
-                    self.not_before_ms = Some(t);
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// The subscription's connection, or a `Connect` error saying `why` while detached.
-    fn connection(&self, why: &'static str) -> Result<Connection> {
-        self.link
-            .conn()
-            .cloned()
-            .ok_or_else(|| Error::new(ErrorKind::Connect, why))
-    }
-
-    async fn last_message_id(&mut self) -> Result<MessageId> {
-        let conn = self.connection("not connected")?;
-        let f = conn
-            .request(|rid| commands::get_last_message_id(self.consumer_id, rid))
-            .await?;
-        let resp = f.command.get_last_message_id_response.unwrap_or_default();
-        let mut id = MessageId::from_data(&resp.last_message_id);
-        id.topic = Some(self.shared.topic.clone());
-        Ok(id)
-    }
-
-    async fn stats(&mut self) -> Result<ConsumerStats> {
-        let conn = self.connection("not connected")?;
-        let f = conn
-            .request(|rid| commands::consumer_stats(self.consumer_id, rid))
-            .await?;
-        let r = f.command.consumer_stats_response.unwrap_or_default();
-        if let Some(code) = r.error_code {
-            let code = crate::protocol::pb::ServerError::try_from(code)
-                .unwrap_or(crate::protocol::pb::ServerError::UnknownError);
-            return Err(Error::from_server(code, r.error_message.as_deref().unwrap_or("")));
-        }
-        Ok(ConsumerStats {
-            topic: self.shared.topic.to_string(),
-            msg_rate_out: r.msg_rate_out.unwrap_or(0.0),
-            msg_throughput_out: r.msg_throughput_out.unwrap_or(0.0),
-            msg_rate_redeliver: r.msg_rate_redeliver.unwrap_or(0.0),
-            consumer_name: r.consumer_name.unwrap_or_default(),
-            available_permits: r.available_permits.unwrap_or(0),
-            unacked_messages: r.unacked_messages.unwrap_or(0),
-            blocked_consumer_on_unacked_msgs: r.blocked_consumer_on_unacked_msgs.unwrap_or(false),
-            msg_backlog: r.msg_backlog.unwrap_or(0),
-            subscription_type: r.r#type.unwrap_or_default(),
-        })
-    }
-
     fn epoch_bump(&mut self) {
         self.chunks.clear_in_progress();
         self.shared.epoch.fetch_add(1, Ordering::AcqRel);
         self.shared.dequeued.store(0, Ordering::Release);
         self.inbox.drop_origin(self.shared.index);
-    }
-
-    async fn on_link_event(&mut self, ev: LinkEvent) {
-        match ev {
-            LinkEvent::Connection(ev) => self.on_event(ev).await,
-            LinkEvent::RetryDue => self.reconnect(),
-            LinkEvent::Attached(_) => {
-                self.subscribed();
-                log::info!("{}: consumer resubscribed", self.shared.topic);
-                for reply in std::mem::take(&mut self.deferred_last_ids) {
-                    let _ = reply.send(self.last_message_id().await);
-                }
-            }
-            LinkEvent::Retrying => {}
-            LinkEvent::Failed(e) => {
-                log::error!("{}: consumer cannot resubscribe: {e}", self.shared.topic);
-                self.inbox.end(e);
-            }
-        }
     }
 
     async fn on_event(&mut self, ev: Option<Event>) {
@@ -586,99 +456,6 @@ impl Actor {
             }
             self.shared.stale_guard.store(true, Ordering::Release);
         }
-    }
-
-    /// Starts resubscribing.
-    fn reconnect(&mut self) {
-        if self.client.is_closed() {
-            self.closing = Some((oneshot::channel().0, false));
-            return;
-        }
-        let request = self.subscribe_request();
-        self.link.reattach(request);
-    }
-
-    /// The `Subscribe` command for the current position.
-    fn subscribe_request(&mut self) -> AttachRequest {
-        let cmd = self.prepare_subscribe();
-        Box::new(move |rid| {
-            let mut cmd = cmd;
-            if let Some(s) = cmd.subscribe.as_mut() {
-                s.request_id = rid;
-            }
-            cmd
-        })
-    }
-
-    /// The `Subscribe` command for the current position (request id filled in later).
-    fn prepare_subscribe(&mut self) -> BaseCommand {
-        // Readers resume right after the last message the application took.
-        let resume_from = self.shared.last_dequeued.lock().expect("last_dequeued lock").clone();
-        if !self.opts.durable {
-            if let Some(id) = resume_from {
-                self.opts.start_message_id = Some(id);
-                self.opts.start_inclusive = false;
-                self.not_before_ms = None;
-            }
-        }
-        let start = self
-            .opts
-            .start_message_id
-            .clone()
-            .filter(|_| !self.opts.durable)
-            .map(|s| {
-                let mut d = s.to_data();
-                let sentinel = s == MessageId::EARLIEST || s == MessageId::LATEST;
-                if !sentinel && self.opts.start_inclusive && s.batch_index < 0 {
-                    // A batch index makes the broker start at the entry itself, not after it.
-                    d.batch_index = Some(0);
-                }
-                d
-            });
-        let mut cmd = commands::subscribe(
-            &self.shared.topic,
-            &self.subscription,
-            self.opts.sub_type,
-            self.consumer_id,
-            0,
-        );
-        let s = cmd.subscribe.as_mut().expect("subscribe body");
-        s.consumer_name = Some(self.name.clone());
-        s.priority_level = Some(self.opts.priority_level);
-        s.durable = Some(self.opts.durable);
-        s.start_message_id = start;
-        s.metadata = commands::key_values(&self.opts.properties);
-        s.read_compacted = Some(self.opts.read_compacted);
-        s.initial_position = Some(match self.opts.initial_position {
-            InitialPosition::Latest => command_subscribe::InitialPosition::Latest,
-            InitialPosition::Earliest => command_subscribe::InitialPosition::Earliest,
-        } as i32);
-        s.replicate_subscription_state = Some(self.opts.replicate_subscription_state);
-        if let (Some(t), false) = (self.not_before_ms, self.opts.durable) {
-            // Start a little before the time; what precedes it is skipped on arrival.
-            let back_ms = now_ms().saturating_sub(t);
-            s.start_message_rollback_duration_sec = Some(back_ms / 1000 + 2);
-        }
-        s.subscription_properties = commands::key_values(&self.opts.subscription_properties);
-        if self.opts.sub_type == SubType::KeyShared {
-            s.key_shared_meta = Some(KeySharedMeta {
-                key_shared_mode: KeySharedMode::AutoSplit as i32,
-                ..Default::default()
-            });
-        }
-        cmd
-    }
-
-    /// Takes over a successful subscription and grants the first permits. The held acks go
-    /// first: an Exclusive or Failover subscribe rewinds the cursor to its mark-delete
-    /// position, and the first `Flow` would have the broker resend whatever it has not yet
-    /// seen acked.
-    fn subscribed(&mut self) {
-        self.shared.connected.store(true, Ordering::Release);
-        self.flush_acks();
-        let queue = self.opts.receiver_queue_size as u32;
-        self.held_permits = 0;
-        self.grant(queue);
     }
 
     async fn finish_close(mut self) {

@@ -13,7 +13,6 @@ use tokio::time::Instant;
 
 use super::batch::{OpenBatch, TakenBatch};
 use super::encode::Encoder;
-use super::settle::{Failures, FlushWaiter};
 use super::{Command, SharedState, Wake};
 use crate::client::completion::Completion;
 use crate::client::error::{Error, ErrorKind, Result};
@@ -26,6 +25,9 @@ use crate::net::{Event, HandlerId};
 use crate::protocol::commands;
 use crate::protocol::frame::Frame;
 use crate::protocol::pb::{base_command::Type, ServerError};
+use settle::{Failures, FlushWaiter};
+
+mod settle;
 
 /// The actor's ends of what it shares with the handle.
 pub(super) struct Channels {
@@ -425,103 +427,6 @@ impl Actor {
                 self.link.detach_after_loss();
             }
             None => self.disconnect(Duration::ZERO),
-        }
-    }
-
-    fn on_receipt(&mut self, seq: u64, id: Option<MessageId>) {
-        let Some(front) = self.pending.front() else {
-            log::debug!("{}: receipt for {seq} with nothing pending", self.topic);
-            return;
-        };
-        if seq < front.sequence_id {
-            log::debug!("{}: late receipt for {seq}", self.topic);
-            return;
-        }
-        if seq > front.sequence_id {
-            log::warn!(
-                "{}: receipt for {seq} while {} is pending; resending",
-                self.topic,
-                front.sequence_id
-            );
-            self.disconnect(Duration::ZERO);
-            return;
-        }
-        let op = self.pending.pop_front().expect("front exists");
-        let mut base = id.unwrap_or(MessageId::new(-1, -1, -1, -1));
-        base.partition = self.partition;
-        base.topic = None;
-        let n = op.callbacks.len();
-        self.release(n, op.bytes);
-        let highest = op.highest_sequence_id as i64;
-        self.state.last_sequence_id.fetch_max(highest, Ordering::Relaxed);
-        for (i, done) in op.callbacks.into_iter().enumerate() {
-            let mut id = base.clone();
-            if op.batched {
-                id.batch_index = i as i32;
-                id.batch_size = n as i32;
-            }
-            done.complete(Ok(id));
-        }
-        self.complete_flushers();
-    }
-
-    fn fail_expired(&mut self) {
-        let now = Instant::now();
-        let mut failed = 0;
-        let timed_out = Error::new(ErrorKind::Timeout, format!("send to {} timed out", self.topic));
-        while let Some(op) = self.pending.front() {
-            if op.sent_at + self.opts.send_timeout > now {
-                break;
-            }
-            let op = self.pending.pop_front().expect("front exists");
-            failed += op.callbacks.len();
-            self.fail_settled(op.sequence_id, op.callbacks, op.bytes, &timed_out);
-        }
-        if failed > 0 {
-            log::warn!("{}: {failed} messages timed out", self.topic);
-        }
-        self.complete_flushers();
-    }
-
-    fn fail_all(&mut self, e: Error) {
-        // The first failure is the one to report (close after a terminated topic says so).
-        if self.failed.is_none() {
-            self.failed = Some(e.clone());
-        }
-        self.flush_batch();
-        while let Some(op) = self.pending.pop_front() {
-            self.fail_settled(op.sequence_id, op.callbacks, op.bytes, &e);
-        }
-        self.complete_flushers();
-    }
-
-    /// Fails the messages of one send (numbered from `seq`), and tells the flushes and the
-    /// close that wait for them.
-    fn fail_settled(&mut self, seq: u64, callbacks: Vec<Completion>, bytes: usize, e: &Error) {
-        let n = callbacks.len();
-        self.release(n, bytes);
-        if n > 0 {
-            for w in self.flush_waiters.iter_mut().filter(|w| seq <= w.watermark) {
-                w.failures.note(n, e);
-            }
-            if self.closing.is_some() {
-                self.close_failures.note(n, e);
-            }
-        }
-        for done in callbacks {
-            done.complete(Err(e.clone()));
-        }
-    }
-
-    fn complete_flushers(&mut self) {
-        let front = self.pending.front().map(|op| op.sequence_id);
-        let waiters = std::mem::take(&mut self.flush_waiters);
-        for w in waiters {
-            if front.is_some_and(|f| f <= w.watermark) {
-                self.flush_waiters.push(w);
-            } else {
-                w.finish();
-            }
         }
     }
 

@@ -23,7 +23,6 @@ use crate::protocol::frame;
 mod actor;
 mod batch;
 mod encode;
-mod settle;
 mod wake;
 
 pub(crate) use wake::Wake;
