@@ -16,7 +16,7 @@ use super::message::{Message, MessageId};
 use super::options::ConsumerOptions;
 use super::partition_consumer::{self, Command, PartitionShared};
 pub use super::partition_consumer::{ConsumerStats, SeekTarget};
-use super::shared::ClientShared;
+use super::shared::{ClientShared, Tracked};
 use super::topic::TopicName;
 use crate::net::lookup;
 use crate::protocol::pb::command_subscribe::SubType;
@@ -45,6 +45,16 @@ struct ConsumerShared {
     selected: std::sync::Mutex<Vec<TopicName>>,
     pattern: Option<(String, Regex)>,
     closed: AtomicBool,
+}
+
+impl Tracked for ConsumerShared {
+    fn attached(self: Arc<Self>) -> Option<bool> {
+        (!self.closed.load(Ordering::Acquire)).then(|| (Consumer { inner: self }).is_connected())
+    }
+
+    async fn close(self: Arc<Self>) {
+        let _ = (Consumer { inner: self }).close().await;
+    }
 }
 
 /// A consumer. Cheap to clone; clones share the consumer.
@@ -119,21 +129,7 @@ impl Consumer {
             let _ = consumer.close().await;
             return Err(e);
         }
-        let probe = Arc::downgrade(&consumer.inner);
-        client.add_probe(Box::new(move || {
-            probe
-                .upgrade()
-                .filter(|i| !i.closed.load(Ordering::Acquire))
-                .map(|inner| (Consumer { inner }).is_connected())
-        }));
-        let weak = Arc::downgrade(&consumer.inner);
-        client.on_close(Box::new(move || {
-            Box::pin(async move {
-                if let Some(inner) = weak.upgrade() {
-                    let _ = (Consumer { inner }).close().await;
-                }
-            })
-        }));
+        client.track(&consumer.inner);
         // Durable subscriptions follow partitions added later; a reader keeps the ones it began with.
         let needs_discovery = consumer.inner.pattern.is_some() || consumer.inner.opts.durable;
         if needs_discovery {

@@ -10,7 +10,7 @@ use super::error::{Error, Result};
 use super::message::{MessageId, OutgoingMessage};
 use super::options::{HashingScheme, ProducerOptions, RoutingMode};
 use super::partition_producer::{Command, PartitionProducer};
-use super::shared::ClientShared;
+use super::shared::{ClientShared, Tracked};
 use super::timer::now_ms;
 use super::topic::TopicName;
 use crate::net::lookup;
@@ -32,6 +32,17 @@ struct ProducerShared {
     partitioned: bool,
     round_robin: AtomicUsize,
     router: RwLock<Option<Router>>,
+}
+
+impl Tracked for ProducerShared {
+    fn attached(self: Arc<Self>) -> Option<bool> {
+        let producer = Producer { inner: self };
+        (!producer.is_closed()).then(|| producer.is_connected())
+    }
+
+    async fn close(self: Arc<Self>) {
+        let _ = (Producer { inner: self }).close().await;
+    }
 }
 
 /// A producer. Cheap to clone; clones share the producer.
@@ -103,22 +114,7 @@ impl Producer {
         if partitions > 0 {
             producer.watch_partitions();
         }
-        let probe = Arc::downgrade(&producer.inner);
-        client.add_probe(Box::new(move || {
-            probe
-                .upgrade()
-                .map(|inner| Producer { inner })
-                .filter(|p| !p.is_closed())
-                .map(|p| p.is_connected())
-        }));
-        let weak = Arc::downgrade(&producer.inner);
-        client.on_close(Box::new(move || {
-            Box::pin(async move {
-                if let Some(inner) = weak.upgrade() {
-                    let _ = (Producer { inner }).close().await;
-                }
-            })
-        }));
+        client.track(&producer.inner);
         Ok(producer)
     }
 

@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use super::error::{Error, Result};
 use super::memory::MemoryLimit;
@@ -12,8 +12,16 @@ use super::options::ClientOptions;
 use crate::net::url::ServiceUrl;
 use crate::net::ConnectionPool;
 
+/// What the client needs of a producer or consumer it follows.
+pub(crate) trait Tracked: Send + Sync + 'static {
+    /// Whether it is attached to its brokers; `None` once it is closed.
+    fn attached(self: Arc<Self>) -> Option<bool>;
+    /// Closes it (outcome aside: the client is closing).
+    fn close(self: Arc<Self>) -> impl Future<Output = ()> + Send;
+}
+
 /// Closes one producer or consumer when the client closes.
-pub(crate) type Closer = Box<dyn FnOnce() -> Pin<Box<dyn Future<Output = ()> + Send>> + Send>;
+type Closer = Box<dyn FnOnce() -> Pin<Box<dyn Future<Output = ()> + Send>> + Send>;
 
 /// Owned by the client; every producer, consumer and partition actor holds a reference.
 pub(crate) struct ClientShared {
@@ -54,7 +62,7 @@ impl ClientState {
 }
 
 /// Reports whether one producer or consumer is attached, or `None` once it is dropped.
-pub(crate) type Probe = Box<dyn Fn() -> Option<bool> + Send>;
+type Probe = Box<dyn Fn() -> Option<bool> + Send>;
 
 impl ClientShared {
     /// The shared state of a client for `service_url`; reads TLS files, connects nothing.
@@ -94,14 +102,21 @@ impl ClientShared {
         }
     }
 
-    /// Registers how to tell whether a producer or consumer is attached.
-    pub fn add_probe(&self, probe: Probe) {
+    /// Follows a producer or consumer, without keeping it alive: the client's state counts
+    /// whether it is attached, and closing the client closes it.
+    pub fn track<T: Tracked>(&self, handle: &Arc<T>) {
+        let probe = Arc::downgrade(handle);
+        let probe: Probe = Box::new(move || probe.upgrade().and_then(T::attached));
         self.probes.lock().expect("probes lock").push(probe);
-    }
-
-    /// Registers what to do to a producer or consumer when the client closes.
-    pub fn on_close(&self, f: Closer) {
-        self.closers.lock().expect("closers lock").push(f);
+        let weak = Arc::downgrade(handle);
+        let closer: Closer = Box::new(move || {
+            Box::pin(async move {
+                if let Some(handle) = weak.upgrade() {
+                    handle.close().await;
+                }
+            })
+        });
+        self.closers.lock().expect("closers lock").push(closer);
     }
 
     /// Closes every producer and consumer, then the connections. Idempotent.

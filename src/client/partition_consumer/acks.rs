@@ -215,9 +215,7 @@ fn ack_outcome(response: std::result::Result<crate::protocol::frame::Frame, crat
     let f = response?;
     if let Some(r) = f.command.ack_response {
         if let Some(code) = r.error {
-            let code = crate::protocol::pb::ServerError::try_from(code)
-                .unwrap_or(crate::protocol::pb::ServerError::UnknownError);
-            return Err(Error::from_server(code, r.message.as_deref().unwrap_or("")));
+            return Err(Error::from_code(code, r.message.as_deref().unwrap_or("")));
         }
     }
     Ok(())

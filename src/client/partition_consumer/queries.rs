@@ -83,9 +83,10 @@ impl Actor {
     }
 
     pub(super) async fn last_message_id(&mut self) -> Result<MessageId> {
-        let conn = self.connection("not connected")?;
-        let f = conn
-            .request(|rid| commands::get_last_message_id(self.consumer_id, rid))
+        let consumer_id = self.consumer_id;
+        let f = self
+            .connection("not connected")?
+            .request(|rid| commands::get_last_message_id(consumer_id, rid))
             .await?;
         let resp = f.command.get_last_message_id_response.unwrap_or_default();
         let mut id = MessageId::from_data(&resp.last_message_id);
@@ -94,15 +95,14 @@ impl Actor {
     }
 
     pub(super) async fn stats(&mut self) -> Result<ConsumerStats> {
-        let conn = self.connection("not connected")?;
-        let f = conn
-            .request(|rid| commands::consumer_stats(self.consumer_id, rid))
+        let consumer_id = self.consumer_id;
+        let f = self
+            .connection("not connected")?
+            .request(|rid| commands::consumer_stats(consumer_id, rid))
             .await?;
         let r = f.command.consumer_stats_response.unwrap_or_default();
         if let Some(code) = r.error_code {
-            let code = crate::protocol::pb::ServerError::try_from(code)
-                .unwrap_or(crate::protocol::pb::ServerError::UnknownError);
-            return Err(Error::from_server(code, r.error_message.as_deref().unwrap_or("")));
+            return Err(Error::from_code(code, r.error_message.as_deref().unwrap_or("")));
         }
         Ok(ConsumerStats {
             topic: self.shared.topic.to_string(),

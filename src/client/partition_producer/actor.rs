@@ -400,7 +400,7 @@ impl Actor {
                 }
                 Ok(Type::SendError) => {
                     let e = f.command.send_error.unwrap_or_default();
-                    let code = ServerError::try_from(e.error).unwrap_or(ServerError::UnknownError);
+                    let code = ServerError::from_code(e.error);
                     log::warn!(
                         "{}: send error {code:?} for sequence {}: {}",
                         self.topic,

@@ -202,10 +202,7 @@ impl Connection {
                     Ok(Type::Connected) => break 'handshake f.command.connected.unwrap_or_default(),
                     Ok(Type::Error) => {
                         let e = f.command.error.unwrap_or_default();
-                        return Err(NetError::Server {
-                            code: ServerError::try_from(e.error).unwrap_or(ServerError::UnknownError),
-                            message: e.message,
-                        });
+                        return Err(NetError::refused(Some(e.error), Some(e.message), ""));
                     }
                     Ok(Type::AuthChallenge) => {
                         return Err(NetError::Server {
@@ -385,10 +382,7 @@ impl PendingRequest {
         };
         if response.command.r#type == Type::Error as i32 {
             let e = response.command.error.unwrap_or_default();
-            return Err(NetError::Server {
-                code: ServerError::try_from(e.error).unwrap_or(ServerError::UnknownError),
-                message: e.message,
-            });
+            return Err(NetError::refused(Some(e.error), Some(e.message), ""));
         }
         Ok(response)
     }

@@ -12,7 +12,6 @@ use super::Actor;
 use crate::client::completion::Completion;
 use crate::client::error::{Error, ErrorKind, Result};
 use crate::client::message::MessageId;
-use crate::protocol::pb::ServerError;
 
 impl Actor {
     /// Completes the message at the front of `pending` (a receipt for anything else means the
@@ -151,10 +150,7 @@ impl Failures {
 /// code that ignores exactly that.
 fn summary_error(first: &Error, message: String) -> Error {
     if let Some(code) = first.server_code() {
-        return Error::from_server(
-            ServerError::try_from(code).unwrap_or(ServerError::UnknownError),
-            &message,
-        );
+        return Error::from_code(code, &message);
     }
     let kind = match first.kind() {
         ErrorKind::AlreadyClosed => ErrorKind::Other,
@@ -188,6 +184,7 @@ impl FlushWaiter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::pb::ServerError;
 
     #[test]
     fn nothing_failed_is_ok() {
