@@ -12,11 +12,11 @@ use tokio::sync::oneshot;
 
 use super::error::{Error, ErrorKind, Result};
 use super::inbox::{Inbox, Take};
-use super::inner::ClientInner;
 use super::message::{Message, MessageId};
 use super::options::ConsumerOptions;
 use super::partition_consumer::{self, Command, PartitionShared};
 pub use super::partition_consumer::{ConsumerStats, SeekTarget};
+use super::shared::{ClientShared, Tracked};
 use super::topic::TopicName;
 use crate::net::lookup;
 use crate::protocol::pb::command_subscribe::SubType;
@@ -32,8 +32,9 @@ pub enum TopicSelection {
     Pattern(String),
 }
 
-struct Inner {
-    client: Arc<ClientInner>,
+/// What all clones of a consumer share: the subscription, its partitions and their inbox.
+struct ConsumerShared {
+    client: Arc<ClientShared>,
     subscription: String,
     opts: ConsumerOptions,
     inbox: Arc<Inbox>,
@@ -46,15 +47,41 @@ struct Inner {
     closed: AtomicBool,
 }
 
+impl Tracked for ConsumerShared {
+    fn attached(self: Arc<Self>) -> Option<bool> {
+        (!self.closed.load(Ordering::Acquire)).then(|| (Consumer { inner: self }).is_connected())
+    }
+
+    async fn close(self: Arc<Self>) {
+        let _ = (Consumer { inner: self }).close().await;
+    }
+}
+
 /// A consumer. Cheap to clone; clones share the consumer.
 #[derive(Clone)]
 pub struct Consumer {
-    inner: Arc<Inner>,
+    inner: Arc<ConsumerShared>,
 }
 
 impl Consumer {
-    pub(crate) async fn create(
-        client: Arc<ClientInner>,
+    /// Checks `opts` and the subscription name, then creates the consumer.
+    pub(crate) async fn open(
+        client: Arc<ClientShared>,
+        selection: TopicSelection,
+        subscription: &str,
+        opts: ConsumerOptions,
+    ) -> Result<Consumer> {
+        client.check_open()?;
+        opts.validate()?;
+        if subscription.is_empty() {
+            return Err(Error::invalid("subscription name must not be empty"));
+        }
+        Consumer::create(client, selection, subscription.to_string(), opts).await
+    }
+
+    /// Subscribes to every partition of the selected topics before returning.
+    async fn create(
+        client: Arc<ClientShared>,
         selection: TopicSelection,
         subscription: String,
         opts: ConsumerOptions,
@@ -86,7 +113,7 @@ impl Consumer {
             }
         };
         let consumer = Consumer {
-            inner: Arc::new(Inner {
+            inner: Arc::new(ConsumerShared {
                 client: client.clone(),
                 subscription,
                 opts,
@@ -102,21 +129,7 @@ impl Consumer {
             let _ = consumer.close().await;
             return Err(e);
         }
-        let probe = Arc::downgrade(&consumer.inner);
-        client.add_probe(Box::new(move || {
-            probe
-                .upgrade()
-                .filter(|i| !i.closed.load(Ordering::Acquire))
-                .map(|inner| (Consumer { inner }).is_connected())
-        }));
-        let weak = Arc::downgrade(&consumer.inner);
-        client.on_close(Box::new(move || {
-            Box::pin(async move {
-                if let Some(inner) = weak.upgrade() {
-                    let _ = (Consumer { inner }).close().await;
-                }
-            })
-        }));
+        client.track(&consumer.inner);
         // Durable subscriptions follow partitions added later; a reader keeps the ones it began with.
         let needs_discovery = consumer.inner.pattern.is_some() || consumer.inner.opts.durable;
         if needs_discovery {

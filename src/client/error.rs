@@ -111,6 +111,11 @@ impl Error {
     }
 
     /// The error for a broker `ServerError`.
+    /// The broker's error with the code as it came off the wire.
+    pub(crate) fn from_code(code: i32, message: &str) -> Self {
+        Error::from_server(ServerError::from_code(code), message)
+    }
+
     pub fn from_server(code: ServerError, message: &str) -> Self {
         let kind = match code {
             ServerError::AuthenticationError => ErrorKind::Authentication,

@@ -11,21 +11,23 @@ pub mod options;
 pub mod producer;
 pub mod topic;
 
-mod batch;
 pub mod completion;
+mod handle;
 mod inbox;
-mod inner;
+mod link;
+mod memory;
 mod partition_consumer;
 mod partition_producer;
+mod shared;
 pub(crate) mod supervisor;
 mod timer;
-mod util;
 
 pub use completion::{Completion, SendCallback};
 pub use consumer::Consumer;
 pub use error::{Error, ErrorKind, Result};
-pub use inner::{Client, ClientState};
+pub use handle::Client;
 pub use message::{Message, MessageId, OutgoingMessage};
 pub use options::{ClientOptions, ConsumerOptions, HashingScheme, InitialPosition, ProducerOptions, RoutingMode};
 pub use producer::Producer;
+pub use shared::ClientState;
 pub use topic::TopicName;

@@ -3,84 +3,29 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock, Weak};
 
-use tokio::sync::{oneshot, Notify, TryAcquireError};
+use tokio::sync::oneshot;
 
 use super::completion::{Completion, SlotRun, Slots};
-use super::error::{Error, ErrorKind, Result};
-use super::inner::ClientInner;
+use super::error::{Error, Result};
 use super::message::{MessageId, OutgoingMessage};
 use super::options::{HashingScheme, ProducerOptions, RoutingMode};
 use super::partition_producer::{Command, PartitionProducer};
+use super::shared::{ClientShared, Tracked};
+use super::timer::now_ms;
 use super::topic::TopicName;
-use super::util::now_ms;
 use crate::net::lookup;
 use crate::protocol::hash;
 
 /// Chooses a partition for a message: `(message, partition count) -> index`.
 pub type Router = Arc<dyn Fn(&OutgoingMessage, usize) -> Result<usize> + Send + Sync>;
 
-/// A client-wide budget of bytes in pending messages.
-pub(crate) struct MemoryLimit {
-    limit: usize,
-    used: AtomicUsize,
-    freed: Notify,
-}
-
-impl MemoryLimit {
-    pub fn new(limit: usize) -> Self {
-        MemoryLimit {
-            limit,
-            used: AtomicUsize::new(0),
-            freed: Notify::new(),
-        }
-    }
-
-    /// Takes `n` bytes if they fit; one message may overshoot an empty budget so a message
-    /// larger than the limit still goes out alone.
-    pub fn try_reserve(&self, n: usize) -> bool {
-        if self.limit == 0 {
-            return true;
-        }
-        let mut cur = self.used.load(Ordering::Relaxed);
-        loop {
-            if cur > 0 && cur + n > self.limit {
-                return false;
-            }
-            match self
-                .used
-                .compare_exchange_weak(cur, cur + n, Ordering::AcqRel, Ordering::Relaxed)
-            {
-                Ok(_) => return true,
-                Err(now) => cur = now,
-            }
-        }
-    }
-
-    pub async fn reserve(&self, n: usize) {
-        loop {
-            let freed = self.freed.notified();
-            if self.try_reserve(n) {
-                return;
-            }
-            freed.await;
-        }
-    }
-
-    pub fn release(&self, n: usize) {
-        if self.limit == 0 || n == 0 {
-            return;
-        }
-        self.used.fetch_sub(n, Ordering::AcqRel);
-        self.freed.notify_waiters();
-    }
-}
-
 /// A send that could not be queued without waiting; gives the message back. Boxed in the
 /// `Err` so the common `Ok` of `try_enqueue` stays a word wide.
 pub struct WouldBlock(pub OutgoingMessage, pub Completion);
 
-struct Inner {
-    client: Arc<ClientInner>,
+/// What all clones of a producer share: its partitions and how messages are routed to them.
+struct ProducerShared {
+    client: Arc<ClientShared>,
     topic: TopicName,
     opts: ProducerOptions,
     parts: RwLock<Vec<Arc<PartitionProducer>>>,
@@ -89,15 +34,26 @@ struct Inner {
     router: RwLock<Option<Router>>,
 }
 
+impl Tracked for ProducerShared {
+    fn attached(self: Arc<Self>) -> Option<bool> {
+        let producer = Producer { inner: self };
+        (!producer.is_closed()).then(|| producer.is_connected())
+    }
+
+    async fn close(self: Arc<Self>) {
+        let _ = (Producer { inner: self }).close().await;
+    }
+}
+
 /// A producer. Cheap to clone; clones share the producer.
 #[derive(Clone)]
 pub struct Producer {
-    inner: Arc<Inner>,
+    inner: Arc<ProducerShared>,
 }
 
 /// A reference to a producer that does not keep it alive.
 #[derive(Clone)]
-pub struct WeakProducer(Weak<Inner>);
+pub struct WeakProducer(Weak<ProducerShared>);
 
 impl WeakProducer {
     /// The producer, if it is still alive.
@@ -113,7 +69,16 @@ impl WeakProducer {
 }
 
 impl Producer {
-    pub(crate) async fn create(client: Arc<ClientInner>, topic: TopicName, opts: ProducerOptions) -> Result<Producer> {
+    /// Checks `opts` and the topic name, then creates the producer (see [`Producer::create`]).
+    pub(crate) async fn open(client: Arc<ClientShared>, topic: &str, opts: ProducerOptions) -> Result<Producer> {
+        client.check_open()?;
+        opts.validate()?;
+        let topic = TopicName::parse(topic)?;
+        Producer::create(client, topic, opts).await
+    }
+
+    /// Looks the topic up and attaches to each of its partitions before returning.
+    async fn create(client: Arc<ClientShared>, topic: TopicName, opts: ProducerOptions) -> Result<Producer> {
         let partitions = lookup::partition_count(&client.pool, topic.as_str()).await?;
         let mut parts = Vec::new();
         if partitions == 0 {
@@ -128,8 +93,7 @@ impl Producer {
                     Ok(p) => parts.push(Arc::new(p)),
                     Err(e) => {
                         for p in parts {
-                            let (tx, _rx) = oneshot::channel();
-                            let _ = p.tx.send(Command::Close(tx));
+                            p.ask(Command::Close);
                         }
                         return Err(e);
                     }
@@ -137,7 +101,7 @@ impl Producer {
             }
         }
         let producer = Producer {
-            inner: Arc::new(Inner {
+            inner: Arc::new(ProducerShared {
                 client: client.clone(),
                 topic,
                 opts,
@@ -150,22 +114,7 @@ impl Producer {
         if partitions > 0 {
             producer.watch_partitions();
         }
-        let probe = Arc::downgrade(&producer.inner);
-        client.add_probe(Box::new(move || {
-            probe
-                .upgrade()
-                .map(|inner| Producer { inner })
-                .filter(|p| !p.is_closed())
-                .map(|p| p.is_connected())
-        }));
-        let weak = Arc::downgrade(&producer.inner);
-        client.on_close(Box::new(move || {
-            Box::pin(async move {
-                if let Some(inner) = weak.upgrade() {
-                    let _ = (Producer { inner }).close().await;
-                }
-            })
-        }));
+        client.track(&producer.inner);
         Ok(producer)
     }
 
@@ -214,7 +163,7 @@ impl Producer {
 
     /// The producer's name (assigned by the broker unless set). Partitions share it when set.
     pub fn name(&self) -> String {
-        self.parts()[0].state.name.lock().expect("name lock").clone()
+        self.parts()[0].name()
     }
 
     /// Number of partitions (0 for a non-partitioned topic).
@@ -228,21 +177,17 @@ impl Producer {
 
     /// The highest sequence id acknowledged by the broker (-1 before the first).
     pub fn last_sequence_id(&self) -> i64 {
-        self.parts()
-            .iter()
-            .map(|p| p.state.last_sequence_id.load(Ordering::Relaxed))
-            .max()
-            .unwrap_or(-1)
+        self.parts().iter().map(|p| p.last_sequence_id()).max().unwrap_or(-1)
     }
 
     /// Whether every partition is attached to a broker right now.
     pub fn is_connected(&self) -> bool {
-        self.parts().iter().all(|p| p.state.connected.load(Ordering::Acquire))
+        self.parts().iter().all(|p| p.is_connected())
     }
 
     /// Whether `close` was called.
     pub fn is_closed(&self) -> bool {
-        self.parts().iter().any(|p| p.state.closed.load(Ordering::Acquire))
+        self.parts().iter().any(|p| p.is_closed())
     }
 
     /// A reference that does not keep the producer alive.
@@ -252,11 +197,7 @@ impl Producer {
 
     /// Messages accepted and not yet settled (queued, batched, or awaiting their receipt).
     pub fn unsettled(&self) -> usize {
-        let max = self.inner.opts.max_pending;
-        self.parts()
-            .iter()
-            .map(|p| max.saturating_sub(p.permits.available_permits()))
-            .sum()
+        self.parts().iter().map(|p| p.unsettled()).sum()
     }
 
     /// Whether a send waits when the pending queue is full (rather than failing).
@@ -311,24 +252,6 @@ impl Producer {
         Ok(parts[i].clone())
     }
 
-    fn check(&self, part: &PartitionProducer, msg: &OutgoingMessage) -> Result<()> {
-        if part.state.closed.load(Ordering::Acquire) {
-            return Err(Error::closed("producer"));
-        }
-        self.inner.client.check_open()?;
-        let max = part.state.max_message_size.load(Ordering::Relaxed);
-        if msg.payload.len() > max && !self.inner.opts.chunking {
-            return Err(Error::new(
-                ErrorKind::MessageTooLarge,
-                format!(
-                    "message of {} bytes exceeds the broker's limit of {max} bytes",
-                    msg.payload.len()
-                ),
-            ));
-        }
-        Ok(())
-    }
-
     /// Queues `msg` if a pending slot and memory are free right now; `done` gets the outcome.
     /// `flush` asks for the open batch to go out as soon as the producer is idle.
     pub fn try_enqueue(
@@ -338,42 +261,20 @@ impl Producer {
         done: impl Into<Completion>,
     ) -> std::result::Result<(), Box<WouldBlock>> {
         let done: Completion = done.into();
-        let part = match self.choose(&msg).and_then(|p| self.check(&p, &msg).map(|()| p)) {
+        let part = match self.choose(&msg).and_then(|p| p.check(&msg).map(|()| p)) {
             Ok(p) => p,
             Err(e) => {
                 done.complete(Err(e));
                 return Ok(());
             }
         };
-        match part.permits.try_acquire() {
-            Ok(p) => p.forget(),
-            Err(TryAcquireError::Closed) => {
-                done.complete(Err(Error::closed("producer")));
-                return Ok(());
-            }
-            Err(TryAcquireError::NoPermits) => {
-                if self.inner.opts.block_if_full {
-                    return Err(Box::new(WouldBlock(msg, done)));
-                }
-                done.complete(Err(Error::new(
-                    ErrorKind::ProducerQueueFull,
-                    "producer queue is full (max_pending reached)",
-                )));
-                return Ok(());
-            }
-        }
-        if !self.inner.client.memory.try_reserve(msg.footprint()) {
-            part.permits.add_permits(1);
-            if self.inner.opts.block_if_full {
+        match part.try_admit(&msg) {
+            Ok(()) => part.post(msg, flush, done),
+            Err(refusal) if refusal.is_full() && self.inner.opts.block_if_full => {
                 return Err(Box::new(WouldBlock(msg, done)));
             }
-            done.complete(Err(Error::new(
-                ErrorKind::ProducerQueueFull,
-                "client memory limit reached",
-            )));
-            return Ok(());
+            Err(refusal) => done.complete(Err(refusal.into_error())),
         }
-        self.post(&part, msg, flush, done);
         Ok(())
     }
 
@@ -387,42 +288,10 @@ impl Producer {
             Ok(p) => p,
             Err(e) => return done.complete(Err(e)),
         };
-        match part.permits.acquire().await {
-            Ok(p) => p.forget(),
-            Err(_) => return done.complete(Err(Error::closed("producer"))),
+        match part.admit(&msg).await {
+            Ok(()) => part.post(msg, flush, done),
+            Err(e) => done.complete(Err(e)),
         }
-        self.inner.client.memory.reserve(msg.footprint()).await;
-        if let Err(e) = self.check(&part, &msg) {
-            part.permits.add_permits(1);
-            self.inner.client.memory.release(msg.footprint());
-            return done.complete(Err(e));
-        }
-        self.post(&part, msg, flush, done);
-    }
-
-    fn post(&self, part: &PartitionProducer, msg: OutgoingMessage, flush: bool, done: Completion) {
-        let o = &self.inner.opts;
-        let bytes = msg.footprint();
-        let urgent = flush || self.cannot_wait_in_batch(&msg);
-        let sent = part.tx.send(Command::Send { msg, done, flush });
-        if sent.is_ok() {
-            part.wake
-                .queued(1, bytes, urgent, o.batch_max_messages, o.batch_max_bytes);
-        }
-        if let Err(mpsc_err) = sent {
-            if let Command::Send { msg, done, .. } = mpsc_err.0 {
-                part.permits.add_permits(1);
-                self.inner.client.memory.release(msg.footprint());
-                done.complete(Err(Error::closed("producer")));
-            }
-        }
-    }
-
-    /// Whether the actor must see `msg` at once rather than when the open batch is due: it
-    /// goes out on its own (no batching, a delivery time, too big for a batch).
-    fn cannot_wait_in_batch(&self, msg: &OutgoingMessage) -> bool {
-        let o = &self.inner.opts;
-        !o.batching || msg.deliver_at.is_some() || msg.payload.len() > o.batch_max_bytes
     }
 
     /// Sends `msg` and waits for the broker's receipt; the open batch goes out at once.
@@ -471,32 +340,34 @@ impl Producer {
     /// (a full queue that must not block, a closed producer) or memory runs short, the rest
     /// goes the per-message way, which waits and reports exactly as `send_async` does.
     async fn send_runs(&self, part: &PartitionProducer, msgs: Vec<OutgoingMessage>, slots: &Arc<Slots>) {
-        let o = &self.inner.opts;
-        let memory = &self.inner.client.memory;
         let mut msgs = msgs.into_iter().enumerate().peekable();
         while msgs.peek().is_some() {
-            let free = part.permits.available_permits().min(msgs.len());
-            let want = if free == 0 && o.block_if_full { 1 } else { free };
-            let Ok(want_u32) = u32::try_from(want) else { break };
-            if want == 0 || part.permits.acquire_many(want_u32).await.map(|p| p.forget()).is_err() {
+            let free = part.free_slots().min(msgs.len());
+            let want = if free == 0 && self.inner.opts.block_if_full {
+                1
+            } else {
+                free
+            };
+            if want == 0 || !part.take_slots(want).await {
                 break;
             }
             let mut granted = want;
             let mut run = Vec::with_capacity(want);
-            let (mut first, mut bytes, mut urgent) = (0, 0, false);
+            let (mut first, mut bytes) = (0, 0);
             while granted > 0 {
                 let Some((_, msg)) = msgs.peek() else { break };
-                if let Err(e) = self.check(part, msg) {
+                if let Err(e) = part.check(msg) {
                     let (i, _) = msgs.next().expect("peeked");
                     granted -= 1;
-                    part.permits.add_permits(1);
+                    part.release(1, 0);
                     slots.fill(i, Err(e));
                     // Runs fill consecutive slots: the refused one ends this run.
-                    self.post_run(part, std::mem::take(&mut run), first, slots, bytes, false, urgent);
-                    (bytes, urgent) = (0, false);
+                    let ended = std::mem::take(&mut run);
+                    let slot_run = SlotRun::new(slots.clone(), first, ended.len());
+                    part.post_run(ended, slot_run, std::mem::take(&mut bytes), false);
                     continue;
                 }
-                if !memory.try_reserve(msg.footprint()) {
+                if !part.try_reserve_memory(msg.footprint()) {
                     break;
                 }
                 let (i, msg) = msgs.next().expect("peeked");
@@ -504,13 +375,13 @@ impl Producer {
                     first = i;
                 }
                 bytes += msg.footprint();
-                urgent |= self.cannot_wait_in_batch(&msg);
                 run.push(msg);
                 granted -= 1;
             }
-            part.permits.add_permits(granted);
+            part.release(granted, 0);
             let last = msgs.peek().is_none();
-            self.post_run(part, run, first, slots, bytes, last, urgent);
+            let slot_run = SlotRun::new(slots.clone(), first, run.len());
+            part.post_run(run, slot_run, bytes, last);
             if granted > 0 {
                 break;
             }
@@ -518,43 +389,6 @@ impl Producer {
         while let Some((i, msg)) = msgs.next() {
             let last = msgs.peek().is_none();
             self.enqueue(msg, last, Completion::slot(slots.clone(), i)).await;
-        }
-    }
-
-    /// Posts one run (slots `first..`); `flush` sends the open batch once it is in, `urgent`
-    /// wakes the actor for messages that cannot wait in a batch.
-    #[allow(clippy::too_many_arguments)]
-    fn post_run(
-        &self,
-        part: &PartitionProducer,
-        msgs: Vec<OutgoingMessage>,
-        first: usize,
-        slots: &Arc<Slots>,
-        bytes: usize,
-        flush: bool,
-        urgent: bool,
-    ) {
-        if msgs.is_empty() {
-            return;
-        }
-        let o = &self.inner.opts;
-        let count = msgs.len();
-        let run = Command::SendRun {
-            run: SlotRun::new(slots.clone(), first, count),
-            msgs,
-            flush,
-        };
-        match part.tx.send(run) {
-            Ok(()) => part
-                .wake
-                .queued(count, bytes, flush || urgent, o.batch_max_messages, o.batch_max_bytes),
-            Err(refused) => {
-                if let Command::SendRun { msgs, mut run, .. } = refused.0 {
-                    part.permits.add_permits(msgs.len());
-                    self.inner.client.memory.release(bytes);
-                    run.fail_rest(&Error::closed("producer"));
-                }
-            }
         }
     }
 
@@ -582,15 +416,11 @@ impl Producer {
         let mut replies = Vec::with_capacity(parts.len());
         let mut result = Ok(());
         for p in parts {
-            let (tx, rx) = oneshot::channel();
-            if p.tx.send(make(tx)).is_err() {
-                if closed_is_error && result.is_ok() {
-                    result = Err(Error::closed("producer"));
-                }
-                continue;
+            match p.ask(&make) {
+                Some(rx) => replies.push(rx),
+                None if closed_is_error && result.is_ok() => result = Err(Error::closed("producer")),
+                None => {}
             }
-            p.wake.urgent.notify_one();
-            replies.push(rx);
         }
         for rx in replies {
             let outcome = rx.await.unwrap_or_else(|_| Err(super::completion::abandoned()));

@@ -12,13 +12,9 @@
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use super::error::{Error, ErrorKind};
-use super::inbox::Inbox;
-use super::partition_consumer::PartitionShared;
 
 /// Spawns the actor of the `kind` ("producer", "consumer") of `topic`. If it panics,
 /// `on_panic` gets an error describing the panic before the actor's state is dropped.
@@ -87,17 +83,6 @@ pub(crate) fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "no message".to_string())
 }
 
-/// What a consumer does when one of its partition actors panics: the partition counts as
-/// detached and closed, and the inbox all partitions share ends with the error, so receivers
-/// (blocked or not) get it once the messages already queued are taken.
-pub(crate) fn on_consumer_panic(shared: Arc<PartitionShared>, inbox: Arc<Inbox>) -> impl FnOnce(Error) + Send {
-    move |e| {
-        shared.connected.store(false, Ordering::Release);
-        shared.closed.store(true, Ordering::Release);
-        inbox.end(e);
-    }
-}
-
 /// Makes every actor of `topic` panic; returns how many there were. Fails unless the process
 /// was started with `MAGNETAR_TEST_HOOKS=1`.
 #[cfg_attr(not(feature = "python"), allow(dead_code))]
@@ -154,6 +139,7 @@ mod hooks {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
     use std::time::Duration;
 
     use tokio::sync::{mpsc, oneshot};
@@ -161,7 +147,7 @@ mod tests {
     use super::*;
     use crate::client::completion::{Completion, SendCallback, SlotRun, Slots};
     use crate::client::error::Result;
-    use crate::client::inbox::Take;
+    use crate::client::inbox::{Inbox, Take};
 
     /// What a minimal actor is asked to hold (as a producer holds sends and a consumer holds
     /// receipts), or to do.

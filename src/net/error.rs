@@ -44,6 +44,14 @@ pub enum NetError {
 }
 
 impl NetError {
+    /// The broker's refusal as an answer body states it: an optional code and message.
+    pub(crate) fn refused(code: Option<i32>, message: Option<String>, fallback: &str) -> NetError {
+        NetError::Server {
+            code: code.map_or(ServerError::UnknownError, ServerError::from_code),
+            message: message.unwrap_or_else(|| fallback.into()),
+        }
+    }
+
     /// Whether retrying on a new connection may succeed.
     pub fn is_retriable(&self) -> bool {
         match self {

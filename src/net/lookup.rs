@@ -5,7 +5,6 @@ use super::{Connection, ConnectionPool, NetError};
 use crate::protocol::commands;
 use crate::protocol::pb::{
     command_lookup_topic_response::LookupType, command_partitioned_topic_metadata_response, CommandLookupTopicResponse,
-    ServerError,
 };
 
 /// Redirects followed before giving up (the C++ client's limit).
@@ -32,15 +31,7 @@ pub async fn lookup_topic(pool: &ConnectionPool, topic: &str) -> Result<Connecti
                 authoritative = resp.authoritative.unwrap_or(false);
                 conn = pool.get(&broker_of(pool, &resp)?).await?;
             }
-            _ => {
-                return Err(NetError::Server {
-                    code: resp
-                        .error
-                        .and_then(|e| ServerError::try_from(e).ok())
-                        .unwrap_or(ServerError::UnknownError),
-                    message: resp.message.unwrap_or_else(|| "lookup failed".into()),
-                })
-            }
+            _ => return Err(NetError::refused(resp.error, resp.message, "lookup failed")),
         }
     }
     Err(NetError::TooManyRedirects(topic.to_string()))
@@ -73,13 +64,7 @@ pub async fn partition_count(pool: &ConnectionPool, topic: &str) -> Result<u32, 
         .partition_metadata_response
         .ok_or_else(|| NetError::UnexpectedResponse("PartitionedMetadataResponse without its body".into()))?;
     if resp.response == Some(command_partitioned_topic_metadata_response::LookupType::Failed as i32) {
-        return Err(NetError::Server {
-            code: resp
-                .error
-                .and_then(|e| ServerError::try_from(e).ok())
-                .unwrap_or(ServerError::UnknownError),
-            message: resp.message.unwrap_or_else(|| "partition metadata failed".into()),
-        });
+        return Err(NetError::refused(resp.error, resp.message, "partition metadata failed"));
     }
     Ok(resp.partitions.unwrap_or(0))
 }

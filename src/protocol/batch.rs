@@ -4,6 +4,7 @@
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use prost::Message as _;
 
+use super::frame::decode_sized;
 use super::pb::SingleMessageMetadata;
 use super::ProtocolError;
 
@@ -34,13 +35,12 @@ pub fn decode_entries(mut data: Bytes, count: usize) -> Result<Vec<(SingleMessag
             return Err(ProtocolError::BadBatch("entry header truncated"));
         }
         let size = data.get_u32() as usize;
-        if size > data.len() {
-            return Err(ProtocolError::BadBatch("entry metadata exceeds the batch"));
-        }
-        let meta = SingleMessageMetadata::decode(data.split_to(size)).map_err(|e| ProtocolError::Protobuf {
-            what: "SingleMessageMetadata",
-            reason: e.to_string(),
-        })?;
+        let meta: SingleMessageMetadata = decode_sized(
+            &mut data,
+            size,
+            "SingleMessageMetadata",
+            ProtocolError::BadBatch("entry metadata exceeds the batch"),
+        )?;
         let len = usize::try_from(meta.payload_size).map_err(|_| ProtocolError::BadBatch("negative payload size"))?;
         if len > data.len() {
             return Err(ProtocolError::BadBatch("entry payload exceeds the batch"));

@@ -109,13 +109,12 @@ pub fn decode(src: &mut BytesMut, max_frame_size: usize) -> Result<Option<Frame>
 
 fn parse_frame(mut frame: Bytes) -> Result<Frame, ProtocolError> {
     let cmd_size = frame.get_u32() as usize;
-    if cmd_size > frame.len() {
-        return Err(ProtocolError::Malformed("command size exceeds the frame"));
-    }
-    let command = BaseCommand::decode(frame.split_to(cmd_size)).map_err(|e| ProtocolError::Protobuf {
-        what: "BaseCommand",
-        reason: e.to_string(),
-    })?;
+    let command: BaseCommand = decode_sized(
+        &mut frame,
+        cmd_size,
+        "BaseCommand",
+        ProtocolError::Malformed("command size exceeds the frame"),
+    )?;
     if Type::try_from(command.r#type).is_err() {
         return Err(ProtocolError::UnknownCommand(command.r#type));
     }
@@ -132,13 +131,12 @@ fn parse_payload(mut rest: Bytes) -> Result<Payload, ProtocolError> {
     let mut magic = take_u16(&mut rest)?;
     if magic == MAGIC_BROKER_ENTRY_METADATA {
         let size = take_u32(&mut rest)? as usize;
-        if size > rest.len() {
-            return Err(ProtocolError::Malformed("broker entry metadata size exceeds the frame"));
-        }
-        let bem = BrokerEntryMetadata::decode(rest.split_to(size)).map_err(|e| ProtocolError::Protobuf {
-            what: "BrokerEntryMetadata",
-            reason: e.to_string(),
-        })?;
+        let bem: BrokerEntryMetadata = decode_sized(
+            &mut rest,
+            size,
+            "BrokerEntryMetadata",
+            ProtocolError::Malformed("broker entry metadata size exceeds the frame"),
+        )?;
         broker_entry_metadata = Some(bem);
         magic = take_u16(&mut rest)?;
     }
@@ -176,6 +174,22 @@ fn parse_payload(mut rest: Bytes) -> Result<Payload, ProtocolError> {
     }
     payload.data = rest;
     Ok(payload)
+}
+
+/// Decodes a `what` from the next `size` bytes of `buf`; `overrun` when fewer remain.
+pub(crate) fn decode_sized<M: prost::Message + Default>(
+    buf: &mut Bytes,
+    size: usize,
+    what: &'static str,
+    overrun: ProtocolError,
+) -> Result<M, ProtocolError> {
+    if size > buf.len() {
+        return Err(overrun);
+    }
+    M::decode(buf.split_to(size)).map_err(|e| ProtocolError::Protobuf {
+        what,
+        reason: e.to_string(),
+    })
 }
 
 fn take_u16(buf: &mut Bytes) -> Result<u16, ProtocolError> {

@@ -22,6 +22,14 @@ pub mod pb {
 
 pub use error::ProtocolError;
 
+impl pb::ServerError {
+    /// The error a code off the wire names; a code this client does not know reads as
+    /// `UnknownError`.
+    pub fn from_code(code: i32) -> pb::ServerError {
+        pb::ServerError::try_from(code).unwrap_or(pb::ServerError::UnknownError)
+    }
+}
+
 /// The newest protocol version magnetar speaks; the broker answers with the version it accepts.
 pub const PROTOCOL_VERSION: i32 = 21;
 

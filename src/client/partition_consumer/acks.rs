@@ -84,7 +84,7 @@ impl Actor {
         if !self.book.has_held() {
             return;
         }
-        let Some(conn) = self.conn.clone() else {
+        let Some(conn) = self.link.conn().cloned() else {
             self.acks_due = Some(Instant::now() + self.opts.ack_group_time.max(Duration::from_millis(100)));
             return;
         };
@@ -150,7 +150,7 @@ impl Actor {
     /// Asks the broker to redeliver `ids`, or everything unacked when empty (or when the
     /// subscription type cannot redeliver single messages).
     pub(super) fn redeliver(&mut self, ids: Vec<MessageId>) {
-        let Some(conn) = self.conn.clone() else { return };
+        let Some(conn) = self.link.conn().cloned() else { return };
         let individual = matches!(
             SubType::try_from(self.opts.sub_type as i32),
             Ok(SubType::Shared | SubType::KeyShared)
@@ -184,14 +184,11 @@ impl Actor {
             .clone()
             .unwrap_or_else(|| format!("{}-{}-DLQ", strip_partition(&self.shared.topic), self.subscription));
         if self.dlq.is_none() {
-            let client = crate::client::inner::Client {
-                inner: self.client.clone(),
-            };
             let opts = crate::client::options::ProducerOptions {
                 batching: false,
                 ..Default::default()
             };
-            match client.create_producer(&topic, opts).await {
+            match Producer::open(self.client.clone(), &topic, opts).await {
                 Ok(p) => self.dlq = Some(p),
                 Err(e) => {
                     log::error!(
@@ -238,9 +235,7 @@ fn ack_outcome(response: std::result::Result<crate::protocol::frame::Frame, crat
     let f = response?;
     if let Some(r) = f.command.ack_response {
         if let Some(code) = r.error {
-            let code = crate::protocol::pb::ServerError::try_from(code)
-                .unwrap_or(crate::protocol::pb::ServerError::UnknownError);
-            return Err(Error::from_server(code, r.message.as_deref().unwrap_or("")));
+            return Err(Error::from_code(code, r.message.as_deref().unwrap_or("")));
         }
     }
     Ok(())

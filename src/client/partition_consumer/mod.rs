@@ -17,12 +17,13 @@ use tokio::time::Instant;
 
 use super::error::{Error, ErrorKind, Result};
 use super::inbox::Inbox;
-use super::inner::ClientInner;
+use super::link::{AttachRequest, Link, LinkEvent};
 use super::message::{Message, MessageId, OutgoingMessage};
 use super::options::{ConsumerOptions, InitialPosition};
-use super::util::{next_event, sleep_until_opt};
-use crate::net::backoff::Backoff;
-use crate::net::{lookup, Connection, Event, HandlerId};
+use super::producer::Producer;
+use super::shared::ClientShared;
+use super::timer::{now_ms, sleep_until_opt};
+use crate::net::{Connection, Event, HandlerId};
 use crate::protocol::pb::{
     base_command::Type,
     command_ack::{AckType, ValidationError},
@@ -33,21 +34,15 @@ use crate::protocol::{commands, frame::Payload};
 
 mod ack_book;
 mod acks;
+mod queries;
 mod receive;
+mod subscribe;
 
 use ack_book::{AckBook, EntryKey};
 
 use crate::protocol::chunks::{ChunkAssembler, ChunkLimits};
+pub use queries::{ConsumerStats, SeekTarget};
 use receive::MAX_CHUNKED_MESSAGE_SIZE;
-
-/// Where `seek` moves the subscription.
-#[derive(Debug, Clone)]
-pub enum SeekTarget {
-    /// To a message id.
-    Id(MessageId),
-    /// To the first message published at or after this time (ms since the epoch).
-    PublishTime(u64),
-}
 
 pub(crate) enum Command {
     Flow(u32),
@@ -80,31 +75,6 @@ pub(crate) enum Command {
     FlushAcks(oneshot::Sender<()>),
     Pause,
     Resume,
-}
-
-/// The broker's view of one consumer (`ConsumerStats`), plus the topic it covers.
-#[derive(Debug, Clone, Default)]
-pub struct ConsumerStats {
-    /// The topic (partition).
-    pub topic: String,
-    /// Messages per second delivered.
-    pub msg_rate_out: f64,
-    /// Bytes per second delivered.
-    pub msg_throughput_out: f64,
-    /// Messages per second redelivered.
-    pub msg_rate_redeliver: f64,
-    /// Consumer name.
-    pub consumer_name: String,
-    /// Permits the broker holds for this consumer.
-    pub available_permits: u64,
-    /// Messages delivered and not yet acknowledged.
-    pub unacked_messages: u64,
-    /// Whether the broker stopped delivering because of too many unacked messages.
-    pub blocked_consumer_on_unacked_msgs: bool,
-    /// Messages in the subscription's backlog.
-    pub msg_backlog: u64,
-    /// Subscription type as the broker names it.
-    pub subscription_type: String,
 }
 
 /// What the public consumer and the receive path share with one partition's actor.
@@ -220,7 +190,7 @@ impl PartitionShared {
 
 /// Creates the actor for one partition and attaches it before returning.
 pub(crate) async fn create(
-    client: Arc<ClientInner>,
+    client: Arc<ClientShared>,
     topic: String,
     index: usize,
     subscription: String,
@@ -251,9 +221,10 @@ pub(crate) async fn create(
         expiry: opts.chunk_expiry,
         max_message_size: MAX_CHUNKED_MESSAGE_SIZE,
     };
+    let consumer_id = client.next_consumer_id();
     let mut actor = Actor {
-        consumer_id: client.next_consumer_id(),
-        backoff: Backoff::new(client.opts.initial_backoff, client.opts.max_backoff),
+        consumer_id,
+        link: Link::new(client.clone(), shared.topic.clone(), HandlerId::Consumer(consumer_id)),
         client,
         shared: shared.clone(),
         inbox,
@@ -261,9 +232,6 @@ pub(crate) async fn create(
         name,
         opts,
         rx,
-        conn: None,
-        events: None,
-        retry_at: None,
         book: AckBook::default(),
         ack_tokens: 0,
         queued_high: None,
@@ -277,19 +245,29 @@ pub(crate) async fn create(
         not_before_ms: None,
         chunks: ChunkAssembler::new(chunk_limits),
         chunk_entries: HashMap::new(),
-        attaching: None,
         deferred_last_ids: Vec::new(),
     };
-    let cmd = actor.prepare_subscribe();
-    let first = subscribe_on(actor.client.clone(), actor.shared.topic.clone(), actor.consumer_id, cmd).await?;
-    actor.apply(first);
+    let request = actor.subscribe_request();
+    actor.link.attach(request).await?;
+    actor.subscribed();
     super::supervisor::spawn(
         "consumer",
         shared.topic.to_string(),
-        super::supervisor::on_consumer_panic(shared.clone(), actor.inbox.clone()),
+        on_panic(shared.clone(), actor.inbox.clone()),
         actor.run(),
     );
     Ok(shared)
+}
+
+/// When the actor panics, the partition counts as detached and closed, and the inbox all
+/// partitions share ends with the error, so receivers (blocked or not) get it once the
+/// messages already queued are taken.
+fn on_panic(shared: Arc<PartitionShared>, inbox: Arc<Inbox>) -> impl FnOnce(Error) + Send {
+    move |e| {
+        shared.connected.store(false, Ordering::Release);
+        shared.closed.store(true, Ordering::Release);
+        inbox.end(e);
+    }
 }
 
 fn random_name() -> String {
@@ -301,7 +279,7 @@ fn random_name() -> String {
 }
 
 struct Actor {
-    client: Arc<ClientInner>,
+    client: Arc<ClientShared>,
     shared: Arc<PartitionShared>,
     inbox: Arc<Inbox>,
     subscription: String,
@@ -309,10 +287,7 @@ struct Actor {
     consumer_id: u64,
     opts: ConsumerOptions,
     rx: mpsc::UnboundedReceiver<Command>,
-    conn: Option<Connection>,
-    events: Option<mpsc::UnboundedReceiver<Event>>,
-    backoff: Backoff,
-    retry_at: Option<Instant>,
+    link: Link,
     /// The application's acks until the broker confirms them.
     book: AckBook,
     ack_tokens: u64,
@@ -323,11 +298,10 @@ struct Actor {
     unacked: HashMap<EntryKey, (Instant, MessageId)>,
     paused: bool,
     held_permits: u32,
-    dlq: Option<super::producer::Producer>,
+    dlq: Option<Producer>,
     closing: Option<(oneshot::Sender<Result<()>>, bool)>,
     /// Readers positioned by time skip what was published before this (ms since the epoch).
     not_before_ms: Option<u64>,
-    attaching: Option<Attaching>,
     /// `LastMessageId` requests that arrived while reattaching.
     deferred_last_ids: Vec<oneshot::Sender<Result<MessageId>>>,
     /// Chunked messages being reassembled, by uuid.
@@ -347,20 +321,11 @@ impl Actor {
                     Some(cmd) => self.handle(cmd).await,
                     None => self.closing = Some((oneshot::channel().0, false)),
                 },
-                ev = next_event(&mut self.events) => self.on_event(ev).await,
+                ev = self.link.next() => self.on_link_event(ev).await,
                 _ = sleep_until_opt(self.acks_due) => self.flush_acks(),
                 _ = sleep_until_opt(nack_due) => self.redeliver_nacked(),
                 _ = ack_timer.tick(), if !self.opts.ack_timeout.is_zero() => self.redeliver_timed_out(),
-                _ = sleep_until_opt(self.retry_at) => self.reconnect(),
                 _ = sleep_until_opt(self.chunks.next_deadline().map(Instant::from_std)) => self.expire_chunks(),
-                attached = attach_done(&mut self.attaching) => {
-                    self.on_attach_result(attached);
-                    if self.conn.is_some() {
-                        for reply in std::mem::take(&mut self.deferred_last_ids) {
-                            let _ = reply.send(self.last_message_id().await);
-                        }
-                    }
-                }
             }
             if self.closing.is_some() {
                 break;
@@ -397,7 +362,7 @@ impl Actor {
                 let _ = reply.send(self.seek(target).await);
             }
             Command::LastMessageId(reply) => {
-                if self.conn.is_none() && (self.attaching.is_some() || self.retry_at.is_some()) {
+                if self.link.conn().is_none() && self.link.is_reattaching() {
                     // Reattaching (after a seek, say): answer once attached.
                     self.deferred_last_ids.push(reply);
                 } else {
@@ -409,7 +374,7 @@ impl Actor {
             }
             Command::Unsubscribe(reply) => {
                 self.flush_acks();
-                let result = match &self.conn {
+                let result = match self.link.conn() {
                     Some(conn) => conn
                         .request(|rid| commands::unsubscribe(self.consumer_id, rid))
                         .await
@@ -446,86 +411,9 @@ impl Actor {
             self.held_permits += n;
             return;
         }
-        if let Some(conn) = &self.conn {
+        if let Some(conn) = self.link.conn() {
             let _ = conn.send_command(&commands::flow(self.consumer_id, n));
         }
-    }
-
-    async fn seek(&mut self, target: SeekTarget) -> Result<()> {
-        let conn = self.connection("not connected; cannot seek now")?;
-        self.flush_acks();
-        let (id, time) = match &target {
-            SeekTarget::Id(id) => (Some(id.entry_data()), None),
-            SeekTarget::PublishTime(t) => (None, Some(*t)),
-        };
-        conn.request(|rid| commands::seek(self.consumer_id, rid, id.clone(), time))
-            .await?;
-        // The broker disconnects the consumer after a seek; drop what was queued before it.
-        self.epoch_bump();
-        self.chunks.clear();
-        self.book.clear();
-        self.unacked.clear();
-        self.nacks.clear();
-        *self.shared.last_dequeued.lock().expect("last_dequeued lock") = None;
-        // A non-durable cursor does not outlive the reconnect the broker forces after a seek,
-        // so the reader must ask for the new position itself.
-        match target {
-            SeekTarget::Id(id) => {
-                self.not_before_ms = None;
-                if !self.opts.durable {
-                    self.opts.start_message_id = Some(id);
-                    self.opts.start_inclusive = true;
-                }
-            }
-            SeekTarget::PublishTime(t) => {
-                if !self.opts.durable {
-                    self.opts.start_message_id = Some(MessageId::EARLIEST);
-                    self.not_before_ms = Some(t);
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// The subscription's connection, or a `Connect` error saying `why` while detached.
-    fn connection(&self, why: &'static str) -> Result<Connection> {
-        self.conn.clone().ok_or_else(|| Error::new(ErrorKind::Connect, why))
-    }
-
-    async fn last_message_id(&mut self) -> Result<MessageId> {
-        let conn = self.connection("not connected")?;
-        let f = conn
-            .request(|rid| commands::get_last_message_id(self.consumer_id, rid))
-            .await?;
-        let resp = f.command.get_last_message_id_response.unwrap_or_default();
-        let mut id = MessageId::from_data(&resp.last_message_id);
-        id.topic = Some(self.shared.topic.clone());
-        Ok(id)
-    }
-
-    async fn stats(&mut self) -> Result<ConsumerStats> {
-        let conn = self.connection("not connected")?;
-        let f = conn
-            .request(|rid| commands::consumer_stats(self.consumer_id, rid))
-            .await?;
-        let r = f.command.consumer_stats_response.unwrap_or_default();
-        if let Some(code) = r.error_code {
-            let code = crate::protocol::pb::ServerError::try_from(code)
-                .unwrap_or(crate::protocol::pb::ServerError::UnknownError);
-            return Err(Error::from_server(code, r.error_message.as_deref().unwrap_or("")));
-        }
-        Ok(ConsumerStats {
-            topic: self.shared.topic.to_string(),
-            msg_rate_out: r.msg_rate_out.unwrap_or(0.0),
-            msg_throughput_out: r.msg_throughput_out.unwrap_or(0.0),
-            msg_rate_redeliver: r.msg_rate_redeliver.unwrap_or(0.0),
-            consumer_name: r.consumer_name.unwrap_or_default(),
-            available_permits: r.available_permits.unwrap_or(0),
-            unacked_messages: r.unacked_messages.unwrap_or(0),
-            blocked_consumer_on_unacked_msgs: r.blocked_consumer_on_unacked_msgs.unwrap_or(false),
-            msg_backlog: r.msg_backlog.unwrap_or(0),
-            subscription_type: r.r#type.unwrap_or_default(),
-        })
     }
 
     fn epoch_bump(&mut self) {
@@ -557,8 +445,8 @@ impl Actor {
             },
             Some(Event::Closed(e)) => {
                 log::info!("{}: connection lost ({e}); resubscribing", self.shared.topic);
-                let delay = self.backoff.next_delay();
-                self.disconnect(delay);
+                self.detach();
+                self.link.detach_after_loss();
             }
             None => self.disconnect(Duration::ZERO),
         }
@@ -568,10 +456,11 @@ impl Actor {
     /// application goes now, not at the reattach: the broker will send all of it again, and
     /// an ack of a message taken from here in between would come too late to stop that.
     fn disconnect(&mut self, delay: Duration) {
-        if let Some(conn) = self.conn.take() {
-            conn.unregister(HandlerId::Consumer(self.consumer_id));
-        }
-        self.events = None;
+        self.detach();
+        self.link.detach(delay);
+    }
+
+    fn detach(&mut self) {
         self.shared.connected.store(false, Ordering::Release);
         self.epoch_bump();
         self.book.detached();
@@ -582,131 +471,15 @@ impl Actor {
             }
             self.shared.stale_guard.store(true, Ordering::Release);
         }
-        self.retry_at = Some(Instant::now() + delay);
-    }
-
-    /// Starts resubscribing; the attempt runs as a branch of the actor's loop, so a close is
-    /// handled at once even while the broker is unreachable.
-    fn reconnect(&mut self) {
-        self.retry_at = None;
-        if self.client.is_closed() {
-            self.closing = Some((oneshot::channel().0, false));
-            return;
-        }
-        let cmd = self.prepare_subscribe();
-        self.attaching = Some(Box::pin(subscribe_on(
-            self.client.clone(),
-            self.shared.topic.clone(),
-            self.consumer_id,
-            cmd,
-        )));
-    }
-
-    fn on_attach_result(&mut self, result: Result<Subscribed>) {
-        self.attaching = None;
-        match result {
-            Ok(sub) => {
-                self.apply(sub);
-                log::info!("{}: consumer resubscribed", self.shared.topic);
-            }
-            Err(e) if e.is_retriable() || e.kind() == ErrorKind::ConsumerBusy => {
-                let delay = self.backoff.next_delay();
-                log::info!("{}: resubscribe failed ({e}); retrying in {delay:?}", self.shared.topic);
-                self.retry_at = Some(Instant::now() + delay);
-            }
-            Err(e) => {
-                log::error!("{}: consumer cannot resubscribe: {e}", self.shared.topic);
-                self.inbox.end(e);
-            }
-        }
-    }
-
-    /// The `Subscribe` command for the current position (request id filled in later).
-    fn prepare_subscribe(&mut self) -> BaseCommand {
-        // Readers resume right after the last message the application took.
-        let resume_from = self.shared.last_dequeued.lock().expect("last_dequeued lock").clone();
-        if !self.opts.durable {
-            if let Some(id) = resume_from {
-                self.opts.start_message_id = Some(id);
-                self.opts.start_inclusive = false;
-                self.not_before_ms = None;
-            }
-        }
-        let start = self
-            .opts
-            .start_message_id
-            .clone()
-            .filter(|_| !self.opts.durable)
-            .map(|s| {
-                let mut d = s.to_data();
-                let sentinel = s == MessageId::EARLIEST || s == MessageId::LATEST;
-                if !sentinel && self.opts.start_inclusive && s.batch_index < 0 {
-                    // A batch index makes the broker start at the entry itself, not after it.
-                    d.batch_index = Some(0);
-                }
-                d
-            });
-        let mut cmd = commands::subscribe(
-            &self.shared.topic,
-            &self.subscription,
-            self.opts.sub_type,
-            self.consumer_id,
-            0,
-        );
-        let s = cmd.subscribe.as_mut().expect("subscribe body");
-        s.consumer_name = Some(self.name.clone());
-        s.priority_level = Some(self.opts.priority_level);
-        s.durable = Some(self.opts.durable);
-        s.start_message_id = start;
-        s.metadata = commands::key_values(&self.opts.properties);
-        s.read_compacted = Some(self.opts.read_compacted);
-        s.initial_position = Some(match self.opts.initial_position {
-            InitialPosition::Latest => command_subscribe::InitialPosition::Latest,
-            InitialPosition::Earliest => command_subscribe::InitialPosition::Earliest,
-        } as i32);
-        s.replicate_subscription_state = Some(self.opts.replicate_subscription_state);
-        if let (Some(t), false) = (self.not_before_ms, self.opts.durable) {
-            // Start a little before the time; what precedes it is skipped on arrival.
-            let back_ms = super::util::now_ms().saturating_sub(t);
-            s.start_message_rollback_duration_sec = Some(back_ms / 1000 + 2);
-        }
-        s.subscription_properties = commands::key_values(&self.opts.subscription_properties);
-        if self.opts.sub_type == SubType::KeyShared {
-            s.key_shared_meta = Some(KeySharedMeta {
-                key_shared_mode: KeySharedMode::AutoSplit as i32,
-                ..Default::default()
-            });
-        }
-        cmd
-    }
-
-    /// Takes over a successful subscription and grants the first permits. The held acks go
-    /// first: an Exclusive or Failover subscribe rewinds the cursor to its mark-delete
-    /// position, and the first `Flow` would have the broker resend whatever it has not yet
-    /// seen acked.
-    fn apply(&mut self, sub: Subscribed) {
-        self.shared.connected.store(true, Ordering::Release);
-        self.backoff.reset();
-        self.conn = Some(sub.conn);
-        self.events = Some(sub.events);
-        self.flush_acks();
-        let queue = self.opts.receiver_queue_size as u32;
-        self.held_permits = 0;
-        self.grant(queue);
     }
 
     async fn finish_close(mut self) {
         let (reply, unsubscribed) = self.closing.take().expect("closing set");
         self.flush_acks();
         self.shared.closed.store(true, Ordering::Release);
-        if let Some(conn) = self.conn.take() {
-            if !unsubscribed {
-                let _ = conn
-                    .request(|rid| commands::close_consumer(self.consumer_id, rid))
-                    .await;
-            }
-            conn.unregister(HandlerId::Consumer(self.consumer_id));
-        }
+        let consumer_id = self.consumer_id;
+        let close = (!unsubscribed).then_some(move |rid| commands::close_consumer(consumer_id, rid));
+        self.link.close(close).await;
         if let Some(dlq) = self.dlq.take() {
             let _ = dlq.close().await;
         }
@@ -749,47 +522,6 @@ fn strip_partition(topic: &str) -> &str {
         Some((base, n)) if n.parse::<u32>().is_ok() => base,
         _ => topic,
     }
-}
-
-/// A subscription that succeeded.
-struct Subscribed {
-    conn: Connection,
-    events: mpsc::UnboundedReceiver<Event>,
-}
-
-type Attaching = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Subscribed>> + Send>>;
-
-async fn attach_done(f: &mut Option<Attaching>) -> Result<Subscribed> {
-    match f {
-        Some(f) => f.await,
-        None => std::future::pending().await,
-    }
-}
-
-/// Looks the topic up and sends `cmd` (a `Subscribe`) with a fresh request id.
-async fn subscribe_on(
-    client: Arc<ClientInner>,
-    topic: Arc<str>,
-    consumer_id: u64,
-    cmd: BaseCommand,
-) -> Result<Subscribed> {
-    let conn = lookup::lookup_topic(&client.pool, &topic).await?;
-    let hid = HandlerId::Consumer(consumer_id);
-    let events = conn.register(hid)?;
-    let resp = conn
-        .request(move |rid| {
-            let mut cmd = cmd;
-            if let Some(s) = cmd.subscribe.as_mut() {
-                s.request_id = rid;
-            }
-            cmd
-        })
-        .await;
-    if let Err(e) = resp {
-        conn.unregister(hid);
-        return Err(e.into());
-    }
-    Ok(Subscribed { conn, events })
 }
 
 #[cfg(test)]

@@ -105,8 +105,8 @@ impl Actor {
     }
 
     fn max_message_size(&self) -> usize {
-        self.conn
-            .as_ref()
+        self.link
+            .conn()
             .map_or(crate::protocol::frame::DEFAULT_MAX_MESSAGE_SIZE, |c| {
                 c.max_message_size()
             })
@@ -158,7 +158,7 @@ impl Actor {
             id.entry_id
         );
         self.inbox.count_corrupt();
-        if let Some(conn) = &self.conn {
+        if let Some(conn) = self.link.conn() {
             let _ = conn.send_command(&commands::ack(
                 self.consumer_id,
                 AckType::Individual,
@@ -227,7 +227,7 @@ impl Actor {
                 let expired = meta
                     .publish_time
                     .saturating_add(self.opts.chunk_expiry.as_millis() as u64)
-                    < super::super::util::now_ms();
+                    < now_ms();
                 if expired {
                     self.ack_entries(vec![entry]);
                 }

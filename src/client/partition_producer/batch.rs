@@ -2,8 +2,8 @@
 
 use bytes::BytesMut;
 
-use super::completion::Completion;
-use super::message::{single_metadata, OutgoingMessage};
+use crate::client::completion::Completion;
+use crate::client::message::{single_metadata, OutgoingMessage};
 use crate::protocol::batch::encode_entry;
 
 /// Messages collected for one batch, with their sequence ids and completion callbacks.

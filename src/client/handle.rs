@@ -1,0 +1,67 @@
+//! The public client handle: creates producers and consumers over one shared connection pool,
+//! and closes them all.
+
+use std::sync::Arc;
+
+use super::consumer::{Consumer, TopicSelection};
+use super::error::Result;
+use super::options::{ClientOptions, ConsumerOptions, ProducerOptions};
+use super::producer::Producer;
+use super::shared::{ClientShared, ClientState};
+use super::topic::TopicName;
+use crate::net::lookup;
+
+/// A Pulsar client: shares connections among its producers and consumers.
+#[derive(Clone)]
+pub struct Client {
+    pub(crate) shared: Arc<ClientShared>,
+}
+
+impl Client {
+    /// A client for `service_url` (`pulsar://host:port[,host:port]`, or `pulsar+ssl://` for
+    /// TLS). Nothing connects until a producer, consumer or lookup needs it, but TLS files are
+    /// read now.
+    pub fn new(service_url: &str, opts: ClientOptions) -> Result<Client> {
+        Ok(Client {
+            shared: Arc::new(ClientShared::new(service_url, opts)?),
+        })
+    }
+
+    /// Creates a producer; looks the topic up and attaches before returning.
+    pub async fn create_producer(&self, topic: &str, opts: ProducerOptions) -> Result<Producer> {
+        Producer::open(self.shared.clone(), topic, opts).await
+    }
+
+    /// Subscribes to one topic, a list, or a pattern; attaches before returning.
+    pub async fn subscribe(
+        &self,
+        topics: TopicSelection,
+        subscription: &str,
+        opts: ConsumerOptions,
+    ) -> Result<Consumer> {
+        Consumer::open(self.shared.clone(), topics, subscription, opts).await
+    }
+
+    /// Number of partitions of `topic` (0 when not partitioned).
+    pub async fn partition_count(&self, topic: &str) -> Result<u32> {
+        self.shared.check_open()?;
+        let topic = TopicName::parse(topic)?;
+        Ok(lookup::partition_count(&self.shared.pool, topic.as_str()).await?)
+    }
+
+    /// Closes every producer and consumer, then the connections. Idempotent.
+    pub async fn close(&self) {
+        self.shared.close().await
+    }
+
+    /// The connection state: closed, idle (nothing created yet), connecting (some producer or
+    /// consumer is reattaching), or connected.
+    pub fn state(&self) -> ClientState {
+        self.shared.state()
+    }
+
+    /// Whether [`Client::close`] was called.
+    pub fn is_closed(&self) -> bool {
+        self.shared.is_closed()
+    }
+}

@@ -1,0 +1,209 @@
+//! A partition's registration on the connection of the broker that serves its topic, and the
+//! one reattach sequence producers and consumers share: look the topic up, register for its
+//! frames, send the attach request (`Producer` or `Subscribe`), and, when that fails for a
+//! reason that may pass, try again after a backoff.
+//!
+//! An attempt runs as a branch of the actor's loop ([`Link::next`]), so the actor still handles
+//! its commands (a close above all) while the broker is unreachable.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::error::{ErrorKind, Result};
+use super::shared::ClientShared;
+use super::timer::sleep_until_opt;
+use crate::net::backoff::Backoff;
+use crate::net::{lookup, Connection, Event, HandlerId};
+use crate::protocol::frame::Frame;
+use crate::protocol::pb::BaseCommand;
+
+/// Builds the attach command for a request id.
+pub(crate) type AttachRequest = Box<dyn FnOnce(u64) -> BaseCommand + Send>;
+
+type Attaching = Pin<Box<dyn Future<Output = Result<Attached>> + Send>>;
+
+/// A registration that succeeded, with the broker's answer to the attach request.
+struct Attached {
+    conn: Connection,
+    events: mpsc::UnboundedReceiver<Event>,
+    reply: Frame,
+}
+
+/// What [`Link::next`] saw.
+pub(crate) enum LinkEvent {
+    /// Something from the connection; `None` once the registration is gone.
+    Connection(Option<Event>),
+    /// The backoff after a detach has passed: the actor starts an attempt with [`Link::reattach`].
+    RetryDue,
+    /// An attempt succeeded; the link is attached and this is the broker's answer.
+    Attached(Box<Frame>),
+    /// An attempt failed for a reason that may pass; another is due after the backoff.
+    Retrying,
+    /// An attempt failed for good.
+    Failed(super::error::Error),
+}
+
+/// One producer's or consumer's registration, attached or on its way back.
+pub(crate) struct Link {
+    client: Arc<ClientShared>,
+    topic: Arc<str>,
+    id: HandlerId,
+    /// Besides retriable errors, the one that means "the broker still has the old registration".
+    busy: ErrorKind,
+    conn: Option<Connection>,
+    events: Option<mpsc::UnboundedReceiver<Event>>,
+    backoff: Backoff,
+    retry_at: Option<Instant>,
+    attaching: Option<Attaching>,
+}
+
+impl Link {
+    /// A detached link for the producer or consumer `id` of `topic`.
+    pub fn new(client: Arc<ClientShared>, topic: Arc<str>, id: HandlerId) -> Link {
+        let busy = match id {
+            HandlerId::Producer(_) => ErrorKind::ProducerBusy,
+            HandlerId::Consumer(_) => ErrorKind::ConsumerBusy,
+        };
+        Link {
+            backoff: Backoff::new(client.opts.initial_backoff, client.opts.max_backoff),
+            client,
+            topic,
+            id,
+            busy,
+            conn: None,
+            events: None,
+            retry_at: None,
+            attaching: None,
+        }
+    }
+
+    /// Attaches now and waits for it (creating a producer or consumer fails fast).
+    pub async fn attach(&mut self, request: AttachRequest) -> Result<Frame> {
+        let a = attach(self.client.clone(), self.topic.clone(), self.id, request).await?;
+        Ok(self.install(a))
+    }
+
+    /// Starts another attempt; [`Link::next`] reports how it ends.
+    pub fn reattach(&mut self, request: AttachRequest) {
+        self.retry_at = None;
+        self.attaching = Some(Box::pin(attach(
+            self.client.clone(),
+            self.topic.clone(),
+            self.id,
+            request,
+        )));
+    }
+
+    /// Leaves the connection (if any) and makes the next attempt due after `delay`.
+    pub fn detach(&mut self, delay: Duration) {
+        if let Some(conn) = self.conn.take() {
+            conn.unregister(self.id);
+        }
+        self.events = None;
+        self.retry_at = Some(Instant::now() + delay);
+    }
+
+    /// Like [`Link::detach`], after a lost connection: the next attempt waits out the backoff.
+    pub fn detach_after_loss(&mut self) {
+        let delay = self.backoff.next_delay();
+        self.detach(delay);
+    }
+
+    /// Gives up reattaching (a closing producer with nothing left to wait for).
+    pub fn stop_retrying(&mut self) {
+        self.attaching = None;
+        self.retry_at = None;
+    }
+
+    /// The connection while attached.
+    pub fn conn(&self) -> Option<&Connection> {
+        self.conn.as_ref()
+    }
+
+    /// Takes the connection for a final close; the link stays detached for good.
+    pub fn take_conn(&mut self) -> Option<Connection> {
+        self.events = None;
+        self.stop_retrying();
+        self.conn.take()
+    }
+
+    /// Whether an attempt is running or due.
+    pub fn is_reattaching(&self) -> bool {
+        self.attaching.is_some() || self.retry_at.is_some()
+    }
+
+    /// Detaches for good: asks the broker to drop the registration with `close` (when given),
+    /// then stops routing its frames.
+    pub async fn close(&mut self, close: Option<impl FnOnce(u64) -> BaseCommand>) {
+        if let Some(conn) = self.take_conn() {
+            if let Some(close) = close {
+                let _ = conn.request(close).await;
+            }
+            conn.unregister(self.id);
+        }
+    }
+
+    /// Waits for the connection's next event, the retry deadline, or the attempt's outcome.
+    pub async fn next(&mut self) -> LinkEvent {
+        let outcome = tokio::select! {
+            ev = next_event(&mut self.events) => return LinkEvent::Connection(ev),
+            _ = sleep_until_opt(self.retry_at) => {
+                self.retry_at = None;
+                return LinkEvent::RetryDue;
+            }
+            outcome = attach_done(&mut self.attaching) => outcome,
+        };
+        self.attaching = None;
+        match outcome {
+            Ok(a) => LinkEvent::Attached(Box::new(self.install(a))),
+            Err(e) if e.is_retriable() || e.kind() == self.busy => {
+                let delay = self.backoff.next_delay();
+                log::info!("{}: reattach failed ({e}); retrying in {delay:?}", self.topic);
+                self.retry_at = Some(Instant::now() + delay);
+                LinkEvent::Retrying
+            }
+            Err(e) => LinkEvent::Failed(e),
+        }
+    }
+
+    fn install(&mut self, a: Attached) -> Frame {
+        self.backoff.reset();
+        self.conn = Some(a.conn);
+        self.events = Some(a.events);
+        a.reply
+    }
+}
+
+/// Looks the topic up, registers `id` on the connection that serves it, and sends the attach
+/// request; on failure nothing stays registered.
+async fn attach(client: Arc<ClientShared>, topic: Arc<str>, id: HandlerId, request: AttachRequest) -> Result<Attached> {
+    let conn = lookup::lookup_topic(&client.pool, &topic).await?;
+    let events = conn.register(id)?;
+    match conn.request(request).await {
+        Ok(reply) => Ok(Attached { conn, events, reply }),
+        Err(e) => {
+            conn.unregister(id);
+            Err(e.into())
+        }
+    }
+}
+
+async fn attach_done(f: &mut Option<Attaching>) -> Result<Attached> {
+    match f {
+        Some(f) => f.await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The next event from a connection registration, or never when there is none.
+async fn next_event(events: &mut Option<mpsc::UnboundedReceiver<Event>>) -> Option<Event> {
+    match events {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,120 @@
+//! What a consumer asks its broker on the application's behalf: moving the subscription
+//! (`seek`), the last message id of the topic, and the broker's statistics of the consumer.
+
+use super::*;
+
+/// Where `seek` moves the subscription.
+#[derive(Debug, Clone)]
+pub enum SeekTarget {
+    /// To a message id.
+    Id(MessageId),
+    /// To the first message published at or after this time (ms since the epoch).
+    PublishTime(u64),
+}
+
+/// The broker's view of one consumer (`ConsumerStats`), plus the topic it covers.
+#[derive(Debug, Clone, Default)]
+pub struct ConsumerStats {
+    /// The topic (partition).
+    pub topic: String,
+    /// Messages per second delivered.
+    pub msg_rate_out: f64,
+    /// Bytes per second delivered.
+    pub msg_throughput_out: f64,
+    /// Messages per second redelivered.
+    pub msg_rate_redeliver: f64,
+    /// Consumer name.
+    pub consumer_name: String,
+    /// Permits the broker holds for this consumer.
+    pub available_permits: u64,
+    /// Messages delivered and not yet acknowledged.
+    pub unacked_messages: u64,
+    /// Whether the broker stopped delivering because of too many unacked messages.
+    pub blocked_consumer_on_unacked_msgs: bool,
+    /// Messages in the subscription's backlog.
+    pub msg_backlog: u64,
+    /// Subscription type as the broker names it.
+    pub subscription_type: String,
+}
+
+impl Actor {
+    pub(super) async fn seek(&mut self, target: SeekTarget) -> Result<()> {
+        let conn = self.connection("not connected; cannot seek now")?;
+        self.flush_acks();
+        let (id, time) = match &target {
+            SeekTarget::Id(id) => (Some(id.entry_data()), None),
+            SeekTarget::PublishTime(t) => (None, Some(*t)),
+        };
+        conn.request(|rid| commands::seek(self.consumer_id, rid, id.clone(), time))
+            .await?;
+        // The broker disconnects the consumer after a seek; drop what was queued before it.
+        self.epoch_bump();
+        self.chunks.clear();
+        self.book.clear();
+        self.unacked.clear();
+        self.nacks.clear();
+        *self.shared.last_dequeued.lock().expect("last_dequeued lock") = None;
+        // A non-durable cursor does not outlive the reconnect the broker forces after a seek,
+        // so the reader must ask for the new position itself.
+        match target {
+            SeekTarget::Id(id) => {
+                self.not_before_ms = None;
+                if !self.opts.durable {
+                    self.opts.start_message_id = Some(id);
+                    self.opts.start_inclusive = true;
+                }
+            }
+            SeekTarget::PublishTime(t) => {
+                if !self.opts.durable {
+                    self.opts.start_message_id = Some(MessageId::EARLIEST);
+                    self.not_before_ms = Some(t);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The subscription's connection, or a `Connect` error saying `why` while detached.
+    pub(super) fn connection(&self, why: &'static str) -> Result<Connection> {
+        self.link
+            .conn()
+            .cloned()
+            .ok_or_else(|| Error::new(ErrorKind::Connect, why))
+    }
+
+    pub(super) async fn last_message_id(&mut self) -> Result<MessageId> {
+        let consumer_id = self.consumer_id;
+        let f = self
+            .connection("not connected")?
+            .request(|rid| commands::get_last_message_id(consumer_id, rid))
+            .await?;
+        let resp = f.command.get_last_message_id_response.unwrap_or_default();
+        let mut id = MessageId::from_data(&resp.last_message_id);
+        id.topic = Some(self.shared.topic.clone());
+        Ok(id)
+    }
+
+    pub(super) async fn stats(&mut self) -> Result<ConsumerStats> {
+        let consumer_id = self.consumer_id;
+        let f = self
+            .connection("not connected")?
+            .request(|rid| commands::consumer_stats(consumer_id, rid))
+            .await?;
+        let r = f.command.consumer_stats_response.unwrap_or_default();
+        if let Some(code) = r.error_code {
+            return Err(Error::from_code(code, r.error_message.as_deref().unwrap_or("")));
+        }
+        Ok(ConsumerStats {
+            topic: self.shared.topic.to_string(),
+            msg_rate_out: r.msg_rate_out.unwrap_or(0.0),
+            msg_throughput_out: r.msg_throughput_out.unwrap_or(0.0),
+            msg_rate_redeliver: r.msg_rate_redeliver.unwrap_or(0.0),
+            consumer_name: r.consumer_name.unwrap_or_default(),
+            available_permits: r.available_permits.unwrap_or(0),
+            unacked_messages: r.unacked_messages.unwrap_or(0),
+            blocked_consumer_on_unacked_msgs: r.blocked_consumer_on_unacked_msgs.unwrap_or(false),
+            msg_backlog: r.msg_backlog.unwrap_or(0),
+            subscription_type: r.r#type.unwrap_or_default(),
+        })
+    }
+}

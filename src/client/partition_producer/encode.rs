@@ -1,0 +1,131 @@
+//! What a producer writes for its messages: the metadata of each entry, the compressed
+//! payload, and the `Send` frames, one per entry or one per chunk of a message larger than
+//! the broker takes. No state but the producer's settings; the actor decides when.
+
+use std::borrow::Cow;
+
+use bytes::{Bytes, BytesMut};
+use prost::Message as _;
+
+use super::batch::TakenBatch;
+use crate::client::error::Result;
+use crate::client::message::OutgoingMessage;
+use crate::client::options::ProducerOptions;
+use crate::client::timer::now_ms;
+use crate::protocol::pb::{CompressionType, MessageMetadata};
+use crate::protocol::{commands, compression, frame};
+
+/// Encodes the entries of one producer.
+pub(super) struct Encoder {
+    producer_id: u64,
+    compression: CompressionType,
+    chunking: bool,
+}
+
+impl Encoder {
+    pub fn new(producer_id: u64, opts: &ProducerOptions) -> Encoder {
+        Encoder {
+            producer_id,
+            compression: opts.compression,
+            chunking: opts.chunking,
+        }
+    }
+
+    /// The frames of one message sent on its own: one, or, when chunking is on and the
+    /// (compressed) payload exceeds `max_message_size`, one per chunk in order.
+    pub fn single(
+        &self,
+        producer_name: String,
+        msg: &OutgoingMessage,
+        sequence_id: u64,
+        max_message_size: usize,
+    ) -> Result<Vec<Bytes>> {
+        let mut meta = metadata(producer_name, sequence_id);
+        meta.partition_key = msg.key.clone();
+        meta.ordering_key = msg.ordering_key.clone().map(Into::into);
+        meta.properties = commands::key_values(&msg.properties);
+        meta.event_time = msg.event_time;
+        meta.deliver_at_time = msg.deliver_at;
+        meta.replicate_to = msg.replication_clusters.clone();
+        let payload = self.compress(&msg.payload, &mut meta)?;
+        if self.chunking && payload.len() > max_message_size {
+            return Ok(self.chunks(meta, &payload, sequence_id, max_message_size));
+        }
+        let cmd = commands::send(self.producer_id, sequence_id, 1);
+        Ok(vec![encode(&cmd, &meta, &payload)])
+    }
+
+    /// Splits a (compressed) payload into chunks that share the sequence id and a uuid;
+    /// consumers reassemble them.
+    fn chunks(&self, meta: MessageMetadata, payload: &[u8], sequence_id: u64, max: usize) -> Vec<Bytes> {
+        // Leave room for the metadata, as the broker's limit covers the whole entry.
+        let chunk_size = max.saturating_sub(meta.encoded_len() + 64).max(1024);
+        let total = payload.len();
+        let count = total.div_ceil(chunk_size);
+        let uuid = format!("{}-{}", meta.producer_name, sequence_id);
+        let mut cmd = commands::send(self.producer_id, sequence_id, 1);
+        if let Some(s) = cmd.send.as_mut() {
+            s.is_chunk = Some(true);
+        }
+        (0..count)
+            .map(|i| {
+                let mut m = meta.clone();
+                m.uuid = Some(uuid.clone());
+                m.num_chunks_from_msg = Some(count as i32);
+                m.total_chunk_msg_size = Some(total as i32);
+                m.chunk_id = Some(i as i32);
+                encode(&cmd, &m, &payload[i * chunk_size..((i + 1) * chunk_size).min(total)])
+            })
+            .collect()
+    }
+
+    /// The frame of a batch entry. A key-based batch carries its key, as Key_Shared dispatch
+    /// reads the entry's key.
+    pub fn batch(
+        &self,
+        producer_name: String,
+        taken: &TakenBatch,
+        key: Option<String>,
+        ordering_key: Option<Vec<u8>>,
+    ) -> Result<Bytes> {
+        let (first_seq, last_seq) = (taken.first_seq, taken.last_seq);
+        let n = taken.callbacks.len() as i32;
+        let mut meta = metadata(producer_name, first_seq);
+        meta.num_messages_in_batch = Some(n);
+        meta.partition_key = key;
+        meta.ordering_key = ordering_key.map(Into::into);
+        let mut cmd = commands::send(self.producer_id, first_seq, n);
+        if last_seq != first_seq {
+            meta.highest_sequence_id = Some(last_seq);
+            if let Some(s) = cmd.send.as_mut() {
+                s.highest_sequence_id = Some(last_seq);
+            }
+        }
+        let payload = self.compress(&taken.payload, &mut meta)?;
+        Ok(encode(&cmd, &meta, &payload))
+    }
+
+    fn compress<'a>(&self, data: &'a [u8], meta: &mut MessageMetadata) -> Result<Cow<'a, [u8]>> {
+        if self.compression == CompressionType::None {
+            return Ok(Cow::Borrowed(data));
+        }
+        meta.compression = Some(self.compression as i32);
+        meta.uncompressed_size = Some(data.len() as u32);
+        Ok(Cow::Owned(compression::compress(self.compression, data)?))
+    }
+}
+
+fn metadata(producer_name: String, sequence_id: u64) -> MessageMetadata {
+    MessageMetadata {
+        producer_name,
+        sequence_id,
+        publish_time: now_ms(),
+        ..Default::default()
+    }
+}
+
+fn encode(cmd: &crate::protocol::pb::BaseCommand, meta: &MessageMetadata, payload: &[u8]) -> Bytes {
+    let mut buf = BytesMut::new();
+    frame::encode_payload_command(cmd, meta, payload, &mut buf);
+    buf.freeze()
+}

@@ -1,0 +1,160 @@
+//! What a client's producers and consumers share with it: the connection pool, the options,
+//! the id counters, the memory budget, and the hooks that close and probe them.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use super::error::{Error, Result};
+use super::memory::MemoryLimit;
+use super::options::ClientOptions;
+use crate::net::url::ServiceUrl;
+use crate::net::ConnectionPool;
+
+/// What the client needs of a producer or consumer it follows.
+pub(crate) trait Tracked: Send + Sync + 'static {
+    /// Whether it is attached to its brokers; `None` once it is closed.
+    fn attached(self: Arc<Self>) -> Option<bool>;
+    /// Closes it (outcome aside: the client is closing).
+    fn close(self: Arc<Self>) -> impl Future<Output = ()> + Send;
+}
+
+/// Closes one producer or consumer when the client closes.
+type Closer = Box<dyn FnOnce() -> Pin<Box<dyn Future<Output = ()> + Send>> + Send>;
+
+/// Owned by the client; every producer, consumer and partition actor holds a reference.
+pub(crate) struct ClientShared {
+    pub pool: ConnectionPool,
+    pub opts: ClientOptions,
+    next_producer_id: AtomicU64,
+    next_consumer_id: AtomicU64,
+    closed: AtomicBool,
+    pub memory: MemoryLimit,
+    closers: Mutex<Vec<Closer>>,
+    /// Whether each live producer or consumer is attached (`None` once it is gone).
+    probes: Mutex<Vec<Probe>>,
+}
+
+/// The client's connection state, as users observe it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientState {
+    /// No producer or consumer yet (nothing to connect).
+    Idle,
+    /// Some producer or consumer is (re)connecting.
+    Connecting,
+    /// Every producer and consumer is attached to its broker.
+    Connected,
+    /// `close()` was called.
+    Closed,
+}
+
+impl ClientState {
+    /// Lower-case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            ClientState::Idle => "idle",
+            ClientState::Connecting => "connecting",
+            ClientState::Connected => "connected",
+            ClientState::Closed => "closed",
+        }
+    }
+}
+
+/// Reports whether one producer or consumer is attached, or `None` once it is dropped.
+type Probe = Box<dyn Fn() -> Option<bool> + Send>;
+
+impl ClientShared {
+    /// The shared state of a client for `service_url`; reads TLS files, connects nothing.
+    pub fn new(service_url: &str, opts: ClientOptions) -> Result<ClientShared> {
+        let service = ServiceUrl::parse(service_url)?;
+        let pool = ConnectionPool::new(service, opts.connection.clone())?;
+        let memory = MemoryLimit::new(opts.memory_limit);
+        Ok(ClientShared {
+            pool,
+            opts,
+            next_producer_id: AtomicU64::new(0),
+            next_consumer_id: AtomicU64::new(0),
+            closed: AtomicBool::new(false),
+            memory,
+            closers: Mutex::new(Vec::new()),
+            probes: Mutex::new(Vec::new()),
+        })
+    }
+
+    pub fn next_producer_id(&self) -> u64 {
+        self.next_producer_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub fn next_consumer_id(&self) -> u64 {
+        self.next_consumer_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    pub fn check_open(&self) -> Result<()> {
+        if self.is_closed() {
+            Err(Error::closed("client"))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Follows a producer or consumer, without keeping it alive: the client's state counts
+    /// whether it is attached, and closing the client closes it.
+    pub fn track<T: Tracked>(&self, handle: &Arc<T>) {
+        let probe = Arc::downgrade(handle);
+        let probe: Probe = Box::new(move || probe.upgrade().and_then(T::attached));
+        self.probes.lock().expect("probes lock").push(probe);
+        let weak = Arc::downgrade(handle);
+        let closer: Closer = Box::new(move || {
+            Box::pin(async move {
+                if let Some(handle) = weak.upgrade() {
+                    handle.close().await;
+                }
+            })
+        });
+        self.closers.lock().expect("closers lock").push(closer);
+    }
+
+    /// Closes every producer and consumer, then the connections. Idempotent.
+    pub async fn close(&self) {
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let closers = std::mem::take(&mut *self.closers.lock().expect("closers lock"));
+        // Close everything at once: each close is bounded, and one slow topic must not make
+        // the others wait.
+        let handles: Vec<_> = closers.into_iter().map(|close| tokio::spawn(close())).collect();
+        for h in handles {
+            let _ = h.await;
+        }
+        self.pool.close_all();
+    }
+
+    /// Closed, idle (nothing created yet), connecting (some producer or consumer is
+    /// reattaching), or connected.
+    pub fn state(&self) -> ClientState {
+        if self.is_closed() {
+            return ClientState::Closed;
+        }
+        let mut probes = self.probes.lock().expect("probes lock");
+        let mut seen = false;
+        let mut all = true;
+        probes.retain(|p| match p() {
+            Some(up) => {
+                seen = true;
+                all &= up;
+                true
+            }
+            None => false,
+        });
+        match (seen, all) {
+            (false, _) => ClientState::Idle,
+            (true, true) => ClientState::Connected,
+            (true, false) => ClientState::Connecting,
+        }
+    }
+}
