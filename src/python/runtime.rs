@@ -214,22 +214,25 @@ where
     }
 }
 
+/// An engine operation as the runtime runs it: a future of `T` or an engine error.
+pub trait Operation<T>: Future<Output = Result<T, Error>> + Send + 'static {}
+impl<T, F: Future<Output = Result<T, Error>> + Send + 'static> Operation<T> for F {}
+
+/// Turns an operation's outcome into a Python object, with the GIL held.
+pub trait ToPython<T>: FnOnce(Python<'_>, T) -> PyResult<Py<PyAny>> + Send + 'static {}
+impl<T, C: FnOnce(Python<'_>, T) -> PyResult<Py<PyAny>> + Send + 'static> ToPython<T> for C {}
+
 /// Runs one waiting operation for either kind of caller, so each operation is written once:
 /// with no `future` it blocks this thread (GIL released, Ctrl-C honoured) and returns the
 /// converted outcome; with an asyncio future it returns None at once and resolves the future
 /// from the client's dispatch thread.
-pub fn run<T, F, C>(
+pub fn run<T: Send + 'static>(
     py: Python<'_>,
     dispatch: &Arc<Dispatcher>,
     future: Option<Py<PyAny>>,
-    op: F,
-    convert: C,
-) -> PyResult<Py<PyAny>>
-where
-    F: Future<Output = Result<T, Error>> + Send + 'static,
-    T: Send + 'static,
-    C: FnOnce(Python<'_>, T) -> PyResult<Py<PyAny>> + Send + 'static,
-{
+    op: impl Operation<T>,
+    convert: impl ToPython<T>,
+) -> PyResult<Py<PyAny>> {
     match future {
         None => {
             let value = wait(py, op)?;
@@ -253,18 +256,13 @@ pub trait EngineHandle {
     fn dispatch(&self) -> &Arc<Dispatcher>;
 
     /// Runs `op` on the engine object, refusing in a process forked from the handle's creator.
-    fn call<T, F, C>(
+    fn call<T: Send + 'static, F: Operation<T>>(
         &self,
         py: Python<'_>,
         future: Option<Py<PyAny>>,
         op: impl FnOnce(Self::Engine) -> F,
-        convert: C,
-    ) -> PyResult<Py<PyAny>>
-    where
-        F: Future<Output = Result<T, Error>> + Send + 'static,
-        T: Send + 'static,
-        C: FnOnce(Python<'_>, T) -> PyResult<Py<PyAny>> + Send + 'static,
-    {
+        convert: impl ToPython<T>,
+    ) -> PyResult<Py<PyAny>> {
         self.guard().check()?;
         run(py, self.dispatch(), future, op(self.engine().clone()), convert)
     }
@@ -272,15 +270,12 @@ pub trait EngineHandle {
     /// Closes the way every handle closes: as [`EngineHandle::call`], except in a process
     /// forked from the handle's creator, where a blocking close does nothing (the parent's
     /// engine is not the child's to close) and an asyncio one raises.
-    fn close_with<F>(
+    fn close_with<F: Operation<()>>(
         &self,
         py: Python<'_>,
         future: Option<Py<PyAny>>,
         op: impl FnOnce(Self::Engine) -> F,
-    ) -> PyResult<Py<PyAny>>
-    where
-        F: Future<Output = Result<(), Error>> + Send + 'static,
-    {
+    ) -> PyResult<Py<PyAny>> {
         if self.guard().forked() && future.is_none() {
             return Ok(py.None());
         }
@@ -337,18 +332,13 @@ pub fn panicked(join: tokio::task::JoinError) -> Error {
 
 /// Spawns `fut` and resolves the asyncio future `aio_future` with its outcome, converted by
 /// `convert` on the client's dispatch thread. A future cancelled meanwhile is left alone.
-fn spawn_for_asyncio<T, F, C>(
+fn spawn_for_asyncio<T: Send + 'static>(
     py: Python<'_>,
     dispatch: &Arc<Dispatcher>,
     aio_future: Py<PyAny>,
-    fut: F,
-    convert: C,
-) -> PyResult<()>
-where
-    F: Future<Output = Result<T, Error>> + Send + 'static,
-    T: Send + 'static,
-    C: FnOnce(Python<'_>, T) -> PyResult<Py<PyAny>> + Send + 'static,
-{
+    fut: impl Operation<T>,
+    convert: impl ToPython<T>,
+) -> PyResult<()> {
     let loop_ = aio_future.bind(py).call_method0("get_loop")?.unbind();
     let rt = runtime();
     let dispatch = dispatch.clone();
