@@ -420,7 +420,9 @@ class Standalone(Admin):
         return broker
 
 
-if __name__ == "__main__":  # the command line lives in magnetar/testing/__main__.py
-    from magnetar.testing.__main__ import main
+if __name__ == "__main__":
+    # `python -m magnetar.testing.standalone` is `python -m magnetar.testing`: run that module
+    # rather than import it, so the launcher never depends on its own command line.
+    import runpy
 
-    sys.exit(main())
+    runpy.run_module("magnetar.testing", run_name="__main__", alter_sys=True)
