@@ -12,14 +12,24 @@ import socket
 import struct
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .faults import FaultProxy
+from typing import Any, Protocol
 
 __all__ = ["COMMAND_TYPES", "ProxyConnection", "Relay", "abort_with_rst"]
 
 _CHUNK = 64 * 1024
+
+
+class Proxy(Protocol):
+    """What a relayed connection needs of its proxy (``faults.FaultProxy``): the shaping it
+    applies, the armed cuts, and the table of live connections."""
+
+    _latency: float
+    _bandwidth: float | None
+    _live: dict[int, Relay]
+
+    def _pick_cut(self, up: bool, ctype: int) -> bool: ...
+
+    def _record_cut(self, info: ProxyConnection, up: bool) -> None: ...
 
 # BaseCommand.Type numbers (proto/PulsarApi.proto) of the commands a cut can aim at.
 COMMAND_TYPES = {
@@ -99,7 +109,7 @@ class ProxyConnection:
 class Relay:
     """The proxy's side of one connection: two sockets and two pumps."""
 
-    def __init__(self, proxy: FaultProxy, info: ProxyConnection,
+    def __init__(self, proxy: Proxy, info: ProxyConnection,
                  c_reader: asyncio.StreamReader, c_writer: asyncio.StreamWriter,
                  u_reader: asyncio.StreamReader, u_writer: asyncio.StreamWriter) -> None:
         self.proxy = proxy
