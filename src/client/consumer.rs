@@ -352,11 +352,16 @@ impl Consumer {
         )))
     }
 
-    fn command(&self, id: &MessageId, cmd: Command) -> Result<()> {
+    /// The partition `id` belongs to, while the consumer is open.
+    fn open_part_for(&self, id: &MessageId) -> Result<Arc<PartitionShared>> {
         if self.inner.closed.load(Ordering::Acquire) {
             return Err(Error::closed("consumer"));
         }
-        let part = self.part_for(id)?;
+        self.part_for(id)
+    }
+
+    fn command(&self, id: &MessageId, cmd: Command) -> Result<()> {
+        let part = self.open_part_for(id)?;
         if let Command::Ack { cumulative, .. } | Command::AckWithReceipt { cumulative, .. } = &cmd {
             part.purge_acked(&self.inner.inbox, std::slice::from_ref(id), *cumulative);
         }
@@ -365,16 +370,9 @@ impl Consumer {
 
     /// Acknowledges one message.
     pub fn ack(&self, id: &MessageId) -> Result<()> {
-        if self.inner.closed.load(Ordering::Acquire) {
-            return Err(Error::closed("consumer"));
-        }
-        let part = self.part_for(id)?;
+        let part = self.open_part_for(id)?;
         part.purge_acked(&self.inner.inbox, std::slice::from_ref(id), false);
-        if part.push_ack(id.clone()) {
-            Ok(())
-        } else {
-            Err(Error::closed("consumer"))
-        }
+        part.push_ack(id.clone())
     }
 
     /// Acknowledges many messages individually, with one command per partition they come from.

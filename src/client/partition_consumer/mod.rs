@@ -159,13 +159,16 @@ impl PartitionShared {
         }
     }
 
-    /// Records an individual ack for the actor; see `pending_acks`.
-    pub fn push_ack(&self, id: MessageId) -> bool {
+    /// Records an individual ack for the actor; see `pending_acks`. Fails once the actor is gone.
+    pub fn push_ack(&self, id: MessageId) -> Result<()> {
         let mut acks = self.pending_acks.lock().expect("pending_acks lock");
         let first = acks.is_empty();
         acks.push(id);
         drop(acks);
-        !first || self.tx.send(Command::TakeAcks).is_ok()
+        if first {
+            self.tx.send(Command::TakeAcks).map_err(|_| Error::closed("consumer"))?;
+        }
+        Ok(())
     }
 
     pub(super) fn take_acks(&self) -> Vec<MessageId> {
