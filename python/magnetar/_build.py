@@ -15,7 +15,6 @@ from typing import Any, Mapping, Sequence
 from ._core import MessageId
 from ._options import (
     Authentication,
-    ClientOptions,
     ConnectionOptions,
     ConsumerOptions,
     ProducerOptions,
@@ -57,11 +56,13 @@ def connection(options: Mapping[str, Any], call: str = "Client") -> dict[str, An
 
 def client(options: Mapping[str, Any]) -> tuple[dict[str, Any], Any]:
     """The engine's client options and the ``on_state_change`` callback of a client's options."""
-    opts = resolve(ClientOptions, options, "Client")
-    on_state_change = opts.pop("on_state_change")
+    # Only the connection options are resolved (once, in `connection`): the callback is
+    # the one client option the engine never sees.
+    given = dict(options)
+    on_state_change = given.pop("on_state_change", None)
     if on_state_change is not None and not callable(on_state_change):
         raise InvalidConfiguration("on_state_change must be a callable taking the state name")
-    return connection(opts), on_state_change
+    return connection(given), on_state_change
 
 
 def producer(topic: str, options: Mapping[str, Any]) -> tuple[str, dict[str, Any], Any]:
