@@ -75,7 +75,10 @@ class _AsyncReceiving:
     _core: Any
 
     async def _receive(self, timeout: float | None) -> Message:
-        timeout = _core._duration_seconds(timeout, "timeout")
+        return await self._receive_within(_core._duration_seconds(timeout, "timeout"))
+
+    async def _receive_within(self, timeout: float | None) -> Message:
+        """``_receive`` with the timeout already read as seconds (None: no limit)."""
         msg = self._core.try_receive()
         if msg is not None:
             return msg
@@ -99,7 +102,7 @@ class _AsyncReceiving:
         if msgs:
             return msgs
         try:
-            first = await self._receive(timeout)
+            first = await self._receive_within(timeout)
         except Timeout:
             return []
         return [first, *self._core.receive_many(max_messages - 1, 0.0)] if max_messages > 1 else [first]
