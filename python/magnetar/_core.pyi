@@ -115,6 +115,15 @@ class Message:
     @property
     def sequence_id(self) -> int:
         """Sequence id assigned by the producer."""
+    @property
+    def value(self) -> Any:
+        """The payload decoded by the consumer's schema (the payload bytes without one);
+        raises :class:`~magnetar.SchemaDecodeError` when it cannot be decoded."""
+    @property
+    def schema_version(self) -> bytes | None:
+        """The registry's version of the schema the message was written with, or None."""
+    def _writer_schema(self) -> tuple[str, int, bytes, dict[str, str], bytes] | None:
+        """The writer schema of this message's version, fetched from the registry once."""
     def __len__(self) -> int: ...
     def __buffer__(self, flags: int, /) -> memoryview: ...
     def __release_buffer__(self, buffer: memoryview, /) -> None: ...
@@ -146,12 +155,14 @@ class _Client:
     blocks without ``future``; given an asyncio future it returns None at once and resolves it."""
 
     def __new__(cls, service_url: str, options: Mapping[str, Any]) -> _Client: ...
-    def create_producer(self, topic: str, options: Mapping[str, Any], router: Callable[[str | None, int], int] | None = None, *, future: _Future | None = None) -> Any:
+    def create_producer(self, topic: str, options: Mapping[str, Any], router: Callable[[str | None, int], int] | None = None, schema: Any = None, *, future: _Future | None = None) -> Any:
         """Creates a producer: a ``_Producer``."""
-    def subscribe(self, topic: str | Sequence[str], subscription: str, options: Mapping[str, Any], pattern: bool = False, *, future: _Future | None = None) -> Any:
+    def subscribe(self, topic: str | Sequence[str], subscription: str, options: Mapping[str, Any], pattern: bool = False, schema: Any = None, *, future: _Future | None = None) -> Any:
         """Subscribes: a ``_Consumer``."""
     def partition_count(self, topic: str, *, future: _Future | None = None) -> Any:
         """Partitions of ``topic`` (0 if not partitioned)."""
+    def get_schema(self, topic: str, version: bytes | None = None, *, future: _Future | None = None) -> Any:
+        """The registry's schema of ``topic``: ``(name, type, definition, properties, version)`` or None."""
     def close(self, *, future: _Future | None = None) -> None:
         """Closes everything."""
     @property

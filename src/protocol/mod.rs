@@ -12,6 +12,7 @@ pub mod error;
 pub mod frame;
 pub mod fuzzing;
 pub mod hash;
+pub mod schema;
 mod redacted;
 
 /// Types generated from `proto/PulsarApi.proto`.

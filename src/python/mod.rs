@@ -11,6 +11,7 @@ mod lifecycle;
 mod options;
 mod producer;
 mod runtime;
+mod schema;
 mod types;
 
 use pyo3::prelude::*;
