@@ -31,12 +31,12 @@ class AsyncProducer(ProducerHandle):
     __slots__ = ()
 
     @documented(MessageFields)
-    async def send(self, data: bytes | str | memoryview | bytearray, **fields: Unpack[MessageFields]) -> MessageId:
+    async def send(self, data: Any, **fields: Unpack[MessageFields]) -> MessageId:
         """Sends one message and returns its id once the broker acknowledged it. Concurrent
         sends share batches."""
         return await call(self._core.send, data, fields or None)
 
-    async def send_many(self, payloads: Sequence[bytes | str | memoryview | bytearray],
+    async def send_many(self, payloads: Sequence[Any],
                         **columns: Unpack[SendManyColumns]) -> list[MessageId]:
         """Sends many messages and returns every id: the fast path.
 

@@ -94,14 +94,14 @@ class Producer(ProducerHandle):
     __slots__ = ()
 
     @documented(MessageFields)
-    def send(self, data: bytes | str | memoryview | bytearray, **fields: Unpack[MessageFields]) -> MessageId:
+    def send(self, data: Any, **fields: Unpack[MessageFields]) -> MessageId:
         """Sends one message and waits for the broker's receipt. The open batch goes out at
         once rather than waiting for the batching delay."""
         return self._core.send(data, fields or None)
 
     def send_async(
         self,
-        data: bytes | str | memoryview | bytearray,
+        data: Any,
         callback: Callable[[SendFuture], Any] | None = None,
         **fields: Unpack[MessageFields],
     ) -> SendFuture:
@@ -114,7 +114,7 @@ class Producer(ProducerHandle):
             fut.add_done_callback(callback)
         return fut
 
-    def send_many(self, payloads: Sequence[bytes | str | memoryview | bytearray],
+    def send_many(self, payloads: Sequence[Any],
                   **columns: Unpack[SendManyColumns]) -> list[MessageId]:
         """Sends many messages in one call and waits for every receipt: the fast path.
 

@@ -291,3 +291,17 @@ def _at_exit(timeout: float) -> None:
 def _inject_actor_panic(topic: str) -> int:
     """Makes the producer and consumer actors of ``topic`` panic; returns how many (tests only:
     needs ``MAGNETAR_TEST_HOOKS=1`` in the environment at process start)."""
+
+@final
+class _AvroCodec:
+    """Avro binary and JSON encoding and decoding against an Avro definition (magnetar.schema)."""
+
+    def __new__(cls, definition: str, constructors: Mapping[str, Any]) -> _AvroCodec: ...
+    def encode(self, value: Any) -> bytes:
+        """The Avro binary encoding of ``value``."""
+    def decode(self, data: bytes) -> Any:
+        """The value of Avro binary ``data``."""
+    def encode_json(self, value: Any) -> bytes:
+        """The JSON encoding of ``value``."""
+    def decode_json(self, data: bytes) -> Any:
+        """The value of JSON ``data``."""

@@ -31,11 +31,7 @@ impl Client {
         let Some(s) = resp.schema else {
             return Ok(None);
         };
-        let stored = resp
-            .schema_version
-            .map(|v| v.to_vec())
-            .or(version)
-            .unwrap_or_default();
+        let stored = resp.schema_version.map(|v| v.to_vec()).or(version).unwrap_or_default();
         Ok(Some((SchemaInfo::from_pb(&s), stored)))
     }
 }

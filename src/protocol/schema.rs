@@ -30,7 +30,11 @@ impl SchemaInfo {
             name: s.name.clone(),
             kind: s.r#type,
             data: s.schema_data.to_vec(),
-            properties: s.properties.iter().map(|kv| (kv.key.clone(), kv.value.clone())).collect(),
+            properties: s
+                .properties
+                .iter()
+                .map(|kv| (kv.key.clone(), kv.value.clone()))
+                .collect(),
         }
     }
 }

@@ -7,8 +7,8 @@ use pyo3::types::PyDict;
 
 use super::convert;
 use super::dispatch::Dispatcher;
-use super::schema;
 use super::runtime::{engine_handle, none, run, wait, EngineHandle, ForkGuard};
+use super::schema;
 use super::types::{id_list, new_id, SendFuture};
 use crate::client::producer::WouldBlock;
 use crate::client::{self, Error};

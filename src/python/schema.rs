@@ -16,12 +16,15 @@ use super::types::PyMessage;
 use crate::client;
 use crate::protocol::schema::SchemaInfo;
 
+/// Topic and schema version of a writer schema.
+type WriterKey = (String, Vec<u8>);
+
 /// A consumer's schema with what it needs to decode: the client (for writer schemas) and the
 /// writer schemas fetched so far, by version.
 pub struct Binding {
     schema: Py<PyAny>,
     client: client::Client,
-    writers: Mutex<HashMap<(String, Vec<u8>), Py<PyAny>>>,
+    writers: Mutex<HashMap<WriterKey, Py<PyAny>>>,
 }
 
 impl Binding {

@@ -22,7 +22,7 @@ _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 _EPOCH_DATE = _dt.date(1970, 1, 1)
 
 
-def construct(cls: type, fields: dict[str, Any]) -> Any:
+def construct(cls: Any, fields: dict[str, Any]) -> Any:
     """An instance of ``cls`` with ``fields``."""
     if dataclasses.is_dataclass(cls) or hasattr(cls, "model_validate") or cls.__init__ is not object.__init__:
         return cls(**fields)
@@ -55,7 +55,7 @@ def _fits(value: Any, s: Any) -> bool:
     return isinstance(value, dict)
 
 
-def build(value: Any, schema: Any, names: Names, classes: dict[str, type], from_json: bool = False) -> Any:
+def build(value: Any, schema: Any, names: Names, classes: dict[str, Any], from_json: bool = False) -> Any:
     """``value`` (generic) as the reader's ``schema`` says: records become their classes
     (dicts when no class is known), enums their members."""
     s = resolve(schema, names)

@@ -9,13 +9,17 @@ version); the encoding and decoding of values run here, one call per message
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import enum
+import functools
 import json
+import operator
 import struct
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Type, TypeVar
 
+from .. import _core
 from ..exceptions import SchemaDecodeError, SchemaEncodeError
 from . import _avro, _convert
 from ._definition import record_definition
@@ -294,6 +298,24 @@ class TimeSchema(Schema[_dt.time]):
         return (_dt.datetime.min + _dt.timedelta(milliseconds=ms)).time()
 
 
+def _constructors(classes: dict[str, type]) -> dict[str, Any]:
+    """What the engine's codec calls to make each named type: records with their fields as
+    keyword arguments, enums with a symbol name."""
+    out: dict[str, Any] = {}
+    for name, cls in classes.items():
+        if isinstance(cls, type) and issubclass(cls, enum.Enum):
+            out[name] = functools.partial(operator.getitem, cls)
+        elif dataclasses.is_dataclass(cls) or hasattr(cls, "model_validate") or cls.__init__ is not object.__init__:
+            out[name] = cls
+        else:
+            out[name] = functools.partial(_construct_plain, cls)
+    return out
+
+
+def _construct_plain(cls: type, **fields: Any) -> Any:
+    return _convert.construct(cls, fields)
+
+
 class _Record(Schema[Any]):
     """A record schema with an Avro definition, from a class or an explicit definition."""
 
@@ -320,6 +342,8 @@ class _Record(Schema[Any]):
         self.properties = dict(properties or {})
         self._names = _avro.names_of(parsed)
         self._classes = classes
+        # Encoding and decoding run in the engine: one call per message.
+        self._codec = _core._AvroCodec(text, _constructors(classes))
 
     def __repr__(self) -> str:
         what = self.record_cls.__name__ if self.record_cls is not None else "definition"
@@ -334,21 +358,18 @@ class AvroSchema(_Record):
 
     type, name = SchemaType.AVRO, "AVRO"
 
-    def __init__(self, record_cls: type | None = None, definition: str | bytes | dict[str, Any] | None = None,
+    def __init__(self, record_cls: Type[Any] | None = None, definition: str | bytes | dict[str, Any] | None = None,
                  *, namespace: str | None = None, properties: dict[str, str] | None = None) -> None:
         super().__init__(record_cls, definition, namespace=namespace, properties=properties)
-        self._writers: dict[bytes, tuple[Any, _avro.Names]] = {}
+        self._writers: dict[bytes, tuple[Any, _avro.Names, Any]] = {}
 
     def encode(self, value: Any) -> bytes:
         if self.record_cls is not None and not isinstance(value, (self.record_cls, dict)):
             raise SchemaEncodeError(f"AvroSchema: expected a {self.record_cls.__name__}, got {type(value).__name__}")
-        out = bytearray()
-        _avro.encode(value, self.schema, self._names, out)
-        return bytes(out)
+        return self._codec.encode(value)
 
     def decode(self, data: bytes) -> Any:
-        generic = _avro.decode(data, self.schema, self._names)
-        return _convert.build(generic, self.schema, self._names, self._classes)
+        return self._codec.decode(data)
 
     def _decode_with(self, msg: Message) -> Any:
         writer = msg._writer_schema() if msg.schema_version else None
@@ -357,8 +378,9 @@ class AvroSchema(_Record):
         parsed = self._writers.get(writer[2])
         if parsed is None:
             w = json.loads(writer[2])
-            parsed = self._writers[writer[2]] = (w, _avro.names_of(w))
-        generic = _avro.decode(msg.data, parsed[0], parsed[1])
+            parsed = self._writers[writer[2]] = (w, _avro.names_of(w), _core._AvroCodec(writer[2].decode(), {}))
+        # Decoded with the writer's schema to generic values, then resolved to this one's classes.
+        generic = parsed[2].decode(msg.data)
         return _convert.build(generic, self.schema, self._names, self._classes)
 
 
@@ -372,7 +394,7 @@ class JsonSchema(_Record):
     def encode(self, value: Any) -> bytes:
         if self.record_cls is not None and not isinstance(value, (self.record_cls, dict)):
             raise SchemaEncodeError(f"JsonSchema: expected a {self.record_cls.__name__}, got {type(value).__name__}")
-        return json.dumps(_convert.to_json(value, self.schema, self._names), separators=(",", ":")).encode()
+        return self._codec.encode_json(value)
 
     def decode(self, data: bytes) -> Any:
-        return _convert.build(json.loads(data), self.schema, self._names, self._classes, from_json=True)
+        return self._codec.decode_json(data)
