@@ -9,6 +9,7 @@ __all__ = [
     "Message",
     "MessageId",
     "SendFuture",
+    "_AvroCodec",
     "_Client",
     "_Consumer",
     "_Producer",
