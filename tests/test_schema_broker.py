@@ -161,3 +161,19 @@ def test_asyncio_twins_take_the_same_schema_objects(service_url: str, topic: str
             return [(await consumer.receive()).value, (await reader.read_next()).value]
 
     assert asyncio.run(asyncio.wait_for(main(), 60)) == [Order(5, 5.0), Order(5, 5.0)]
+
+
+def test_consumers_send_their_schema_on_subscribe(client: magnetar.Client, topic: str) -> None:
+    @dataclass
+    class Other:
+        name: str
+
+    Other.__name__ = "Order"
+    consumer = client.subscribe(topic, "s", schema=schema.AvroSchema(Order))
+    info = client.get_schema(topic)
+    assert info is not None and info.definition == schema.AvroSchema(Order).definition, "registered by the subscribe"
+    with pytest.raises(magnetar.IncompatibleSchema):
+        client.subscribe(topic, "other", schema=schema.AvroSchema(Other))
+    with pytest.raises(magnetar.IncompatibleSchema):
+        client.create_reader(topic, schema=schema.AvroSchema(Other))
+    consumer.close()
