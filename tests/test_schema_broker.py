@@ -177,3 +177,29 @@ def test_consumers_send_their_schema_on_subscribe(client: magnetar.Client, topic
     with pytest.raises(magnetar.IncompatibleSchema):
         client.create_reader(topic, schema=schema.AvroSchema(Other))
     consumer.close()
+
+
+def test_auto_consume_decodes_each_message_with_its_writer_schema(client: magnetar.Client, topic: str) -> None:
+    @dataclass
+    class V2:
+        id: int
+        amount: float
+        note: Optional[str] = None
+        extra: Optional[list[int]] = None
+
+    V2.__name__ = "Order"
+    client.create_producer(topic, schema=schema.AvroSchema(Order)).send(Order(1, 1.5))
+    client.create_producer(topic, schema=schema.AvroSchema(V2)).send(V2(2, 2.5, "x", [1, 2]))
+    client.create_producer(topic).send(b"raw")
+    reader = client.create_reader(topic, schema=schema.AutoConsumeSchema())
+    assert [reader.read_next(TIMEOUT).value for _ in range(3)] == [
+        {"id": 1, "amount": 1.5, "note": None},
+        {"id": 2, "amount": 2.5, "note": "x", "extra": [1, 2]},
+        b"raw",
+    ]
+    other = topic + "-json"
+    client.create_producer(other, schema=schema.JsonSchema(Order)).send(Order(3, 3.5))
+    client.create_producer(other + "-int", schema=schema.IntSchema()).send(42)
+    consumer = client.subscribe([other, other + "-int"], "s", schema=schema.AutoConsumeSchema(), initial_position="earliest")
+    got = sorted((consumer.receive(TIMEOUT).value for _ in range(2)), key=lambda v: isinstance(v, dict))
+    assert got == [42, {"id": 3, "amount": 3.5, "note": None}]

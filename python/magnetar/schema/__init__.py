@@ -22,6 +22,7 @@ See docs/schemas.md for the rule that turns classes into Avro definitions.
 from __future__ import annotations
 
 from ._schemas import (
+    AutoConsumeSchema,
     AvroSchema,
     BooleanSchema,
     ByteSchema,
@@ -49,7 +50,7 @@ Int32Schema = IntSchema
 Int64Schema = LongSchema
 
 __all__ = [
-    "AvroSchema", "BooleanSchema", "ByteSchema", "BytesSchema", "DateSchema", "DoubleSchema",
+    "AutoConsumeSchema", "AvroSchema", "BooleanSchema", "ByteSchema", "BytesSchema", "DateSchema", "DoubleSchema",
     "FloatSchema", "Int16Schema", "Int32Schema", "Int64Schema", "Int8Schema", "IntSchema",
     "JsonSchema", "LongSchema", "Schema", "SchemaInfo", "SchemaType", "ShortSchema",
     "StringSchema", "TimeSchema", "TimestampSchema", "record_definition",
