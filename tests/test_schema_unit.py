@@ -217,3 +217,15 @@ def test_engine_codec_refuses_bad_data() -> None:
         schema.JsonSchema(Order).decode(b'{"amount": 1.0}')
     with pytest.raises(ValueError):
         schema.JsonSchema(Order).decode(b"not json")
+
+
+def test_schemas_pickle() -> None:
+    import pickle
+
+    for s in (schema.AvroSchema(Order), schema.JsonSchema(Everything, namespace="n"), schema.StringSchema(),
+              schema.AvroSchema(definition=schema.AvroSchema(Order).definition), schema.AutoConsumeSchema(),
+              schema.IntSchema()):
+        back = pickle.loads(pickle.dumps(s))
+        assert type(back) is type(s) and back.definition == s.definition and back.type == s.type
+    s = schema.AvroSchema(Order)
+    assert pickle.loads(pickle.dumps(s)).decode(s.encode(Order(1, 2.0))) == Order(1, 2.0)

@@ -312,6 +312,10 @@ def _constructors(classes: dict[str, type]) -> dict[str, Any]:
     return out
 
 
+def _rebuild(kind: Any, record_cls: Any, definition: Any, namespace: Any, properties: Any) -> Any:
+    return kind(record_cls, definition, namespace=namespace, properties=properties)
+
+
 def _construct_plain(cls: type, **fields: Any) -> Any:
     return _convert.construct(cls, fields)
 
@@ -323,6 +327,7 @@ class _Record(Schema[Any]):
                  *, namespace: str | None = None, properties: dict[str, str] | None = None) -> None:
         if record_cls is None and definition is None:
             raise TypeError(f"{type(self).__name__} needs a class or a definition")
+        self._args = (record_cls, definition, namespace, properties)
         classes: dict[str, type] = {}
         if definition is None:
             assert record_cls is not None
@@ -344,6 +349,12 @@ class _Record(Schema[Any]):
         self._classes = classes
         # Encoding and decoding run in the engine: one call per message.
         self._codec = _core._AvroCodec(text, _constructors(classes))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Picklable (Spark UDFs, multiprocessing): rebuilt from the arguments; the class
+        # travels by reference, as pickle takes classes.
+        record_cls, definition, namespace, properties = self._args
+        return _rebuild, (type(self), record_cls, definition, namespace, properties)
 
     def __repr__(self) -> str:
         what = self.record_cls.__name__ if self.record_cls is not None else "definition"
@@ -419,6 +430,9 @@ class AutoConsumeSchema(Schema[Any]):
 
     def _wire(self) -> None:
         return None
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return AutoConsumeSchema, ()
 
     def encode(self, value: Any) -> bytes:
         raise SchemaEncodeError("AutoConsumeSchema cannot encode; give the producer a schema")
