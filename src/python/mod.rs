@@ -3,6 +3,7 @@
 
 mod client;
 mod codec;
+mod codec_json;
 mod consumer;
 mod convert;
 mod dispatch;
