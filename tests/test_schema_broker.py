@@ -203,3 +203,13 @@ def test_auto_consume_decodes_each_message_with_its_writer_schema(client: magnet
     consumer = client.subscribe([other, other + "-int"], "s", schema=schema.AutoConsumeSchema(), initial_position="earliest")
     got = sorted((consumer.receive(TIMEOUT).value for _ in range(2)), key=lambda v: isinstance(v, dict))
     assert got == [42, {"id": 3, "amount": 3.5, "note": None}]
+
+
+def test_key_value_inline_round_trip(client: magnetar.Client, topic: str) -> None:
+    s = schema.KeyValueSchema(schema.StringSchema(), schema.JsonSchema(Order))
+    client.create_producer(topic, schema=s).send(("k", Order(1, 2.0)))
+    client.create_producer(topic, schema=s).send(schema.KeyValue(None, Order(2, 3.0)))
+    reader = client.create_reader(topic, schema=s)
+    assert [reader.read_next(TIMEOUT).value for _ in range(2)] == [("k", Order(1, 2.0)), (None, Order(2, 3.0))]
+    info = client.get_schema(topic)
+    assert info is not None and info.type == schema.SchemaType.KEY_VALUE and info.definition == s.definition

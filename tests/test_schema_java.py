@@ -90,3 +90,17 @@ def test_magnetar_producer_java_pojo_consumer(java: Any, client: magnetar.Client
     producer.send(Order(7, 7.5, "seven"))
     producer.send(Order(8, 8.5))
     assert java("consume", broker.service_url, topic, kind, "2") == ["ORDER 7 7.5 seven", "ORDER 8 8.5 -"]
+
+
+@pytest.mark.parametrize("encoding", ["inline", "separated"])
+def test_java_key_value_read_by_magnetar(java: Any, client: magnetar.Client, broker: Standalone, topic: str, encoding: str) -> None:
+    java("produce-kv", broker.service_url, topic, encoding, "2")
+    info = client.get_schema(topic)
+    mine = schema.KeyValueSchema(schema.StringSchema(), schema.AvroSchema(Order), encoding)
+    assert info is not None and info.type == schema.SchemaType.KEY_VALUE
+    for k in ("kv.encoding.type", "key.schema.type", "key.schema.name", "value.schema.type", "key.schema.properties"):
+        assert info.properties[k] == mine.properties[k], k
+    consumer = client.subscribe(topic, "s", schema=mine, initial_position="earliest")
+    got = [consumer.receive(TIMEOUT).value for _ in range(2)]
+    assert got == [("k0", Order(0, 0.5, "n0")), ("k1", Order(1, 1.5, None))]
+    assert got[0].key == "k0" and got[0].value == Order(0, 0.5, "n0")

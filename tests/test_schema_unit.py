@@ -224,7 +224,7 @@ def test_schemas_pickle() -> None:
 
     for s in (schema.AvroSchema(Order), schema.JsonSchema(Everything, namespace="n"), schema.StringSchema(),
               schema.AvroSchema(definition=schema.AvroSchema(Order).definition), schema.AutoConsumeSchema(),
-              schema.IntSchema()):
+              schema.IntSchema(), schema.KeyValueSchema(schema.StringSchema(), schema.AvroSchema(Order))):
         back = pickle.loads(pickle.dumps(s))
         assert type(back) is type(s) and back.definition == s.definition and back.type == s.type
     s = schema.AvroSchema(Order)

@@ -6,6 +6,10 @@
 //       Sends <count> Order POJOs with Schema.AVRO(Order.class) or Schema.JSON(Order.class):
 //       id = i, amount = i + 0.5, note = "n<i>" for even i, null for odd i.
 //
+//   produce-kv <serviceUrl> <topic> inline|separated <count>
+//       Sends <count> KeyValue<String, Order> with Schema.KeyValue(Schema.STRING,
+//       Schema.AVRO(Order.class), <encoding>): key "k<i>", the Order as above.
+//
 //   consume <serviceUrl> <topic> avro|json <count>
 //       Subscribes from the earliest message with the same schema and prints, per message,
 //       "ORDER <id> <amount> <note or ->".
@@ -20,6 +24,8 @@ import org.apache.pulsar.client.api.Producer;
 import org.apache.pulsar.client.api.PulsarClient;
 import org.apache.pulsar.client.api.Schema;
 import org.apache.pulsar.client.api.SubscriptionInitialPosition;
+import org.apache.pulsar.common.schema.KeyValue;
+import org.apache.pulsar.common.schema.KeyValueEncodingType;
 
 public final class SchemaInterop {
     /** The record both sides share: Java's reflection names it "Order". */
@@ -30,6 +36,10 @@ public final class SchemaInterop {
     }
 
     public static void main(String[] args) throws Exception {
+        if (args[0].equals("produce-kv")) {
+            produceKeyValue(args);
+            return;
+        }
         Schema<Order> schema = switch (args[3]) {
             case "avro" -> Schema.AVRO(Order.class);
             case "json" -> Schema.JSON(Order.class);
@@ -63,6 +73,25 @@ public final class SchemaInterop {
                     }
                 }
                 default -> throw new IllegalArgumentException("unknown mode " + args[0]);
+            }
+        }
+        System.out.println("DONE");
+        System.out.flush();
+        System.exit(0);
+    }
+
+    private static void produceKeyValue(String[] args) throws Exception {
+        KeyValueEncodingType encoding = args[3].equals("inline") ? KeyValueEncodingType.INLINE : KeyValueEncodingType.SEPARATED;
+        Schema<KeyValue<String, Order>> schema = Schema.KeyValue(Schema.STRING, Schema.AVRO(Order.class), encoding);
+        int count = Integer.parseInt(args[4]);
+        try (PulsarClient client = PulsarClient.builder().serviceUrl(args[1]).build();
+             Producer<KeyValue<String, Order>> p = client.newProducer(schema).topic(args[2]).create()) {
+            for (int i = 0; i < count; i++) {
+                Order o = new Order();
+                o.id = i;
+                o.amount = i + 0.5;
+                o.note = i % 2 == 0 ? "n" + i : null;
+                p.send(new KeyValue<>("k" + i, o));
             }
         }
         System.out.println("DONE");

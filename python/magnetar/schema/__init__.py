@@ -42,6 +42,7 @@ from ._schemas import (
     TimestampSchema,
 )
 from ._definition import record_definition
+from ._keyvalue import KeyValue, KeyValueSchema
 
 #: Aliases by wire type name.
 Int8Schema = ByteSchema
@@ -52,6 +53,6 @@ Int64Schema = LongSchema
 __all__ = [
     "AutoConsumeSchema", "AvroSchema", "BooleanSchema", "ByteSchema", "BytesSchema", "DateSchema", "DoubleSchema",
     "FloatSchema", "Int16Schema", "Int32Schema", "Int64Schema", "Int8Schema", "IntSchema",
-    "JsonSchema", "LongSchema", "Schema", "SchemaInfo", "SchemaType", "ShortSchema",
+    "JsonSchema", "KeyValue", "KeyValueSchema", "LongSchema", "Schema", "SchemaInfo", "SchemaType", "ShortSchema",
     "StringSchema", "TimeSchema", "TimestampSchema", "record_definition",
 ]

@@ -384,14 +384,20 @@ class AvroSchema(_Record):
 
     def _decode_with(self, msg: Message) -> Any:
         writer = msg._writer_schema() if msg.schema_version else None
-        if writer is None or writer[2] == self.definition or writer[1] != SchemaType.AVRO:
+        if writer is None or writer[1] != SchemaType.AVRO:
             return self.decode(msg.data)
-        parsed = self._writers.get(writer[2])
+        return self._decode_as(msg.data, writer[2])
+
+    def _decode_as(self, data: bytes, writer: bytes) -> Any:
+        """``data`` written with the Avro definition ``writer``, as this schema's values."""
+        if writer == self.definition:
+            return self.decode(data)
+        parsed = self._writers.get(writer)
         if parsed is None:
-            w = json.loads(writer[2])
-            parsed = self._writers[writer[2]] = (w, _avro.names_of(w), _core._AvroCodec(writer[2].decode(), {}))
+            w = json.loads(writer)
+            parsed = self._writers[writer] = (w, _avro.names_of(w), _core._AvroCodec(writer.decode(), {}))
         # Decoded with the writer's schema to generic values, then resolved to this one's classes.
-        generic = parsed[2].decode(msg.data)
+        generic = parsed[2].decode(data)
         return _convert.build(generic, self.schema, self._names, self._classes)
 
 
