@@ -38,16 +38,21 @@ from .exceptions import (
     AuthorizationError,
     ConnectError,
     ConsumerBusy,
+    IncompatibleSchema,
     InvalidConfiguration,
     MessageTooLarge,
     ProducerBusy,
     ProducerQueueFull,
     ProtocolError,
     PulsarError,
+    SchemaDecodeError,
+    SchemaEncodeError,
     Timeout,
     TopicNotFound,
     TopicTerminated,
 )
+
+from . import schema
 
 _logging.getLogger("magnetar").addHandler(_logging.NullHandler())
 
@@ -69,6 +74,7 @@ __all__ = [
     "Consumer",
     "ConsumerBusy",
     "HashingScheme",
+    "IncompatibleSchema",
     "InitialPosition",
     "InvalidConfiguration",
     "Message",
@@ -81,10 +87,13 @@ __all__ = [
     "PulsarError",
     "Reader",
     "RoutingMode",
+    "SchemaDecodeError",
+    "SchemaEncodeError",
     "SendFuture",
     "SubscriptionType",
     "Timeout",
     "TopicNotFound",
     "TopicTerminated",
     "__version__",
+    "schema",
 ]

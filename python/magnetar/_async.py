@@ -18,6 +18,7 @@ from ._handles import COMPLETED, ClientHandle, ConsumerHandle, ProducerHandle, R
 from ._listener import AsyncListenerRunner
 from ._options import ConsumerOptions, MessageFields, ProducerOptions, ReaderOptions, SendManyColumns, TimeLike, seek_target
 from .exceptions import AlreadyClosed, Timeout, TopicTerminated
+from .schema._schemas import SchemaInfo, schema_info, schema_version
 
 if TYPE_CHECKING:
     from typing import Unpack
@@ -30,12 +31,12 @@ class AsyncProducer(ProducerHandle):
     __slots__ = ()
 
     @documented(MessageFields)
-    async def send(self, data: bytes | str | memoryview | bytearray, **fields: Unpack[MessageFields]) -> MessageId:
+    async def send(self, data: Any, **fields: Unpack[MessageFields]) -> MessageId:
         """Sends one message and returns its id once the broker acknowledged it. Concurrent
         sends share batches."""
         return await call(self._core.send, data, fields or None)
 
-    async def send_many(self, payloads: Sequence[bytes | str | memoryview | bytearray],
+    async def send_many(self, payloads: Sequence[Any],
                         **columns: Unpack[SendManyColumns]) -> list[MessageId]:
         """Sends many messages and returns every id: the fast path.
 
@@ -228,6 +229,11 @@ class AsyncClient(ClientHandle):
     async def get_partition_count(self, topic: str) -> int:
         """Number of partitions of ``topic`` (0 for a non-partitioned topic)."""
         return await call(self._core.partition_count, topic)
+
+    async def get_schema(self, topic: str, version: int | bytes | None = None) -> SchemaInfo | None:
+        """The registry's schema of ``topic`` (its latest, or ``version``), or None when the
+        topic has none."""
+        return schema_info(await call(self._core.get_schema, topic, schema_version(version)))
 
     async def close(self) -> None:
         """Closes every producer, consumer and reader, then the connections; failed pending

@@ -24,6 +24,7 @@ from ._options import (
     resolve,
 )
 from .exceptions import InvalidConfiguration
+from .schema import BytesSchema, Schema
 
 __all__ = ["connection", "consumer", "producer", "reader"]
 
@@ -65,20 +66,29 @@ def client(options: Mapping[str, Any]) -> tuple[dict[str, Any], Any]:
     return connection(given), on_state_change
 
 
-def producer(topic: str, options: Mapping[str, Any]) -> tuple[str, dict[str, Any], Any]:
-    """``create_producer``'s engine arguments: topic, options, router."""
+def producer(topic: str, options: Mapping[str, Any]) -> tuple[str, dict[str, Any], Any, Any]:
+    """``create_producer``'s engine arguments: topic, options, router, schema."""
     opts = resolve(ProducerOptions, options, "create_producer")
     router = opts.pop("router")
     if router is not None and not callable(router):
         raise InvalidConfiguration("router must be a callable (key, num_partitions) -> partition")
-    return topic, opts, router
+    return topic, opts, router, _schema(opts.pop("schema"))
+
+
+def _schema(schema: Any) -> Any:
+    """The schema object the engine takes: None for bytes (nothing is registered)."""
+    if schema is None or type(schema) is BytesSchema:
+        return None
+    if not isinstance(schema, Schema):
+        raise InvalidConfiguration(f"schema must be a magnetar.schema object, not {schema!r}")
+    return schema
 
 
 def consumer(
     topic: str | Sequence[str], subscription: str, options: Mapping[str, Any]
-) -> tuple[tuple[Any, str, dict[str, Any], bool], Any, int]:
-    """``subscribe``'s engine arguments (topic, subscription, options, pattern), the listener
-    and its concurrency."""
+) -> tuple[tuple[Any, str, dict[str, Any], bool, Any], Any, int]:
+    """``subscribe``'s engine arguments (topic, subscription, options, pattern, schema), the
+    listener and its concurrency."""
     opts = resolve(ConsumerOptions, options, "subscribe")
     listener, concurrency = opts.pop("listener"), opts.pop("listener_concurrency")
     if listener is not None and not callable(listener):
@@ -87,11 +97,12 @@ def consumer(
         raise InvalidConfiguration("listener_concurrency must be an int >= 1")
     check_topic(topic)
     pattern = opts.pop("pattern")
+    schema = _schema(opts.pop("schema"))
     topics = topic if isinstance(topic, str) else list(topic)
-    return (topics, subscription, opts, pattern), listener, concurrency
+    return (topics, subscription, opts, pattern, schema), listener, concurrency
 
 
-def reader(topic: str, start: Any, options: Mapping[str, Any]) -> tuple[tuple[str, str, dict[str, Any], bool], int | None]:
+def reader(topic: str, start: Any, options: Mapping[str, Any]) -> tuple[tuple[str, str, dict[str, Any], bool, Any], int | None]:
     """``create_reader``'s engine arguments (a non-durable subscription) and the publish time
     to seek to when the reader starts at a time."""
     opts = resolve(ReaderOptions, options, "create_reader")
@@ -108,4 +119,4 @@ def reader(topic: str, start: Any, options: Mapping[str, Any]) -> tuple[tuple[st
         "consumer_name": opts["reader_name"],
         "read_compacted": opts["read_compacted"],
     }
-    return (topic, f"reader-{os.urandom(5).hex()}", engine, False), at_time
+    return (topic, f"reader-{os.urandom(5).hex()}", engine, False, _schema(opts["schema"])), at_time

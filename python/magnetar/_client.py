@@ -18,6 +18,7 @@ from ._handles import ClientHandle, ConsumerHandle, ProducerHandle, ReaderHandle
 from ._listener import ListenerRunner
 from ._options import ConsumerOptions, MessageFields, SendManyColumns, ProducerOptions, ReaderOptions, TimeLike, seek_target
 from .exceptions import AlreadyClosed, TopicTerminated
+from .schema._schemas import SchemaInfo, schema_info, schema_version
 
 if TYPE_CHECKING:
     from typing import Unpack
@@ -93,14 +94,14 @@ class Producer(ProducerHandle):
     __slots__ = ()
 
     @documented(MessageFields)
-    def send(self, data: bytes | str | memoryview | bytearray, **fields: Unpack[MessageFields]) -> MessageId:
+    def send(self, data: Any, **fields: Unpack[MessageFields]) -> MessageId:
         """Sends one message and waits for the broker's receipt. The open batch goes out at
         once rather than waiting for the batching delay."""
         return self._core.send(data, fields or None)
 
     def send_async(
         self,
-        data: bytes | str | memoryview | bytearray,
+        data: Any,
         callback: Callable[[SendFuture], Any] | None = None,
         **fields: Unpack[MessageFields],
     ) -> SendFuture:
@@ -113,7 +114,7 @@ class Producer(ProducerHandle):
             fut.add_done_callback(callback)
         return fut
 
-    def send_many(self, payloads: Sequence[bytes | str | memoryview | bytearray],
+    def send_many(self, payloads: Sequence[Any],
                   **columns: Unpack[SendManyColumns]) -> list[MessageId]:
         """Sends many messages in one call and waits for every receipt: the fast path.
 
@@ -262,6 +263,11 @@ class Client(ClientHandle):
     def get_partition_count(self, topic: str) -> int:
         """Number of partitions of ``topic`` (0 for a non-partitioned topic)."""
         return self._core.partition_count(topic)
+
+    def get_schema(self, topic: str, version: int | bytes | None = None) -> SchemaInfo | None:
+        """The registry's schema of ``topic`` (its latest, or ``version``), or None when the
+        topic has none."""
+        return schema_info(self._core.get_schema(topic, schema_version(version)))
 
     def close(self) -> None:
         """Closes every producer, consumer and reader, then the connections. Does not raise

@@ -9,6 +9,7 @@ __all__ = [
     "Message",
     "MessageId",
     "SendFuture",
+    "_AvroCodec",
     "_Client",
     "_Consumer",
     "_Producer",
@@ -115,6 +116,15 @@ class Message:
     @property
     def sequence_id(self) -> int:
         """Sequence id assigned by the producer."""
+    @property
+    def value(self) -> Any:
+        """The payload decoded by the consumer's schema (the payload bytes without one);
+        raises :class:`~magnetar.SchemaDecodeError` when it cannot be decoded."""
+    @property
+    def schema_version(self) -> bytes | None:
+        """The registry's version of the schema the message was written with, or None."""
+    def _writer_schema(self) -> tuple[str, int, bytes, dict[str, str], bytes] | None:
+        """The writer schema of this message's version, fetched from the registry once."""
     def __len__(self) -> int: ...
     def __buffer__(self, flags: int, /) -> memoryview: ...
     def __release_buffer__(self, buffer: memoryview, /) -> None: ...
@@ -146,12 +156,14 @@ class _Client:
     blocks without ``future``; given an asyncio future it returns None at once and resolves it."""
 
     def __new__(cls, service_url: str, options: Mapping[str, Any]) -> _Client: ...
-    def create_producer(self, topic: str, options: Mapping[str, Any], router: Callable[[str | None, int], int] | None = None, *, future: _Future | None = None) -> Any:
+    def create_producer(self, topic: str, options: Mapping[str, Any], router: Callable[[str | None, int], int] | None = None, schema: Any = None, *, future: _Future | None = None) -> Any:
         """Creates a producer: a ``_Producer``."""
-    def subscribe(self, topic: str | Sequence[str], subscription: str, options: Mapping[str, Any], pattern: bool = False, *, future: _Future | None = None) -> Any:
+    def subscribe(self, topic: str | Sequence[str], subscription: str, options: Mapping[str, Any], pattern: bool = False, schema: Any = None, *, future: _Future | None = None) -> Any:
         """Subscribes: a ``_Consumer``."""
     def partition_count(self, topic: str, *, future: _Future | None = None) -> Any:
         """Partitions of ``topic`` (0 if not partitioned)."""
+    def get_schema(self, topic: str, version: bytes | None = None, *, future: _Future | None = None) -> Any:
+        """The registry's schema of ``topic``: ``(name, type, definition, properties, version)`` or None."""
     def close(self, *, future: _Future | None = None) -> None:
         """Closes everything."""
     @property
@@ -280,3 +292,17 @@ def _at_exit(timeout: float) -> None:
 def _inject_actor_panic(topic: str) -> int:
     """Makes the producer and consumer actors of ``topic`` panic; returns how many (tests only:
     needs ``MAGNETAR_TEST_HOOKS=1`` in the environment at process start)."""
+
+@final
+class _AvroCodec:
+    """Avro binary and JSON encoding and decoding against an Avro definition (magnetar.schema)."""
+
+    def __new__(cls, definition: str, constructors: Mapping[str, Any]) -> _AvroCodec: ...
+    def encode(self, value: Any) -> bytes:
+        """The Avro binary encoding of ``value``."""
+    def decode(self, data: bytes) -> Any:
+        """The value of Avro binary ``data``."""
+    def encode_json(self, value: Any) -> bytes:
+        """The JSON encoding of ``value``."""
+    def decode_json(self, data: bytes) -> Any:
+        """The value of JSON ``data``."""

@@ -20,6 +20,7 @@ from typing import Annotated, Any, Awaitable, Callable, Mapping, NamedTuple, Seq
 
 from ._core import Message, MessageId
 from .exceptions import InvalidConfiguration
+from .schema import Schema
 
 __all__ = [
     "AccessMode",
@@ -199,6 +200,7 @@ class ProducerOptions(TypedDict, total=False):
     router: Annotated[Union[Callable[[Union[str, None], int], int], None], Opt(None, "``router(key, num_partitions) -> partition`` instead of the routing mode.")]
     batching_type: Annotated[Union[BatchingType, str], Opt(BatchingType.DEFAULT, "``default`` or ``key_based`` (one key per batch).", aliases=("batcherBuilder",))]
     partitions_update_interval: Annotated[Seconds, Opt(60.0, "How often new partitions are looked for.", "s", ("autoUpdatePartitionsIntervalSeconds",))]
+    schema: Annotated[Union[Schema[Any], None], Opt(None, "A :mod:`magnetar.schema` object: registered with the broker, and ``send`` takes values it encodes (default: bytes).")]
 
 
 class ReaderOptions(TypedDict, total=False):
@@ -208,6 +210,7 @@ class ReaderOptions(TypedDict, total=False):
     receiver_queue_size: Annotated[int, Opt(1000, "Messages fetched ahead of the application.", aliases=("receiverQueueSize",))]
     reader_name: Annotated[Union[str, None], Opt(None, "Name shown in the broker's stats.", aliases=("readerName",))]
     read_compacted: Annotated[bool, Opt(False, "Read the compacted view of the topic.", aliases=("readCompacted",))]
+    schema: Annotated[Union[Schema[Any], None], Opt(None, "A :mod:`magnetar.schema` object that ``msg.value`` decodes with (default: bytes).")]
 
 
 class ConsumerOptions(TypedDict, total=False):
@@ -234,6 +237,7 @@ class ConsumerOptions(TypedDict, total=False):
     max_pending_chunked_messages: Annotated[int, Opt(10, "Chunked messages in progress at once; the oldest beyond is given up.", aliases=("maxPendingChunkedMessage",))]
     listener: Annotated[Union[Callable[[Message], Union[object, Awaitable[object]]], None], Opt(None, "Handler each message is pushed to (a coroutine function on AsyncClient); acked when it returns, negatively acked when it raises.")]
     listener_concurrency: Annotated[int, Opt(1, "Handlers running at once (in order per key).")]
+    schema: Annotated[Union[Schema[Any], None], Opt(None, "A :mod:`magnetar.schema` object, sent to the broker on subscribe; ``msg.value`` decodes with it (default: bytes).")]
 
 
 class MessageFields(TypedDict, total=False):
@@ -281,7 +285,7 @@ class Declared:
     def textual(self) -> bool:
         """Whether a text value can give this option (a command-line flag, an environment
         variable, a Spark option): not callables, mappings or credentials objects."""
-        return not any(t in str(self.type) for t in ("Callable", "Mapping", "Authentication"))
+        return not any(t in str(self.type) for t in ("Callable", "Mapping", "Authentication", "Schema"))
 
     def kind(self) -> type:
         """The plain type a text value of this option converts to (bool, int, float or str)."""

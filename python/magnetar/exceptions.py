@@ -16,7 +16,10 @@ the broker refused an operation (``None`` otherwise)::
     ├── AlreadyClosed
     ├── TopicTerminated
     ├── InvalidConfiguration  (also a builtin ValueError)
-    └── ProtocolError
+    ├── ProtocolError
+    ├── IncompatibleSchema    (the broker refused the schema)
+    ├── SchemaEncodeError     (a value does not fit the schema; also a builtin ValueError)
+    └── SchemaDecodeError     (msg.value cannot decode the payload)
 """
 
 from __future__ import annotations
@@ -27,12 +30,15 @@ __all__ = [
     "AuthorizationError",
     "ConnectError",
     "ConsumerBusy",
+    "IncompatibleSchema",
     "InvalidConfiguration",
     "MessageTooLarge",
     "ProducerBusy",
     "ProducerQueueFull",
     "ProtocolError",
     "PulsarError",
+    "SchemaDecodeError",
+    "SchemaEncodeError",
     "Timeout",
     "TopicNotFound",
     "TopicTerminated",
@@ -111,3 +117,20 @@ class InvalidConfiguration(PulsarError, ValueError):
 
 class ProtocolError(PulsarError):
     """The peer violated the Pulsar protocol."""
+
+
+# Schemas
+
+
+class IncompatibleSchema(PulsarError):
+    """The broker refused the producer's or consumer's schema as incompatible with the topic's
+    (the message is the broker's)."""
+
+
+class SchemaEncodeError(PulsarError, ValueError):
+    """A value does not fit the producer's schema; nothing was sent."""
+
+
+class SchemaDecodeError(PulsarError):
+    """``msg.value`` cannot decode the payload with the consumer's schema; the message names
+    the topic, the message id and the schema version. The consumer goes on."""

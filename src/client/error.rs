@@ -38,6 +38,8 @@ pub enum ErrorKind {
     InvalidConfiguration,
     /// The peer violated the protocol.
     Protocol,
+    /// The broker refused a schema as incompatible with the topic's.
+    IncompatibleSchema,
 }
 
 /// An engine error: a kind, a message, and the broker's error code when the broker said no.
@@ -126,6 +128,7 @@ impl Error {
             ServerError::TopicTerminatedError => ErrorKind::TopicTerminated,
             ServerError::InvalidTopicName => ErrorKind::InvalidConfiguration,
             ServerError::ChecksumError => ErrorKind::Protocol,
+            ServerError::IncompatibleSchema => ErrorKind::IncompatibleSchema,
             ServerError::ProducerBlockedQuotaExceededError | ServerError::ProducerBlockedQuotaExceededException => {
                 ErrorKind::ProducerQueueFull
             }

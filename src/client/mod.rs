@@ -18,6 +18,7 @@ mod link;
 mod memory;
 mod partition_consumer;
 mod partition_producer;
+mod schema;
 mod shared;
 pub(crate) mod supervisor;
 mod timer;

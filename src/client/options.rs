@@ -7,6 +7,7 @@ use crate::net::ConnectionOptions;
 /// TLS settings live with the sockets; they are part of the client's options.
 pub use crate::net::TlsOptions;
 use crate::protocol::pb::{command_subscribe::SubType, CompressionType, ProducerAccessMode};
+pub use crate::protocol::schema::SchemaInfo;
 
 /// Client-wide settings.
 #[derive(Debug, Clone)]
@@ -87,6 +88,8 @@ pub struct ProducerOptions {
     pub partitions_update_interval: Duration,
     /// Group batches by key (for Key_Shared consumers) instead of one batch for all keys.
     pub key_based_batching: bool,
+    /// The schema announced to the broker (none: bytes).
+    pub schema: Option<SchemaInfo>,
 }
 
 impl Default for ProducerOptions {
@@ -109,6 +112,7 @@ impl Default for ProducerOptions {
             hashing_scheme: HashingScheme::JavaString,
             partitions_update_interval: Duration::from_secs(60),
             key_based_batching: false,
+            schema: None,
         }
     }
 }
@@ -190,6 +194,8 @@ pub struct ConsumerOptions {
     pub chunk_expiry: Duration,
     /// Most chunked messages reassembled at once; beyond it the oldest is given up.
     pub max_pending_chunked_messages: usize,
+    /// The schema announced to the broker on subscribe (none: bytes).
+    pub schema: Option<SchemaInfo>,
 }
 
 impl Default for ConsumerOptions {
@@ -219,6 +225,7 @@ impl Default for ConsumerOptions {
             // maxPendingChunkedMessage).
             chunk_expiry: Duration::from_secs(60),
             max_pending_chunked_messages: 10,
+            schema: None,
         }
     }
 }

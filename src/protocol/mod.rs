@@ -3,6 +3,7 @@
 //! Encoders append to a `BytesMut`; [`frame::decode`] takes bytes read so far and returns
 //! `Ok(None)` when a frame is incomplete, so the same code serves sockets, fuzzers and tests.
 
+pub mod avro;
 pub mod batch;
 pub mod chunks;
 pub mod commands;
@@ -13,6 +14,7 @@ pub mod frame;
 pub mod fuzzing;
 pub mod hash;
 mod redacted;
+pub mod schema;
 
 /// Types generated from `proto/PulsarApi.proto`.
 #[allow(missing_docs, clippy::all)]

@@ -15,7 +15,7 @@ use super::errors::{invalid, to_pyerr};
 use super::options;
 use super::producer::PyProducer;
 use super::runtime::{engine_handle, run, EngineHandle, ForkGuard};
-use super::{gate, runtime};
+use super::{gate, runtime, schema};
 use crate::client::consumer::TopicSelection;
 use crate::client::{self, Error};
 
@@ -61,28 +61,31 @@ impl PyClient {
         })
     }
 
-    #[pyo3(signature = (topic, options, router=None, *, future=None))]
+    #[pyo3(signature = (topic, options, router=None, schema=None, *, future=None))]
     fn create_producer(
         &self,
         py: Python<'_>,
         topic: String,
         options: &Bound<'_, PyDict>,
         router: Option<Py<PyAny>>,
+        schema: Option<Py<PyAny>>,
         future: Option<Py<PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         self.guard.check()?;
-        let opts = options::producer_options(options)?;
+        let mut opts = options::producer_options(options)?;
+        opts.schema = schema::info(schema.as_ref().map(|s| s.bind(py)))?;
         let c = self.inner.clone();
         let (guard, dispatch) = (self.guard, self.dispatch.clone());
         let create = async move { c.create_producer(&topic, opts).await };
         run(py, &self.dispatch, future, create, move |py, p| {
             p.set_router(router.map(python_router));
             runtime::track(&p);
-            Ok(Py::new(py, PyProducer::new(p, guard, dispatch))?.into_any())
+            Ok(Py::new(py, PyProducer::new(p, guard, dispatch).with_schema(schema))?.into_any())
         })
     }
 
-    #[pyo3(signature = (topic, subscription, options, pattern=false, *, future=None))]
+    #[pyo3(signature = (topic, subscription, options, pattern=false, schema=None, *, future=None))]
+    #[allow(clippy::too_many_arguments)]
     fn subscribe(
         &self,
         py: Python<'_>,
@@ -90,16 +93,19 @@ impl PyClient {
         subscription: String,
         options: &Bound<'_, PyDict>,
         pattern: bool,
+        schema: Option<Py<PyAny>>,
         future: Option<Py<PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         self.guard.check()?;
         let sel = selection(topic, pattern)?;
-        let opts = options::consumer_options(options)?;
+        let mut opts = options::consumer_options(options)?;
+        opts.schema = schema::info(schema.as_ref().map(|s| s.bind(py)))?;
+        let binding = schema::Binding::new(schema, &self.inner);
         let c = self.inner.clone();
         let (guard, dispatch) = (self.guard, self.dispatch.clone());
         let subscribe = async move { c.subscribe(sel, &subscription, opts).await };
         run(py, &self.dispatch, future, subscribe, move |py, consumer| {
-            Ok(Py::new(py, PyConsumer::new(consumer, guard, dispatch))?.into_any())
+            Ok(Py::new(py, PyConsumer::new(consumer, guard, dispatch).with_schema(binding))?.into_any())
         })
     }
 
@@ -107,6 +113,23 @@ impl PyClient {
     fn partition_count(&self, py: Python<'_>, topic: String, future: Option<Py<PyAny>>) -> PyResult<Py<PyAny>> {
         let count = |c: client::Client| async move { c.partition_count(&topic).await };
         self.call(py, future, count, |py, n| Ok(n.into_pyobject(py)?.into_any().unbind()))
+    }
+
+    /// The registry's schema of `topic` at `version` (its bytes; None: the latest) as
+    /// `(name, type, definition, properties, version)`, or None when there is none.
+    #[pyo3(signature = (topic, version=None, *, future=None))]
+    fn get_schema(
+        &self,
+        py: Python<'_>,
+        topic: String,
+        version: Option<Vec<u8>>,
+        future: Option<Py<PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let get = |c: client::Client| async move { c.get_schema(&topic, version).await };
+        self.call(py, future, get, |py, got| match got {
+            Some((info, stored)) => schema::info_tuple(py, &info, &stored),
+            None => Ok(py.None()),
+        })
     }
 
     #[pyo3(signature = (*, future=None))]

@@ -12,7 +12,8 @@ use super::dispatch::Dispatcher;
 use super::errors::{invalid, to_pyerr};
 use super::gate;
 use super::runtime::{engine_handle, none, EngineHandle, ForkGuard};
-use super::types::{id_list, new_message, without_gc, PyMessage, PyMessageId};
+use super::schema::Binding;
+use super::types::{id_list, new_message_with, without_gc, PyMessage, PyMessageId};
 use crate::client::consumer::SeekTarget;
 use crate::client::{self, Error, ErrorKind};
 
@@ -22,11 +23,23 @@ pub struct PyConsumer {
     inner: client::Consumer,
     guard: ForkGuard,
     dispatch: Arc<Dispatcher>,
+    schema: Option<Arc<Binding>>,
 }
 
 impl PyConsumer {
     pub fn new(inner: client::Consumer, guard: ForkGuard, dispatch: Arc<Dispatcher>) -> Self {
-        PyConsumer { inner, guard, dispatch }
+        PyConsumer {
+            inner,
+            guard,
+            dispatch,
+            schema: None,
+        }
+    }
+
+    /// Decodes its messages' `value` with `schema`.
+    pub fn with_schema(mut self, schema: Option<Arc<Binding>>) -> Self {
+        self.schema = schema;
+        self
     }
 }
 
@@ -87,14 +100,14 @@ impl PyConsumer {
     #[pyo3(signature = (timeout=None))]
     fn receive(&self, py: Python<'_>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<Py<PyMessage>> {
         let m = self.receive_one(py, convert::deadline(timeout)?)?;
-        new_message(py, m)
+        new_message_with(py, m, self.schema.as_ref())
     }
 
     /// A queued message or None, without waiting.
     fn try_receive(&self, py: Python<'_>) -> PyResult<Option<Py<PyMessage>>> {
         self.guard.check()?;
         match self.inner.try_receive().map_err(to_pyerr)? {
-            Some(m) => Ok(Some(new_message(py, m)?)),
+            Some(m) => Ok(Some(new_message_with(py, m, self.schema.as_ref())?)),
             None => Ok(None),
         }
     }
@@ -126,7 +139,7 @@ impl PyConsumer {
         without_gc(py, || {
             let out = PyList::empty(py);
             for m in msgs {
-                out.append(new_message(py, m)?)?;
+                out.append(new_message_with(py, m, self.schema.as_ref())?)?;
             }
             Ok(out)
         })

@@ -25,11 +25,12 @@ pub fn class_name(kind: ErrorKind) -> &'static str {
         ErrorKind::TopicTerminated => "TopicTerminated",
         ErrorKind::InvalidConfiguration => "InvalidConfiguration",
         ErrorKind::Protocol => "ProtocolError",
+        ErrorKind::IncompatibleSchema => "IncompatibleSchema",
     }
 }
 
 /// Every kind, for the test that checks each maps to an existing class.
-pub const ALL_KINDS: [ErrorKind; 14] = [
+pub const ALL_KINDS: [ErrorKind; 15] = [
     ErrorKind::Other,
     ErrorKind::Timeout,
     ErrorKind::Connect,
@@ -44,6 +45,7 @@ pub const ALL_KINDS: [ErrorKind; 14] = [
     ErrorKind::TopicTerminated,
     ErrorKind::InvalidConfiguration,
     ErrorKind::Protocol,
+    ErrorKind::IncompatibleSchema,
 ];
 
 fn build(py: Python<'_>, class: &str, message: &str, code: Option<i32>) -> PyResult<PyErr> {

@@ -2,6 +2,8 @@
 //! waits on the engine (blocking or asyncio), and maps errors in one place (`errors.rs`).
 
 mod client;
+mod codec;
+mod codec_json;
 mod consumer;
 mod convert;
 mod dispatch;
@@ -11,6 +13,7 @@ mod lifecycle;
 mod options;
 mod producer;
 mod runtime;
+mod schema;
 mod types;
 
 use pyo3::prelude::*;
@@ -64,6 +67,7 @@ fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<types::PyMessageId>()?;
     m.add_class::<types::PyMessage>()?;
     m.add_class::<types::SendFuture>()?;
+    m.add_class::<codec::AvroCodec>()?;
     m.add_function(wrap_pyfunction!(_error_class_names, m)?)?;
     m.add_function(wrap_pyfunction!(_protocol_version, m)?)?;
     m.add_function(wrap_pyfunction!(_key_hash, m)?)?;

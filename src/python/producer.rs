@@ -8,6 +8,7 @@ use pyo3::types::PyDict;
 use super::convert;
 use super::dispatch::Dispatcher;
 use super::runtime::{engine_handle, none, run, wait, EngineHandle, ForkGuard};
+use super::schema;
 use super::types::{id_list, new_id, SendFuture};
 use crate::client::producer::WouldBlock;
 use crate::client::{self, Error};
@@ -18,11 +19,23 @@ pub struct PyProducer {
     inner: client::Producer,
     guard: ForkGuard,
     dispatch: Arc<Dispatcher>,
+    schema: Option<Py<PyAny>>,
 }
 
 impl PyProducer {
     pub fn new(inner: client::Producer, guard: ForkGuard, dispatch: Arc<Dispatcher>) -> Self {
-        PyProducer { inner, guard, dispatch }
+        PyProducer {
+            inner,
+            guard,
+            dispatch,
+            schema: None,
+        }
+    }
+
+    /// Encodes what it sends with `schema` (a `magnetar.schema` object).
+    pub fn with_schema(mut self, schema: Option<Py<PyAny>>) -> Self {
+        self.schema = schema;
+        self
     }
 }
 
@@ -72,7 +85,7 @@ impl PyProducer {
         future: Option<Py<PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         self.guard.check()?;
-        let msg = convert::message(data, fields)?;
+        let msg = convert::message(&schema::encode(self.schema.as_ref(), data)?, fields)?;
         let p = self.inner.clone();
         let room = future.is_some().then(|| self.dispatch.clone());
         let send = async move {
@@ -97,7 +110,7 @@ impl PyProducer {
         fields: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Py<SendFuture>> {
         self.guard.check()?;
-        let msg = convert::message(data, fields)?;
+        let msg = convert::message(&schema::encode(self.schema.as_ref(), data)?, fields)?;
         self.dispatch.wait_for_room(py, self.inner.blocks_if_full())?;
         let (fut, done) = SendFuture::pending(py, &self.dispatch)?;
         if let Err(blocked) = self.inner.try_enqueue(msg, false, done) {
@@ -123,7 +136,8 @@ impl PyProducer {
         future: Option<Py<PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         self.guard.check()?;
-        let msgs = convert::messages(payloads, keys, properties, event_times)?;
+        let payloads = schema::encode_many(self.schema.as_ref(), payloads)?;
+        let msgs = convert::messages(&payloads, keys, properties, event_times)?;
         let p = self.inner.clone();
         let room = future.is_some().then(|| self.dispatch.clone());
         let send = async move {

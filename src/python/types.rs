@@ -31,8 +31,14 @@ pub fn new_id(py: Python<'_>, inner: client::MessageId) -> PyResult<Py<PyMessage
 }
 
 /// A `Message` object.
-pub fn new_message(py: Python<'_>, inner: client::Message) -> PyResult<Py<PyMessage>> {
-    untracked(py, PyMessage { inner })
+/// A `Message` object, decoded (`msg.value`) by its consumer's schema.
+pub fn new_message_with(
+    py: Python<'_>,
+    inner: client::Message,
+    schema: Option<&Arc<super::schema::Binding>>,
+) -> PyResult<Py<PyMessage>> {
+    let schema = schema.cloned();
+    untracked(py, PyMessage { inner, schema })
 }
 
 /// Where a message sits in a topic. Ordered, hashable, picklable; `serialize()` gives the same
@@ -169,6 +175,8 @@ impl PyMessageId {
 #[pyclass(name = "Message", module = "magnetar", frozen)]
 pub struct PyMessage {
     pub inner: client::Message,
+    /// The consumer's schema, which decodes `value`.
+    pub schema: Option<Arc<super::schema::Binding>>,
 }
 
 #[pymethods]
@@ -177,6 +185,23 @@ impl PyMessage {
     #[getter]
     fn data<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
         PyBytes::new(py, &self.inner.payload)
+    }
+
+    /// The payload decoded by the consumer's schema (the payload bytes without one).
+    #[getter]
+    fn value(slf: &Bound<'_, Self>) -> PyResult<Py<PyAny>> {
+        super::schema::value(slf)
+    }
+
+    /// The registry's version of the schema the message was written with, or None.
+    #[getter]
+    fn schema_version<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
+        super::schema::version(self).map(|v| PyBytes::new(py, v))
+    }
+
+    /// The writer schema of this message's version (see `magnetar.schema`), fetched once.
+    fn _writer_schema(slf: &Bound<'_, Self>) -> PyResult<Py<PyAny>> {
+        super::schema::writer(slf)
     }
 
     /// The payload, decoded as UTF-8.

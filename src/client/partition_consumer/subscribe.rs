@@ -95,6 +95,7 @@ impl Actor {
             s.start_message_rollback_duration_sec = Some(back_ms / 1000 + 2);
         }
         s.subscription_properties = commands::key_values(&self.opts.subscription_properties);
+        s.schema = self.opts.schema.as_ref().map(|s| s.to_pb());
         if self.opts.sub_type == SubType::KeyShared {
             s.key_shared_meta = Some(KeySharedMeta {
                 key_shared_mode: KeySharedMode::AutoSplit as i32,

@@ -453,6 +453,7 @@ impl Actor {
             self.opts.access_mode as i32,
             commands::key_values(&self.opts.properties),
         );
+        let schema = self.opts.schema.as_ref().map(|s| s.to_pb());
         Box::new(move |rid| {
             let mut cmd = commands::producer(&topic, producer_id, rid);
             let p = cmd.producer.as_mut().expect("producer body");
@@ -461,6 +462,7 @@ impl Actor {
             p.epoch = Some(epoch);
             p.producer_access_mode = Some(access_mode);
             p.metadata = properties;
+            p.schema = schema.clone();
             cmd
         })
     }
@@ -470,6 +472,7 @@ impl Actor {
     fn attached(&mut self, reply: &Frame) {
         let ok = reply.command.producer_success.clone().unwrap_or_default();
         *self.state.name.lock().expect("name lock") = ok.producer_name;
+        self.encoder.schema_version = ok.schema_version.filter(|v| !v.is_empty());
         if self.epoch == 0 && self.opts.initial_sequence_id.is_none() {
             if let Some(last) = ok.last_sequence_id.filter(|s| *s >= 0) {
                 self.next_seq = self.next_seq.max(last as u64 + 1);

@@ -20,6 +20,8 @@ pub(super) struct Encoder {
     producer_id: u64,
     compression: CompressionType,
     chunking: bool,
+    /// The version the registry gave the producer's schema; every entry carries it.
+    pub schema_version: Option<Bytes>,
 }
 
 impl Encoder {
@@ -28,6 +30,7 @@ impl Encoder {
             producer_id,
             compression: opts.compression,
             chunking: opts.chunking,
+            schema_version: None,
         }
     }
 
@@ -41,6 +44,7 @@ impl Encoder {
         max_message_size: usize,
     ) -> Result<Vec<Bytes>> {
         let mut meta = metadata(producer_name, sequence_id);
+        meta.schema_version = self.schema_version.clone();
         meta.partition_key = msg.key.clone();
         meta.ordering_key = msg.ordering_key.clone().map(Into::into);
         meta.properties = commands::key_values(&msg.properties);
@@ -91,6 +95,7 @@ impl Encoder {
         let (first_seq, last_seq) = (taken.first_seq, taken.last_seq);
         let n = taken.callbacks.len() as i32;
         let mut meta = metadata(producer_name, first_seq);
+        meta.schema_version = self.schema_version.clone();
         meta.num_messages_in_batch = Some(n);
         meta.partition_key = key;
         meta.ordering_key = ordering_key.map(Into::into);

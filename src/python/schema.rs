@@ -1,0 +1,137 @@
+//! Schemas at the Python boundary. A schema is a `magnetar.schema` object; the engine takes
+//! its wire description (`_wire()`), encodes through it on send (`_encode(value) -> bytes`, one
+//! call per message) and hands each received message to it for `msg.value`
+//! (`_decode_message(msg)`). The writer schema of a message's version is fetched from the
+//! registry once per consumer and version, and cached here.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
+
+use super::errors::invalid;
+use super::runtime::wait;
+use super::types::PyMessage;
+use crate::client;
+use crate::protocol::schema::SchemaInfo;
+
+/// Topic and schema version of a writer schema.
+type WriterKey = (String, Vec<u8>);
+
+/// A consumer's schema with what it needs to decode: the client (for writer schemas) and the
+/// writer schemas fetched so far, by version.
+pub struct Binding {
+    schema: Py<PyAny>,
+    client: client::Client,
+    writers: Mutex<HashMap<WriterKey, Py<PyAny>>>,
+}
+
+impl Binding {
+    /// None when `schema` is None (bytes: `msg.value` is `msg.data`).
+    pub fn new(schema: Option<Py<PyAny>>, client: &client::Client) -> Option<Arc<Binding>> {
+        schema.map(|schema| {
+            Arc::new(Binding {
+                schema,
+                client: client.clone(),
+                writers: Mutex::new(HashMap::new()),
+            })
+        })
+    }
+}
+
+/// The wire schema of a schema object (`schema._wire()`: None, or `(name, type, definition
+/// bytes, properties)`).
+pub fn info(schema: Option<&Bound<'_, PyAny>>) -> PyResult<Option<SchemaInfo>> {
+    let Some(schema) = schema else {
+        return Ok(None);
+    };
+    let wire = schema
+        .call_method0("_wire")
+        .map_err(|_| invalid("schema must be a magnetar.schema object"))?;
+    if wire.is_none() {
+        return Ok(None);
+    }
+    let (name, kind, data, properties): (String, i32, Vec<u8>, Bound<'_, PyDict>) = wire.extract()?;
+    Ok(Some(SchemaInfo {
+        name,
+        kind,
+        data,
+        properties: super::convert::string_pairs(properties.as_any(), "schema properties")?,
+    }))
+}
+
+/// The payload of `value` under `schema` (unchanged without one).
+pub fn encode<'py>(schema: Option<&Py<PyAny>>, value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    match schema {
+        None => Ok(value.clone()),
+        Some(s) => s.bind(value.py()).call_method1("_encode", (value,)),
+    }
+}
+
+/// The payloads of `values` under `schema` (unchanged without one).
+pub fn encode_many<'py>(schema: Option<&Py<PyAny>>, values: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let Some(s) = schema else {
+        return Ok(values.clone());
+    };
+    let s = s.bind(values.py());
+    let out = PyList::empty(values.py());
+    for v in values.try_iter()? {
+        out.append(s.call_method1("_encode", (v?,))?)?;
+    }
+    Ok(out.into_any())
+}
+
+/// `msg.value`: the payload decoded by the consumer's schema, or the payload bytes.
+pub fn value(msg: &Bound<'_, PyMessage>) -> PyResult<Py<PyAny>> {
+    let py = msg.py();
+    match &msg.get().schema {
+        None => Ok(PyBytes::new(py, &msg.get().inner.payload).into_any().unbind()),
+        Some(b) => Ok(b.schema.bind(py).call_method1("_decode_message", (msg,))?.unbind()),
+    }
+}
+
+/// The schema version a message was written with, as the registry's bytes.
+pub fn version(msg: &PyMessage) -> Option<&[u8]> {
+    msg.inner.metadata.schema_version.as_deref().filter(|v| !v.is_empty())
+}
+
+/// The registry's answer as a tuple `(name, type, definition, properties, version)`.
+pub fn info_tuple(py: Python<'_>, info: &SchemaInfo, version: &[u8]) -> PyResult<Py<PyAny>> {
+    let props = PyDict::new(py);
+    for (k, v) in &info.properties {
+        props.set_item(k, v)?;
+    }
+    let t = PyTuple::new(
+        py,
+        [
+            info.name.clone().into_pyobject(py)?.into_any(),
+            info.kind.into_pyobject(py)?.into_any(),
+            PyBytes::new(py, &info.data).into_any(),
+            props.into_any(),
+            PyBytes::new(py, version).into_any(),
+        ],
+    )?;
+    Ok(t.into_any().unbind())
+}
+
+/// The writer schema of a message (`info_tuple`, or None when it has no version or the
+/// registry has none), fetched once per version and consumer; blocks while it fetches.
+pub fn writer(msg: &Bound<'_, PyMessage>) -> PyResult<Py<PyAny>> {
+    let py = msg.py();
+    let (Some(b), Some(v)) = (&msg.get().schema, version(msg.get())) else {
+        return Ok(py.None());
+    };
+    let key = (msg.get().inner.topic.to_string(), v.to_vec());
+    if let Some(w) = b.writers.lock().expect("writers lock").get(&key) {
+        return Ok(w.clone_ref(py));
+    }
+    let (c, topic, ver) = (b.client.clone(), key.0.clone(), v.to_vec());
+    let got = wait(py, async move { c.get_schema(&topic, Some(ver)).await })?;
+    let w = match got {
+        Some((info, stored)) => info_tuple(py, &info, &stored)?,
+        None => py.None(),
+    };
+    b.writers.lock().expect("writers lock").insert(key, w.clone_ref(py));
+    Ok(w)
+}
