@@ -139,7 +139,8 @@ def test_example(example: Example, broker: Standalone, request: pytest.FixtureRe
         request.getfixturevalue("spark_session")
     before = _topics(broker)
     # Padded so that line numbers in a traceback are the Markdown file's.
-    compiled = compile("\n" * (example.line - 1) + code, str(ROOT / example.page), "exec")
+    compiled = compile("\n" * (example.line - 1) + code, str(ROOT / example.page), "exec",
+                       dont_inherit=True)  # this file's `from __future__` must not reach examples
     try:
         exec(compiled, {"__name__": "__doc_example__", "__file__": str(ROOT / example.page)})
     finally:
