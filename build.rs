@@ -8,6 +8,8 @@ fn main() {
         .bytes(["."])
         // Credentials travel in these; their Debug (src/protocol/redacted.rs) leaves them out.
         .skip_debug([".pulsar.proto.CommandConnect", ".pulsar.proto.AuthData"])
+        // `prost::Name`: a decode error names the message type it failed on.
+        .enable_type_names()
         .compile_fds(descriptors)
         .expect("prost code generation");
 }

@@ -78,6 +78,13 @@ fn message_frame(n: usize, body: &[u8], dst: &mut BytesMut) {
     encode_payload_command(&cmd, &metadata(7, n, body.len()), body, dst);
 }
 
+/// One `Message` frame holding a batch of `n` entries of `size` bytes.
+fn batch_frame(n: usize, size: usize) -> Bytes {
+    let mut frame = BytesMut::new();
+    message_frame(n, &batch_body(n, size), &mut frame);
+    frame.freeze()
+}
+
 fn frame_encode(c: &mut Criterion) {
     let mut g = c.benchmark_group("frame_encode");
     // One Send frame per message (batching off).
@@ -133,10 +140,7 @@ fn frame_decode(c: &mut Criterion) {
         )
     });
     // One frame holding a batch of 1000: header + CRC + metadata (entries are split below).
-    let body = batch_body(BATCH, 100);
-    let mut one = BytesMut::new();
-    message_frame(BATCH, &body, &mut one);
-    let one = one.freeze();
+    let one = batch_frame(BATCH, 100);
     g.bench_function("batch_1000x100B", |b| {
         b.iter_batched(
             || BytesMut::from(&one[..]),
@@ -182,10 +186,7 @@ fn batch_unpack(c: &mut Criterion) {
 /// The full receive path of one batched frame: frame decode (CRC, metadata) + entry split.
 fn receive_path(c: &mut Criterion) {
     let mut g = c.benchmark_group("receive_path");
-    let body = batch_body(BATCH, 100);
-    let mut one = BytesMut::new();
-    message_frame(BATCH, &body, &mut one);
-    let one = one.freeze();
+    let one = batch_frame(BATCH, 100);
     g.throughput(Throughput::Elements(BATCH as u64));
     g.bench_function("frame_plus_entries_1000x100B", |b| {
         b.iter_batched(

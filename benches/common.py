@@ -9,6 +9,7 @@ machine's busy share (``/proc/stat``) over exactly the same interval.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import os
@@ -17,7 +18,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ContextManager, Iterator
 
 # Identical settings for every client (the issue's table).
 BATCH_MAX_MESSAGES = 1000
@@ -182,9 +183,25 @@ def latency_stats(intended: list[float], done: list[float], t0: float, warmup: f
 # -- measurement loops every client runs the same way (only the client calls differ) --------
 
 
-async def send_from_tasks(producer: Any, payloads: list[bytes], spec: dict[str, Any], w: Window) -> dict[str, Any]:
+@contextlib.contextmanager
+def warm_producer(client: Any, producer_kwargs: dict[str, Any], spec: dict[str, Any]) -> Iterator[Any]:
+    """A producer of (blocking) ``client`` whose connection, lookup and first batch are done before
+    any window starts; closed, and ``client`` with it, after."""
+    producer = client.create_producer(spec["topic"], **producer_kwargs)
+    producer.send(b"warm-up")
+    yield producer
+    producer.close()
+    client.close()
+
+
+async def send_from_tasks(client: Any, producer_kwargs: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
     """``await producer.send(p)`` for every payload from ``spec["concurrency"]`` tasks, then
-    ``await producer.flush()``, inside ``w``."""
+    ``await producer.flush()``, inside a window; the producer is created (and warmed up) on the
+    asyncio ``client`` first, and both are closed after."""
+    payloads = make_payloads(spec["n"], spec["size"])
+    w = Window(spec["broker_pid"])
+    producer = await client.create_producer(spec["topic"], **producer_kwargs)
+    await producer.send(b"warm-up")
     k = spec["concurrency"]
     slices = [payloads[j::k] for j in range(k)]
     send = producer.send
@@ -207,43 +224,101 @@ async def send_from_tasks(producer: Any, payloads: list[bytes], spec: dict[str, 
     counts = await asyncio.gather(*(worker(s) for s in slices), return_exceptions=True)
     await producer.flush()
     res = w.stop()
+    await producer.close()
+    await client.close()
     sent = sum(c for c in counts if isinstance(c, int))
     failed = sum(1 for c in counts if not isinstance(c, int))
     return {**res, "sent": sent, "errors": failed, "extra_messages": 1, "capped": sent < len(payloads)}
 
 
-def time_each_send(send: Any, payloads: list[bytes], spec: dict[str, Any]) -> dict[str, Any]:
-    """Blocking ``send(p)`` one after another, each timed, until done or ``spec["max_seconds"]``."""
+def consume_blocking(client: Any, consumer_kwargs: dict[str, Any], spec: dict[str, Any],
+                     loops: dict[str, Any]) -> dict[str, Any]:
+    """Subscribes on (blocking) ``client``, then runs ``loops[spec["api"]](consumer, spec)`` inside
+    a window: the client's own receive-and-ack loop for that API, which returns (messages,
+    payload bytes). The consumer and ``client`` are closed after."""
+    loop = loops.get(spec["api"])
+    if loop is None:
+        raise SystemExit(f"unknown consume api {spec['api']!r}")
+    consumer = client.subscribe(spec["topic"], spec["subscription"], **consumer_kwargs)
+    w = Window(spec["broker_pid"])
+    w.start()
+    got, nbytes = loop(consumer, spec)
+    res = w.stop()
+    consumer.close()
+    client.close()
+    return {**res, "received": got, "bytes": nbytes}
+
+
+async def consume_async(client: Any, consumer_kwargs: dict[str, Any], spec: dict[str, Any], loop: Any) -> dict[str, Any]:
+    """Subscribes on the asyncio ``client``, then runs ``await loop(consumer, n, deadline)`` inside
+    a window: the client's own receive-and-ack loop, which returns (messages, payload bytes) and
+    stops at ``n`` messages or, checking now and then, after ``deadline`` (as in
+    :func:`send_from_tasks`)."""
+    n = spec["n"]
+    w = Window(spec["broker_pid"])
+    consumer = await client.subscribe(spec["topic"], spec["subscription"], **consumer_kwargs)
+    deadline = time.monotonic() + (spec.get("async_max_seconds") or 1e9)
+    w.start()
+    got, nbytes = await loop(consumer, n, deadline)
+    res = w.stop()
+    await consumer.close()
+    await client.close()
+    return {**res, "received": got, "bytes": nbytes, "capped": got < n}
+
+
+def time_each_send(warm_producer: ContextManager[Any], spec: dict[str, Any]) -> dict[str, Any]:
+    """Blocking ``send(p)`` on the producer ``warm_producer`` opens, one after another, each timed,
+    until done or ``spec["max_seconds"]``."""
+    payloads = make_payloads(spec["n"], spec["size"])
     n, cap = len(payloads), spec.get("max_seconds") or 1e9
     lat: list[float] = []
     now, append = time.perf_counter, lat.append
     w = Window(spec["broker_pid"])
-    w.start()
-    deadline = now() + cap
-    for i, p in enumerate(payloads):
-        t = now()
-        send(p)
-        append(now() - t)
-        if i % 100 == 99 and now() > deadline:
-            break
-    res = w.stop()
+    with warm_producer as producer:
+        send = producer.send
+        w.start()
+        deadline = now() + cap
+        for i, p in enumerate(payloads):
+            t = now()
+            send(p)
+            append(now() - t)
+            if i % 100 == 99 and now() > deadline:
+                break
+        res = w.stop()
     return {**res, "sent": len(lat), "errors": 0, "extra_messages": 1, "capped": len(lat) < n,
             "latency_ms": percentiles(lat)}
 
 
-def send_at_fixed_rate(send_one: Any, flush: Any, done: list[float], errors: list[int],
-                       spec: dict[str, Any]) -> dict[str, Any]:
-    """Sends ``len(done)`` messages at ``spec["rate"]`` (:func:`fixed_rate_schedule`) inside a
-    window; the completion callbacks fill ``done`` (receipt times) and count ``errors[0]``."""
-    n = len(done)
-    w = Window(spec["broker_pid"])
-    w.start()
-    intended, t0 = fixed_rate_schedule(n, spec["rate"], send_one)
-    flush()
-    res = w.stop()
-    missing = wait_for_callbacks(done)
-    return {**res, "sent": n - errors[0] - missing, "errors": errors[0] + missing, "extra_messages": 1,
-            "latency_ms": latency_stats(intended, done, t0)}
+class FixedRate:
+    """One open-loop latency run: ``spec["rate"] * spec["duration"]`` payloads, sent at
+    ``spec["rate"]`` (:func:`fixed_rate_schedule`), whose completion callbacks report to
+    :meth:`completed`."""
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        self.spec = spec
+        n = int(spec["rate"] * spec["duration"])
+        self.payloads = make_payloads(n, spec["size"])
+        self.done = [0.0] * n  # receipt times, 0.0 until the callback ran
+        self.errors = 0
+
+    def completed(self, i: int, ok: bool) -> None:
+        """What message ``i``'s completion callback calls, first thing."""
+        self.done[i] = time.perf_counter()
+        if not ok:
+            self.errors += 1
+
+    def measure(self, send_one: Any, flush: Any) -> dict[str, Any]:
+        """Calls ``send_one(i)`` for every message at its due time, then ``flush()``, inside a window."""
+        n = len(self.done)
+        w = Window(self.spec["broker_pid"])
+        w.start()
+        intended, t0 = fixed_rate_schedule(n, self.spec["rate"], send_one)
+        flush()
+        res = w.stop()
+        missing = wait_for_callbacks(self.done)
+        errors = self.errors + missing
+        return {**res, "sent": n - errors, "errors": errors, "extra_messages": 1,
+                "latency_ms": latency_stats(intended, self.done, t0)}
 
 
 def measure_idle(receive: Any, spec: dict[str, Any]) -> dict[str, Any]:

@@ -11,20 +11,11 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from typing import Any
+from typing import Any, ContextManager
 
 import magnetar
 
-from benches.common import (
-    Window,
-    load_spec,
-    make_payloads,
-    measure_idle,
-    send_at_fixed_rate,
-    send_from_tasks,
-    time_each_send,
-    write_result,
-)
+from benches import common
 
 
 def _producer_kwargs(spec: dict[str, Any]) -> dict[str, Any]:
@@ -37,15 +28,17 @@ def _consumer_kwargs(spec: dict[str, Any]) -> dict[str, Any]:
     return dict(initial_position="earliest", receiver_queue_size=spec["receiver_queue"])
 
 
+def _warm_producer(spec: dict[str, Any]) -> ContextManager[magnetar.Producer]:
+    return common.warm_producer(magnetar.Client(spec["service_url"]), _producer_kwargs(spec), spec)
+
+
 def produce(spec: dict[str, Any]) -> dict[str, Any]:
     n, api = spec["n"], spec["api"]
-    payloads = make_payloads(n, spec["size"])
-    w = Window(spec["broker_pid"])
     if api == "asyncio":
-        return asyncio.run(_produce_asyncio(spec, payloads, w))
-    with magnetar.Client(spec["service_url"]) as client:
-        producer = client.create_producer(spec["topic"], **_producer_kwargs(spec))
-        producer.send(b"warm-up")  # connection, lookup and first batch outside the window
+        return asyncio.run(_produce_asyncio(spec))
+    payloads = common.make_payloads(n, spec["size"])
+    w = common.Window(spec["broker_pid"])
+    with _warm_producer(spec) as producer:
         if api == "send_async":
             futs: list[Any] = []
             append = futs.append
@@ -67,22 +60,15 @@ def produce(spec: dict[str, Any]) -> dict[str, Any]:
             sent, errors = len(ids), n - len(ids)
         else:
             raise SystemExit(f"unknown produce api {api!r}")
-        producer.close()
     return {**res, "sent": sent, "errors": errors, "extra_messages": 1}
 
 
-async def _produce_asyncio(spec: dict[str, Any], payloads: list[bytes], w: Window) -> dict[str, Any]:
-    client = magnetar.AsyncClient(spec["service_url"])
-    producer = await client.create_producer(spec["topic"], **_producer_kwargs(spec))
-    await producer.send(b"warm-up")
-    result = await send_from_tasks(producer, payloads, spec, w)
-    await producer.close()
-    await client.close()
-    return result
+async def _produce_asyncio(spec: dict[str, Any]) -> dict[str, Any]:
+    return await common.send_from_tasks(magnetar.AsyncClient(spec["service_url"]), _producer_kwargs(spec), spec)
 
 
 def fill(spec: dict[str, Any]) -> dict[str, Any]:
-    payloads = make_payloads(spec["n"], spec["size"])
+    payloads = common.make_payloads(spec["n"], spec["size"])
     with magnetar.Client(spec["service_url"]) as client:
         producer = client.create_producer(spec["topic"], **_producer_kwargs(spec))
         ids = producer.send_many(payloads)
@@ -91,94 +77,68 @@ def fill(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def consume(spec: dict[str, Any]) -> dict[str, Any]:
-    n, api = spec["n"], spec["api"]
-    w = Window(spec["broker_pid"])
-    if api == "async_for":
-        return asyncio.run(_consume_async_for(spec, w))
-    got = nbytes = 0
-    with magnetar.Client(spec["service_url"]) as client:
-        consumer = client.subscribe(spec["topic"], spec["subscription"], **_consumer_kwargs(spec))
-        ack = consumer.ack
-        if api == "receive":
-            receive = consumer.receive
-            w.start()
-            for _ in range(n):
-                m = receive()
-                nbytes += len(m.data)
-                ack(m)
-            got = n
-            res = w.stop()
-        elif api == "receive_many":
-            receive_many = consumer.receive_many
-            batch = spec["receive_batch"]
-            w.start()
-            while got < n:
-                msgs = receive_many(min(batch, n - got), 5.0)
-                if not msgs:
-                    break
-                for m in msgs:
-                    nbytes += len(m.data)
-                consumer.ack_many(msgs)  # each message acked individually, in one call
-                got += len(msgs)
-            res = w.stop()
-        else:
-            raise SystemExit(f"unknown consume api {api!r}")
-        consumer.close()
-    return {**res, "received": got, "bytes": nbytes}
+    if spec["api"] == "async_for":
+        return asyncio.run(_consume_async_for(spec))
+    loops = {"receive": _receive_each, "receive_many": _receive_many}
+    return common.consume_blocking(magnetar.Client(spec["service_url"]), _consumer_kwargs(spec), spec, loops)
 
 
-async def _consume_async_for(spec: dict[str, Any], w: Window) -> dict[str, Any]:
-    n = spec["n"]
-    client = magnetar.AsyncClient(spec["service_url"])
-    consumer = await client.subscribe(spec["topic"], spec["subscription"], **_consumer_kwargs(spec))
-    got = nbytes = 0
-    ack = consumer.ack
-    deadline = time.monotonic() + (spec.get("async_max_seconds") or 1e9)
-    w.start()
-    async for m in consumer:
+def _receive_each(consumer: magnetar.Consumer, spec: dict[str, Any]) -> tuple[int, int]:
+    nbytes = 0
+    receive, ack = consumer.receive, consumer.ack
+    for _ in range(spec["n"]):
+        m = receive()
         nbytes += len(m.data)
         ack(m)
-        got += 1
-        if got >= n or (got & 255 == 0 and time.monotonic() > deadline):
+    return spec["n"], nbytes
+
+
+def _receive_many(consumer: magnetar.Consumer, spec: dict[str, Any]) -> tuple[int, int]:
+    n, batch = spec["n"], spec["receive_batch"]
+    got = nbytes = 0
+    receive_many = consumer.receive_many
+    while got < n:
+        msgs = receive_many(min(batch, n - got), 5.0)
+        if not msgs:
             break
-    res = w.stop()
-    await consumer.close()
-    await client.close()
-    return {**res, "received": got, "bytes": nbytes, "capped": got < n}
+        for m in msgs:
+            nbytes += len(m.data)
+        consumer.ack_many(msgs)  # each message acked individually, in one call
+        got += len(msgs)
+    return got, nbytes
+
+
+async def _consume_async_for(spec: dict[str, Any]) -> dict[str, Any]:
+    async def loop(consumer: magnetar.AsyncConsumer, n: int, deadline: float) -> tuple[int, int]:
+        got = nbytes = 0
+        ack = consumer.ack
+        async for m in consumer:
+            nbytes += len(m.data)
+            ack(m)
+            got += 1
+            if got >= n or (got & 255 == 0 and time.monotonic() > deadline):
+                break
+        return got, nbytes
+
+    return await common.consume_async(magnetar.AsyncClient(spec["service_url"]), _consumer_kwargs(spec), spec, loop)
 
 
 def blocking(spec: dict[str, Any]) -> dict[str, Any]:
-    payloads = make_payloads(spec["n"], spec["size"])
-    with magnetar.Client(spec["service_url"]) as client:
-        producer = client.create_producer(spec["topic"], **_producer_kwargs(spec))
-        producer.send(b"warm-up")
-        result = time_each_send(producer.send, payloads, spec)
-        producer.close()
-    return result
+    return common.time_each_send(_warm_producer(spec), spec)
 
 
 def latency(spec: dict[str, Any]) -> dict[str, Any]:
-    n = int(spec["rate"] * spec["duration"])
-    payloads = make_payloads(n, spec["size"])
-    done = [0.0] * n
-    errors = [0]
-    now = time.perf_counter
-    with magnetar.Client(spec["service_url"]) as client:
-        producer = client.create_producer(spec["topic"], **_producer_kwargs(spec))
-        producer.send(b"warm-up")
-        send_async = producer.send_async
+    run = common.FixedRate(spec)
+    with _warm_producer(spec) as producer:
+        send_async, payloads, completed = producer.send_async, run.payloads, run.completed
 
         def on_done(i: int, fut: Any) -> None:
-            done[i] = now()
-            if fut.exception() is not None:
-                errors[0] += 1
+            completed(i, fut.exception() is None)
 
         def send_one(i: int) -> None:
             send_async(payloads[i], callback=functools.partial(on_done, i))
 
-        result = send_at_fixed_rate(send_one, producer.flush, done, errors, spec)
-        producer.close()
-    return result
+        return run.measure(send_one, producer.flush)
 
 
 def idle(spec: dict[str, Any]) -> dict[str, Any]:
@@ -187,17 +147,17 @@ def idle(spec: dict[str, Any]) -> dict[str, Any]:
         consumer = client.subscribe(spec["topic"], spec["subscription"], **_consumer_kwargs(spec))
         producer.send(b"hello")
         consumer.ack(consumer.receive(timeout=30))
-        return measure_idle(consumer.receive, spec)
+        return common.measure_idle(consumer.receive, spec)
 
 
 def main() -> None:
-    spec, out = load_spec()
+    spec, out = common.load_spec()
     scenario = spec["scenario"]
     fn = {"produce": produce, "fill": fill, "consume": consume, "blocking": blocking, "latency": latency,
           "idle": idle}[scenario]
     result = fn(spec)
     result.update(client="magnetar", version=magnetar.__version__, module=magnetar.__file__)
-    write_result(out, result)
+    common.write_result(out, result)
 
 
 if __name__ == "__main__":

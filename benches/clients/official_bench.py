@@ -11,21 +11,12 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from typing import Any
+from typing import Any, ContextManager
 
 import pulsar
 import pulsar.asyncio as pulsar_asyncio
 
-from benches.common import (
-    Window,
-    load_spec,
-    make_payloads,
-    measure_idle,
-    send_at_fixed_rate,
-    send_from_tasks,
-    time_each_send,
-    write_result,
-)
+from benches import common
 
 
 def _client_kwargs() -> dict[str, Any]:
@@ -46,136 +37,105 @@ def _consumer_kwargs(spec: dict[str, Any], batch: bool = False) -> dict[str, Any
     return kw
 
 
+def _warm_producer(spec: dict[str, Any]) -> ContextManager[Any]:
+    return common.warm_producer(pulsar.Client(spec["service_url"], **_client_kwargs()), _producer_kwargs(spec), spec)
+
+
 def produce(spec: dict[str, Any]) -> dict[str, Any]:
     n, api = spec["n"], spec["api"]
-    payloads = make_payloads(n, spec["size"])
-    w = Window(spec["broker_pid"])
     if api == "asyncio":
-        return asyncio.run(_produce_asyncio(spec, payloads, w))
+        return asyncio.run(_produce_asyncio(spec))
     if api != "send_async":
         raise SystemExit(f"unknown produce api {api!r}")
-    client = pulsar.Client(spec["service_url"], **_client_kwargs())
-    producer = client.create_producer(spec["topic"], **_producer_kwargs(spec))
-    producer.send(b"warm-up")
+    payloads = common.make_payloads(n, spec["size"])
+    w = common.Window(spec["broker_pid"])
     results: list[Any] = []
     append = results.append
 
     def callback(res: Any, msg_id: Any) -> None:
         append(res)
 
-    send_async = producer.send_async
-    w.start()
-    for p in payloads:
-        send_async(p, callback)
-    producer.flush()
-    res = w.stop()
+    with _warm_producer(spec) as producer:
+        send_async = producer.send_async
+        w.start()
+        for p in payloads:
+            send_async(p, callback)
+        producer.flush()
+        res = w.stop()
     ok = sum(1 for r in results if r == pulsar.Result.Ok)
-    producer.close()
-    client.close()
     return {**res, "sent": ok, "errors": n - ok, "extra_messages": 1}
 
 
-async def _produce_asyncio(spec: dict[str, Any], payloads: list[bytes], w: Window) -> dict[str, Any]:
+async def _produce_asyncio(spec: dict[str, Any]) -> dict[str, Any]:
     client = pulsar_asyncio.Client(spec["service_url"], **_client_kwargs())
-    producer = await client.create_producer(spec["topic"], **_producer_kwargs(spec))
-    await producer.send(b"warm-up")
-    result = await send_from_tasks(producer, payloads, spec, w)
-    await producer.close()
-    await client.close()
-    return result
+    return await common.send_from_tasks(client, _producer_kwargs(spec), spec)
 
 
 def consume(spec: dict[str, Any]) -> dict[str, Any]:
-    n, api = spec["n"], spec["api"]
-    w = Window(spec["broker_pid"])
-    if api == "asyncio":
-        return asyncio.run(_consume_asyncio(spec, w))
-    got = nbytes = 0
+    if spec["api"] == "asyncio":
+        return asyncio.run(_consume_asyncio(spec))
+    loops = {"receive": _receive_each, "batch_receive": _batch_receive}
     client = pulsar.Client(spec["service_url"], **_client_kwargs())
-    consumer = client.subscribe(spec["topic"], spec["subscription"], **_consumer_kwargs(spec, api == "batch_receive"))
-    ack = consumer.acknowledge
-    if api == "receive":
-        receive = consumer.receive
-        w.start()
-        for _ in range(n):
-            m = receive()
+    return common.consume_blocking(client, _consumer_kwargs(spec, spec["api"] == "batch_receive"), spec, loops)
+
+
+def _receive_each(consumer: Any, spec: dict[str, Any]) -> tuple[int, int]:
+    nbytes = 0
+    receive, ack = consumer.receive, consumer.acknowledge
+    for _ in range(spec["n"]):
+        m = receive()
+        nbytes += len(m.data())
+        ack(m)
+    return spec["n"], nbytes
+
+
+def _batch_receive(consumer: Any, spec: dict[str, Any]) -> tuple[int, int]:
+    n = spec["n"]
+    got = nbytes = 0
+    batch_receive, ack = consumer.batch_receive, consumer.acknowledge
+    deadline = time.monotonic() + 600
+    while got < n and time.monotonic() < deadline:
+        for m in batch_receive():
             nbytes += len(m.data())
             ack(m)
-        got = n
-        res = w.stop()
-    elif api == "batch_receive":
-        batch_receive = consumer.batch_receive
-        w.start()
-        deadline = time.monotonic() + 600
-        while got < n and time.monotonic() < deadline:
-            for m in batch_receive():
-                nbytes += len(m.data())
-                ack(m)
-                got += 1
-        res = w.stop()
-    else:
-        raise SystemExit(f"unknown consume api {api!r}")
-    consumer.close()
-    client.close()
-    return {**res, "received": got, "bytes": nbytes}
+            got += 1
+    return got, nbytes
 
 
-async def _consume_asyncio(spec: dict[str, Any], w: Window) -> dict[str, Any]:
-    n = spec["n"]
+async def _consume_asyncio(spec: dict[str, Any]) -> dict[str, Any]:
+    async def loop(consumer: Any, n: int, deadline: float) -> tuple[int, int]:
+        got = nbytes = 0
+        receive, ack = consumer.receive, consumer.acknowledge
+        for _ in range(n):
+            m = await receive()
+            nbytes += len(m.data())
+            await ack(m)
+            got += 1
+            if got & 255 == 0 and time.monotonic() > deadline:
+                break
+        return got, nbytes
+
     client = pulsar_asyncio.Client(spec["service_url"], **_client_kwargs())
-    consumer = await client.subscribe(spec["topic"], spec["subscription"], **_consumer_kwargs(spec))
-    got = nbytes = 0
-    receive, ack = consumer.receive, consumer.acknowledge
-    deadline = time.monotonic() + (spec.get("async_max_seconds") or 1e9)
-    w.start()
-    for _ in range(n):
-        m = await receive()
-        nbytes += len(m.data())
-        await ack(m)
-        got += 1
-        if got & 255 == 0 and time.monotonic() > deadline:
-            break
-    res = w.stop()
-    await consumer.close()
-    await client.close()
-    return {**res, "received": got, "bytes": nbytes, "capped": got < n}
+    return await common.consume_async(client, _consumer_kwargs(spec), spec, loop)
 
 
 def blocking(spec: dict[str, Any]) -> dict[str, Any]:
-    payloads = make_payloads(spec["n"], spec["size"])
-    client = pulsar.Client(spec["service_url"], **_client_kwargs())
-    producer = client.create_producer(spec["topic"], **_producer_kwargs(spec))
-    producer.send(b"warm-up")
-    result = time_each_send(producer.send, payloads, spec)
-    producer.close()
-    client.close()
-    return result
+    return common.time_each_send(_warm_producer(spec), spec)
 
 
 def latency(spec: dict[str, Any]) -> dict[str, Any]:
-    n = int(spec["rate"] * spec["duration"])
-    payloads = make_payloads(n, spec["size"])
-    done = [0.0] * n
-    errors = [0]
-    now = time.perf_counter
+    run = common.FixedRate(spec)
     ok = pulsar.Result.Ok
-    client = pulsar.Client(spec["service_url"], **_client_kwargs())
-    producer = client.create_producer(spec["topic"], **_producer_kwargs(spec))
-    producer.send(b"warm-up")
-    send_async = producer.send_async
+    with _warm_producer(spec) as producer:
+        send_async, payloads, completed = producer.send_async, run.payloads, run.completed
 
-    def on_done(i: int, res: Any, msg_id: Any) -> None:
-        done[i] = now()
-        if res != ok:
-            errors[0] += 1
+        def on_done(i: int, res: Any, msg_id: Any) -> None:
+            completed(i, res == ok)
 
-    def send_one(i: int) -> None:
-        send_async(payloads[i], functools.partial(on_done, i))
+        def send_one(i: int) -> None:
+            send_async(payloads[i], functools.partial(on_done, i))
 
-    result = send_at_fixed_rate(send_one, producer.flush, done, errors, spec)
-    producer.close()
-    client.close()
-    return result
+        return run.measure(send_one, producer.flush)
 
 
 def idle(spec: dict[str, Any]) -> dict[str, Any]:
@@ -184,16 +144,16 @@ def idle(spec: dict[str, Any]) -> dict[str, Any]:
     consumer = client.subscribe(spec["topic"], spec["subscription"], **_consumer_kwargs(spec))
     producer.send(b"hello")
     consumer.acknowledge(consumer.receive(30_000))
-    return measure_idle(consumer.receive, spec)
+    return common.measure_idle(consumer.receive, spec)
 
 
 def main() -> None:
-    spec, out = load_spec()
+    spec, out = common.load_spec()
     fn = {"produce": produce, "consume": consume, "blocking": blocking, "latency": latency,
           "idle": idle}[spec["scenario"]]
     result = fn(spec)
     result.update(client="official", version=getattr(pulsar, "__version__", None) or _version())
-    write_result(out, result)
+    common.write_result(out, result)
     if spec["scenario"] == "idle":
         import os
 

@@ -17,6 +17,7 @@ use super::options::ConsumerOptions;
 use super::partition_consumer::{self, Command, PartitionShared};
 pub use super::partition_consumer::{ConsumerStats, SeekTarget};
 use super::shared::{ClientShared, Tracked};
+use super::timer;
 use super::topic::TopicName;
 use crate::net::lookup;
 use crate::protocol::pb::command_subscribe::SubType;
@@ -133,20 +134,19 @@ impl Consumer {
         // Durable subscriptions follow partitions added later; a reader keeps the ones it began with.
         let needs_discovery = consumer.inner.pattern.is_some() || consumer.inner.opts.durable;
         if needs_discovery {
-            let weak = Arc::downgrade(&consumer.inner);
-            let period = consumer.inner.opts.discovery_period;
-            tokio::spawn(async move {
-                loop {
-                    tokio::time::sleep(period).await;
-                    let Some(inner) = weak.upgrade() else { return };
+            timer::every(
+                &consumer.inner,
+                consumer.inner.opts.discovery_period,
+                |inner| async move {
                     if inner.closed.load(Ordering::Acquire) {
-                        return;
+                        return false;
                     }
                     if let Err(e) = (Consumer { inner }).discover().await {
                         log::warn!("topic discovery failed: {e}");
                     }
-                }
-            });
+                    true
+                },
+            );
         }
         Ok(consumer)
     }

@@ -11,7 +11,7 @@ use super::message::{MessageId, OutgoingMessage};
 use super::options::{HashingScheme, ProducerOptions, RoutingMode};
 use super::partition_producer::{Command, PartitionProducer};
 use super::shared::{ClientShared, Tracked};
-use super::timer::now_ms;
+use super::timer::{self, now_ms};
 use super::topic::TopicName;
 use crate::net::lookup;
 use crate::protocol::hash;
@@ -120,40 +120,45 @@ impl Producer {
 
     /// Adds producers for partitions created after this producer, checking periodically.
     fn watch_partitions(&self) {
-        let weak = Arc::downgrade(&self.inner);
-        let period = self.inner.opts.partitions_update_interval;
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(period).await;
-                let Some(inner) = weak.upgrade() else { return };
+        timer::every(
+            &self.inner,
+            self.inner.opts.partitions_update_interval,
+            |inner| async move {
                 let producer = Producer { inner };
                 if producer.is_closed() || producer.inner.client.is_closed() {
-                    return;
+                    return false;
                 }
-                let inner = &producer.inner;
-                let known = inner.parts.read().expect("parts lock").len() as u32;
-                let count = match lookup::partition_count(&inner.client.pool, inner.topic.as_str()).await {
-                    Ok(n) => n,
-                    Err(e) => {
-                        log::debug!("{}: partition check failed: {e}", inner.topic);
-                        continue;
-                    }
-                };
-                for i in known..count {
-                    let name = inner.topic.partition_name(i);
-                    match PartitionProducer::create(inner.client.clone(), name, i as i32, inner.opts.clone()).await {
-                        Ok(p) => {
-                            log::info!("{}: producing to new partition {i}", inner.topic);
-                            inner.parts.write().expect("parts lock").push(Arc::new(p));
-                        }
-                        Err(e) => {
-                            log::warn!("{}: cannot attach to new partition {i}: {e}", inner.topic);
-                            break;
-                        }
-                    }
+                producer.add_new_partitions().await;
+                true
+            },
+        );
+    }
+
+    /// Attaches to the partitions the topic has gained since the last check; a failed check is
+    /// retried at the next one.
+    async fn add_new_partitions(&self) {
+        let inner = &self.inner;
+        let known = inner.parts.read().expect("parts lock").len() as u32;
+        let count = match lookup::partition_count(&inner.client.pool, inner.topic.as_str()).await {
+            Ok(n) => n,
+            Err(e) => {
+                log::debug!("{}: partition check failed: {e}", inner.topic);
+                return;
+            }
+        };
+        for i in known..count {
+            let name = inner.topic.partition_name(i);
+            match PartitionProducer::create(inner.client.clone(), name, i as i32, inner.opts.clone()).await {
+                Ok(p) => {
+                    log::info!("{}: producing to new partition {i}", inner.topic);
+                    inner.parts.write().expect("parts lock").push(Arc::new(p));
+                }
+                Err(e) => {
+                    log::warn!("{}: cannot attach to new partition {i}: {e}", inner.topic);
+                    break;
                 }
             }
-        });
+        }
     }
 
     /// The topic as given (the partitioned topic's name for a partitioned producer).

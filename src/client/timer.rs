@@ -7,7 +7,9 @@
 //! watches like a socket, fires on time, as the C++ client's asio timer does; elsewhere, or if
 //! the timerfd cannot be made, tokio's timer stands in.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::time::Instant;
 
@@ -25,6 +27,26 @@ pub async fn sleep_until_opt(at: Option<Instant>) {
         Some(t) => tokio::time::sleep_until(t).await,
         None => std::future::pending().await,
     }
+}
+
+/// Spawns a task that calls `tick` with `state` every `period` until `tick` returns false or
+/// `state` is dropped: the task holds it weakly between ticks, so it never keeps a handle alive.
+pub(crate) fn every<T, F, Fut>(state: &Arc<T>, period: Duration, mut tick: F)
+where
+    T: Send + Sync + 'static,
+    F: FnMut(Arc<T>) -> Fut + Send + 'static,
+    Fut: Future<Output = bool> + Send,
+{
+    let weak = Arc::downgrade(state);
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(period).await;
+            let Some(state) = weak.upgrade() else { return };
+            if !tick(state).await {
+                return;
+            }
+        }
+    });
 }
 
 /// A one-shot timer for one deadline at a time.

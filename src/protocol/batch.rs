@@ -1,10 +1,10 @@
 //! The batch payload format: entries of `[size u32][SingleMessageMetadata][payload]`, counted
 //! by `MessageMetadata.num_messages_in_batch`.
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use prost::Message as _;
 
-use super::frame::decode_sized;
+use super::frame::decode_prefixed;
 use super::pb::SingleMessageMetadata;
 use super::ProtocolError;
 
@@ -34,13 +34,8 @@ pub fn decode_entries(mut data: Bytes, count: usize) -> Result<Vec<(SingleMessag
         if data.len() < 4 {
             return Err(ProtocolError::BadBatch("entry header truncated"));
         }
-        let size = data.get_u32() as usize;
-        let meta: SingleMessageMetadata = decode_sized(
-            &mut data,
-            size,
-            "SingleMessageMetadata",
-            ProtocolError::BadBatch("entry metadata exceeds the batch"),
-        )?;
+        let overrun = ProtocolError::BadBatch("entry metadata exceeds the batch");
+        let meta: SingleMessageMetadata = decode_prefixed(&mut data, overrun)?;
         let len = usize::try_from(meta.payload_size).map_err(|_| ProtocolError::BadBatch("negative payload size"))?;
         if len > data.len() {
             return Err(ProtocolError::BadBatch("entry payload exceeds the batch"));
@@ -65,14 +60,19 @@ mod tests {
         (meta, payload)
     }
 
+    /// The batch of `entry(0)` to `entry(n - 1)`.
+    fn batch_of(n: usize) -> Bytes {
+        let mut buf = BytesMut::new();
+        for (meta, payload) in (0..n).map(entry) {
+            encode_entry(&meta, &payload, &mut buf);
+        }
+        buf.freeze()
+    }
+
     #[test]
     fn batch_round_trips() {
-        let mut buf = BytesMut::new();
         let entries: Vec<_> = (0..10).map(entry).collect();
-        for (meta, payload) in &entries {
-            encode_entry(meta, payload, &mut buf);
-        }
-        let decoded = decode_entries(buf.freeze(), entries.len()).unwrap();
+        let decoded = decode_entries(batch_of(entries.len()), entries.len()).unwrap();
         assert_eq!(decoded.len(), entries.len());
         for ((m, p), (em, ep)) in decoded.iter().zip(&entries) {
             assert_eq!(m, em);
@@ -93,12 +93,7 @@ mod tests {
 
     #[test]
     fn a_huge_declared_count_is_refused_before_allocating() {
-        let mut buf = BytesMut::new();
-        for i in 0..2 {
-            let (meta, payload) = entry(i);
-            encode_entry(&meta, &payload, &mut buf);
-        }
-        let whole = buf.freeze();
+        let whole = batch_of(2);
         // i32::MAX entries would be a 0.5 TB vector; the refusal must come from the byte count.
         let err = decode_entries(whole.clone(), i32::MAX as usize).unwrap_err();
         assert_eq!(
@@ -113,12 +108,7 @@ mod tests {
 
     #[test]
     fn bytes_after_the_declared_entries_are_ignored() {
-        let mut buf = BytesMut::new();
-        for i in 0..3 {
-            let (meta, payload) = entry(i);
-            encode_entry(&meta, &payload, &mut buf);
-        }
-        let decoded = decode_entries(buf.freeze(), 2).unwrap();
+        let decoded = decode_entries(batch_of(3), 2).unwrap();
         assert_eq!(decoded.len(), 2);
         assert_eq!(decoded[1].0.sequence_id, Some(1));
     }

@@ -1,6 +1,7 @@
 use std::collections::HashMap;
 
 use super::*;
+use ChunkOutcome::{Duplicate, Orphan, Pending};
 
 const LIMITS: ChunkLimits = ChunkLimits {
     max_pending: 3,
@@ -26,6 +27,16 @@ fn push(a: &mut ChunkAssembler, c: ChunkIn<'_>) -> ChunkOutcome {
     outcome
 }
 
+/// Pushes each chunk in turn, expecting nothing dropped; what became of each.
+fn feed<'a>(a: &mut ChunkAssembler, chunks: impl IntoIterator<Item = ChunkIn<'a>>) -> Vec<ChunkOutcome> {
+    chunks.into_iter().map(|c| push(a, c)).collect()
+}
+
+/// Chunk `id` of "abcdef" sent as "ab", "cd", "ef" at entries 1, 2 and 3.
+fn abcdef(id: usize) -> ChunkIn<'static> {
+    chunk("u", id as i32, 3, 6, id as u64 + 1, [b"ab", b"cd", b"ef"][id])
+}
+
 fn complete(data: &'static [u8], entries: &[u64]) -> ChunkOutcome {
     ChunkOutcome::Complete {
         data: Bytes::from_static(data),
@@ -43,8 +54,8 @@ fn abandoned_at(entries: &[u64], reason: &'static str) -> ChunkOutcome {
 #[test]
 fn chunks_in_order_complete_with_every_entry() {
     let mut a = ChunkAssembler::new(LIMITS);
-    assert_eq!(push(&mut a, chunk("u", 0, 3, 9, 1, b"abc")), ChunkOutcome::Pending);
-    assert_eq!(push(&mut a, chunk("u", 1, 3, 9, 2, b"def")), ChunkOutcome::Pending);
+    assert_eq!(push(&mut a, chunk("u", 0, 3, 9, 1, b"abc")), Pending);
+    assert_eq!(push(&mut a, chunk("u", 1, 3, 9, 2, b"def")), Pending);
     assert_eq!((a.pending(), a.buffered_bytes()), (1, 6));
     assert_eq!(
         push(&mut a, chunk("u", 2, 3, 9, 3, b"ghi")),
@@ -64,8 +75,8 @@ fn a_one_chunk_message_completes_at_once() {
 #[test]
 fn interleaved_messages_complete_independently() {
     let mut a = ChunkAssembler::new(LIMITS);
-    assert_eq!(push(&mut a, chunk("a", 0, 2, 4, 1, b"a0")), ChunkOutcome::Pending);
-    assert_eq!(push(&mut a, chunk("b", 0, 2, 4, 2, b"b0")), ChunkOutcome::Pending);
+    assert_eq!(push(&mut a, chunk("a", 0, 2, 4, 1, b"a0")), Pending);
+    assert_eq!(push(&mut a, chunk("b", 0, 2, 4, 2, b"b0")), Pending);
     assert_eq!(push(&mut a, chunk("b", 1, 2, 4, 3, b"b1")), complete(b"b0b1", &[2, 3]));
     assert_eq!(push(&mut a, chunk("a", 1, 2, 4, 4, b"a1")), complete(b"a0a1", &[1, 4]));
 }
@@ -75,10 +86,10 @@ fn duplicates_from_a_producer_resend_are_skipped_and_the_message_completes() {
     // The Java client's own example: chunks 1 and 2 sent again after a reconnect.
     let mut a = ChunkAssembler::new(LIMITS);
     for (id, e) in [(0, 1), (1, 2), (2, 3)] {
-        assert_eq!(push(&mut a, chunk("u", id, 4, 8, e, b"xx")), ChunkOutcome::Pending);
+        assert_eq!(push(&mut a, chunk("u", id, 4, 8, e, b"xx")), Pending);
     }
-    assert_eq!(push(&mut a, chunk("u", 1, 4, 8, 4, b"xx")), ChunkOutcome::Duplicate);
-    assert_eq!(push(&mut a, chunk("u", 2, 4, 8, 5, b"xx")), ChunkOutcome::Duplicate);
+    assert_eq!(push(&mut a, chunk("u", 1, 4, 8, 4, b"xx")), Duplicate);
+    assert_eq!(push(&mut a, chunk("u", 2, 4, 8, 5, b"xx")), Duplicate);
     assert_eq!(
         push(&mut a, chunk("u", 3, 4, 8, 6, b"xx")),
         complete(b"xxxxxxxx", &[1, 2, 3, 6])
@@ -88,27 +99,22 @@ fn duplicates_from_a_producer_resend_are_skipped_and_the_message_completes() {
 #[test]
 fn the_same_entry_redelivered_mid_message_is_held_not_acked() {
     let mut a = ChunkAssembler::new(LIMITS);
-    push(&mut a, chunk("u", 0, 3, 6, 1, b"ab"));
-    push(&mut a, chunk("u", 1, 3, 6, 2, b"cd"));
-    assert_eq!(push(&mut a, chunk("u", 1, 3, 6, 2, b"cd")), ChunkOutcome::Pending);
     assert_eq!(
-        push(&mut a, chunk("u", 2, 3, 6, 3, b"ef")),
-        complete(b"abcdef", &[1, 2, 3])
+        feed(&mut a, [abcdef(0), abcdef(1), abcdef(1), abcdef(2)]),
+        [Pending, Pending, Pending, complete(b"abcdef", &[1, 2, 3])]
     );
 }
 
 #[test]
 fn a_redelivery_from_the_first_chunk_restarts_without_reporting() {
     let mut a = ChunkAssembler::new(LIMITS);
-    push(&mut a, chunk("u", 0, 3, 6, 1, b"ab"));
-    push(&mut a, chunk("u", 1, 3, 6, 2, b"cd"));
+    feed(&mut a, [abcdef(0), abcdef(1)]);
     // Resubscribed: the broker sends entries 1, 2, 3 again; 1 and 2 are not to be acked.
-    assert_eq!(push(&mut a, chunk("u", 0, 3, 6, 1, b"ab")), ChunkOutcome::Pending);
+    assert_eq!(push(&mut a, abcdef(0)), Pending);
     assert_eq!(a.buffered_bytes(), 2);
-    assert_eq!(push(&mut a, chunk("u", 1, 3, 6, 2, b"cd")), ChunkOutcome::Pending);
     assert_eq!(
-        push(&mut a, chunk("u", 2, 3, 6, 3, b"ef")),
-        complete(b"abcdef", &[1, 2, 3])
+        feed(&mut a, [abcdef(1), abcdef(2)]),
+        [Pending, complete(b"abcdef", &[1, 2, 3])]
     );
 }
 
@@ -117,7 +123,7 @@ fn a_producer_restart_at_another_entry_reports_the_old_attempt() {
     let mut a = ChunkAssembler::new(LIMITS);
     push(&mut a, chunk("u", 0, 2, 4, 1, b"ab"));
     let (outcome, dropped) = a.push(chunk("u", 0, 2, 4, 5, b"ab"), Instant::now());
-    assert_eq!(outcome, ChunkOutcome::Pending);
+    assert_eq!(outcome, Pending);
     assert_eq!(dropped, vec![(vec![(1, 1)], RESTARTED)]);
     assert_eq!(push(&mut a, chunk("u", 1, 2, 4, 6, b"cd")), complete(b"abcd", &[5, 6]));
 }
@@ -125,31 +131,24 @@ fn a_producer_restart_at_another_entry_reports_the_old_attempt() {
 #[test]
 fn a_resend_of_a_completed_message_is_a_duplicate_but_a_redelivery_completes_again() {
     let mut a = ChunkAssembler::new(LIMITS);
-    push(&mut a, chunk("u", 0, 2, 6, 1, b"abc"));
-    assert_eq!(
-        push(&mut a, chunk("u", 1, 2, 6, 2, b"def")),
-        complete(b"abcdef", &[1, 2])
-    );
+    let sent = || [chunk("u", 0, 2, 6, 1, b"abc"), chunk("u", 1, 2, 6, 2, b"def")];
+    assert_eq!(feed(&mut a, sent()), [Pending, complete(b"abcdef", &[1, 2])]);
     // The producer lost its connection before the receipts and sent it all again.
-    assert_eq!(push(&mut a, chunk("u", 0, 2, 6, 3, b"abc")), ChunkOutcome::Duplicate);
-    assert_eq!(push(&mut a, chunk("u", 1, 2, 6, 4, b"def")), ChunkOutcome::Duplicate);
+    let resent = [chunk("u", 0, 2, 6, 3, b"abc"), chunk("u", 1, 2, 6, 4, b"def")];
+    assert_eq!(feed(&mut a, resent), [Duplicate, Duplicate]);
     assert_eq!(a.pending(), 0);
     // The broker redelivers the original (unacked) entries: the message comes again.
-    assert_eq!(push(&mut a, chunk("u", 0, 2, 6, 1, b"abc")), ChunkOutcome::Pending);
-    assert_eq!(
-        push(&mut a, chunk("u", 1, 2, 6, 2, b"def")),
-        complete(b"abcdef", &[1, 2])
-    );
+    assert_eq!(feed(&mut a, sent()), [Pending, complete(b"abcdef", &[1, 2])]);
 }
 
 #[test]
 fn a_later_chunk_without_its_start_is_an_orphan() {
     let mut a = ChunkAssembler::new(LIMITS);
-    assert_eq!(push(&mut a, chunk("u", 1, 2, 4, 1, b"cd")), ChunkOutcome::Orphan);
+    assert_eq!(push(&mut a, chunk("u", 1, 2, 4, 1, b"cd")), Orphan);
     push(&mut a, chunk("v", 0, 2, 4, 2, b"ab"));
     push(&mut a, chunk("v", 1, 2, 4, 3, b"cd"));
     // A recently completed message is remembered: a late resend of its last chunk is a duplicate.
-    assert_eq!(push(&mut a, chunk("v", 1, 2, 4, 4, b"cd")), ChunkOutcome::Duplicate);
+    assert_eq!(push(&mut a, chunk("v", 1, 2, 4, 4, b"cd")), Duplicate);
 }
 
 #[test]
@@ -191,16 +190,14 @@ fn invalid_headers_are_abandoned_with_any_message_in_progress() {
 #[test]
 fn headers_must_agree_across_a_message() {
     let mut a = ChunkAssembler::new(LIMITS);
-    push(&mut a, chunk("u", 0, 3, 6, 1, b"ab"));
-    assert_eq!(
-        push(&mut a, chunk("u", 1, 4, 6, 2, b"cd")),
-        abandoned_at(&[1, 2], INCONSISTENT)
-    );
-    push(&mut a, chunk("u", 0, 3, 6, 3, b"ab"));
-    assert_eq!(
-        push(&mut a, chunk("u", 1, 3, 7, 4, b"cd")),
-        abandoned_at(&[3, 4], INCONSISTENT)
-    );
+    // The second chunk changes the chunk count, then the total size.
+    for (num_chunks, total, entry) in [(4, 6, 2), (3, 7, 4)] {
+        push(&mut a, chunk("u", 0, 3, 6, entry - 1, b"ab"));
+        assert_eq!(
+            push(&mut a, chunk("u", 1, num_chunks, total, entry, b"cd")),
+            abandoned_at(&[entry - 1, entry], INCONSISTENT)
+        );
+    }
 }
 
 #[test]
@@ -210,17 +207,14 @@ fn assembled_bytes_never_exceed_the_declared_total() {
         push(&mut a, chunk("u", 0, 2, 2, 1, b"abc")),
         abandoned_at(&[1], OVERSIZED)
     );
-    push(&mut a, chunk("u", 0, 2, 3, 2, b"ab"));
-    assert_eq!(
-        push(&mut a, chunk("u", 1, 2, 3, 3, b"cd")),
-        abandoned_at(&[2, 3], OVERSIZED)
-    );
-    // Short of the declared total when the last chunk arrives.
-    push(&mut a, chunk("u", 0, 2, 5, 4, b"ab"));
-    assert_eq!(
-        push(&mut a, chunk("u", 1, 2, 5, 5, b"cd")),
-        abandoned_at(&[4, 5], UNDERSIZED)
-    );
+    // "ab" + "cd" against a declared total of 3, then of 5 (short when the last chunk arrives).
+    for (total, entry, reason) in [(3, 2, OVERSIZED), (5, 4, UNDERSIZED)] {
+        push(&mut a, chunk("u", 0, 2, total, entry, b"ab"));
+        assert_eq!(
+            push(&mut a, chunk("u", 1, 2, total, entry + 1, b"cd")),
+            abandoned_at(&[entry, entry + 1], reason)
+        );
+    }
     assert_eq!(
         push(&mut a, chunk("u", 0, 1, 5, 6, b"ab")),
         abandoned_at(&[6], UNDERSIZED)
@@ -242,11 +236,13 @@ fn a_declared_total_over_the_limit_is_refused_at_the_first_chunk() {
         push(&mut a, chunk("u", 0, 2, 11, 2, b"ab")),
         abandoned_at(&[2], TOO_LARGE)
     );
-    assert_eq!(push(&mut a, chunk("u", 1, 2, 11, 3, b"ab")), ChunkOutcome::Orphan);
-    push(&mut a, chunk("u", 0, 2, 10, 4, b"abcde"));
+    assert_eq!(push(&mut a, chunk("u", 1, 2, 11, 3, b"ab")), Orphan);
     assert_eq!(
-        push(&mut a, chunk("u", 1, 2, 10, 5, b"fghij")),
-        complete(b"abcdefghij", &[4, 5])
+        feed(
+            &mut a,
+            [chunk("u", 0, 2, 10, 4, b"abcde"), chunk("u", 1, 2, 10, 5, b"fghij")]
+        ),
+        [Pending, complete(b"abcdefghij", &[4, 5])]
     );
 }
 
@@ -256,13 +252,13 @@ fn starting_one_message_too_many_evicts_the_oldest() {
     let now = Instant::now();
     for (i, uuid) in ["a", "b", "c"].into_iter().enumerate() {
         let (o, d) = a.push(chunk(uuid, 0, 2, 4, i as u64, b"ab"), now);
-        assert_eq!((o, d.len()), (ChunkOutcome::Pending, 0));
+        assert_eq!((o, d.len()), (Pending, 0));
     }
     let (outcome, dropped) = a.push(chunk("d", 0, 2, 4, 3, b"ab"), now);
-    assert_eq!(outcome, ChunkOutcome::Pending);
+    assert_eq!(outcome, Pending);
     assert_eq!(dropped, vec![(vec![(1, 0)], EVICTED)]);
     assert_eq!((a.pending(), a.buffered_bytes()), (3, 6));
-    assert_eq!(push(&mut a, chunk("a", 1, 2, 4, 4, b"cd")), ChunkOutcome::Orphan);
+    assert_eq!(push(&mut a, chunk("a", 1, 2, 4, 4, b"cd")), Orphan);
     // Chunks of messages in progress never evict anything.
     assert_eq!(push(&mut a, chunk("b", 1, 2, 4, 5, b"cd")), complete(b"abcd", &[1, 5]));
 }
@@ -304,7 +300,7 @@ fn clear_forgets_everything_in_progress() {
     push(&mut a, chunk("b", 0, 2, 4, 2, b"ab"));
     a.clear();
     assert_eq!((a.pending(), a.buffered_bytes(), a.next_deadline()), (0, 0, None));
-    assert_eq!(push(&mut a, chunk("a", 1, 2, 4, 3, b"cd")), ChunkOutcome::Orphan);
+    assert_eq!(push(&mut a, chunk("a", 1, 2, 4, 3, b"cd")), Orphan);
 }
 
 mod model {
@@ -463,8 +459,8 @@ mod model {
                             prop_assert_eq!(entries.last(), Some(&e));
                             report(&entries, &mut reported);
                         }
-                        ChunkOutcome::Duplicate | ChunkOutcome::Orphan => report(&[e], &mut reported),
-                        ChunkOutcome::Pending => {}
+                        Duplicate | Orphan => report(&[e], &mut reported),
+                        Pending => {}
                     }
                     prop_assert!(a.pending() <= max_pending.max(1));
                     prop_assert!(a.buffered_bytes() <= a.pending() * max_message_size);

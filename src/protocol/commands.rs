@@ -21,6 +21,16 @@ fn base(kind: Type) -> BaseCommand {
     }
 }
 
+/// `command!(Kind { field: body })`: a `BaseCommand` of type `Kind` with `body` in `field`. The
+/// type tag and the field it announces are written side by side, so they cannot drift apart.
+macro_rules! command {
+    ($kind:ident { $field:ident: $body:expr $(,)? }) => {{
+        let mut cmd = base(Type::$kind);
+        cmd.$field = Some($body);
+        cmd
+    }};
+}
+
 /// Features this client supports, announced in `Connect`.
 pub fn feature_flags() -> pb::FeatureFlags {
     pb::FeatureFlags {
@@ -34,89 +44,89 @@ pub fn feature_flags() -> pb::FeatureFlags {
 
 /// `Connect`, optionally with an authentication method and its data.
 pub fn connect(auth_method: Option<&str>, auth_data: Option<Vec<u8>>, proxy_to: Option<&str>) -> BaseCommand {
-    let mut cmd = base(Type::Connect);
-    cmd.connect = Some(pb::CommandConnect {
-        client_version: super::CLIENT_VERSION.to_string(),
-        protocol_version: Some(super::PROTOCOL_VERSION),
-        auth_method_name: auth_method.map(str::to_string),
-        auth_data: auth_data.map(Into::into),
-        proxy_to_broker_url: proxy_to.map(str::to_string),
-        feature_flags: Some(feature_flags()),
-        ..Default::default()
-    });
-    cmd
+    command!(Connect {
+        connect: pb::CommandConnect {
+            client_version: super::CLIENT_VERSION.to_string(),
+            protocol_version: Some(super::PROTOCOL_VERSION),
+            auth_method_name: auth_method.map(str::to_string),
+            auth_data: auth_data.map(Into::into),
+            proxy_to_broker_url: proxy_to.map(str::to_string),
+            feature_flags: Some(feature_flags()),
+            ..Default::default()
+        }
+    })
 }
 
 /// `Ping` (keepalive probe).
 pub fn ping() -> BaseCommand {
-    let mut cmd = base(Type::Ping);
-    cmd.ping = Some(pb::CommandPing {});
-    cmd
+    command!(Ping {
+        ping: pb::CommandPing {}
+    })
 }
 
 /// `Pong` (answer to the broker's `Ping`).
 pub fn pong() -> BaseCommand {
-    let mut cmd = base(Type::Pong);
-    cmd.pong = Some(pb::CommandPong {});
-    cmd
+    command!(Pong {
+        pong: pb::CommandPong {}
+    })
 }
 
 /// `Lookup` of the broker serving `topic`.
 pub fn lookup(topic: &str, request_id: u64, authoritative: bool) -> BaseCommand {
-    let mut cmd = base(Type::Lookup);
-    cmd.lookup_topic = Some(pb::CommandLookupTopic {
-        topic: topic.to_string(),
-        request_id,
-        authoritative: Some(authoritative),
-        ..Default::default()
-    });
-    cmd
+    command!(Lookup {
+        lookup_topic: pb::CommandLookupTopic {
+            topic: topic.to_string(),
+            request_id,
+            authoritative: Some(authoritative),
+            ..Default::default()
+        }
+    })
 }
 
 /// `PartitionedMetadata`: how many partitions `topic` has (0 for a non-partitioned topic).
 pub fn partitioned_metadata(topic: &str, request_id: u64) -> BaseCommand {
-    let mut cmd = base(Type::PartitionedMetadata);
-    cmd.partition_metadata = Some(pb::CommandPartitionedTopicMetadata {
-        topic: topic.to_string(),
-        request_id,
-        ..Default::default()
-    });
-    cmd
+    command!(PartitionedMetadata {
+        partition_metadata: pb::CommandPartitionedTopicMetadata {
+            topic: topic.to_string(),
+            request_id,
+            ..Default::default()
+        }
+    })
 }
 
 /// `Producer`: attach a producer to a topic. Fill the optional fields on the returned command.
 pub fn producer(topic: &str, producer_id: u64, request_id: u64) -> BaseCommand {
-    let mut cmd = base(Type::Producer);
-    cmd.producer = Some(pb::CommandProducer {
-        topic: topic.to_string(),
-        producer_id,
-        request_id,
-        ..Default::default()
-    });
-    cmd
+    command!(Producer {
+        producer: pb::CommandProducer {
+            topic: topic.to_string(),
+            producer_id,
+            request_id,
+            ..Default::default()
+        }
+    })
 }
 
 /// `Send` of one message or one batch of `num_messages`.
 pub fn send(producer_id: u64, sequence_id: u64, num_messages: i32) -> BaseCommand {
-    let mut cmd = base(Type::Send);
-    cmd.send = Some(pb::CommandSend {
-        producer_id,
-        sequence_id,
-        num_messages: if num_messages == 1 { None } else { Some(num_messages) },
-        ..Default::default()
-    });
-    cmd
+    command!(Send {
+        send: pb::CommandSend {
+            producer_id,
+            sequence_id,
+            num_messages: if num_messages == 1 { None } else { Some(num_messages) },
+            ..Default::default()
+        }
+    })
 }
 
 /// `CloseProducer`.
 pub fn close_producer(producer_id: u64, request_id: u64) -> BaseCommand {
-    let mut cmd = base(Type::CloseProducer);
-    cmd.close_producer = Some(pb::CommandCloseProducer {
-        producer_id,
-        request_id,
-        ..Default::default()
-    });
-    cmd
+    command!(CloseProducer {
+        close_producer: pb::CommandCloseProducer {
+            producer_id,
+            request_id,
+            ..Default::default()
+        }
+    })
 }
 
 /// `Subscribe`. Fill the optional fields on the returned command.
@@ -127,26 +137,26 @@ pub fn subscribe(
     consumer_id: u64,
     request_id: u64,
 ) -> BaseCommand {
-    let mut cmd = base(Type::Subscribe);
-    cmd.subscribe = Some(pb::CommandSubscribe {
-        topic: topic.to_string(),
-        subscription: subscription.to_string(),
-        sub_type: sub_type as i32,
-        consumer_id,
-        request_id,
-        ..Default::default()
-    });
-    cmd
+    command!(Subscribe {
+        subscribe: pb::CommandSubscribe {
+            topic: topic.to_string(),
+            subscription: subscription.to_string(),
+            sub_type: sub_type as i32,
+            consumer_id,
+            request_id,
+            ..Default::default()
+        }
+    })
 }
 
 /// `Flow`: grant the broker `permits` more messages for this consumer.
 pub fn flow(consumer_id: u64, permits: u32) -> BaseCommand {
-    let mut cmd = base(Type::Flow);
-    cmd.flow = Some(pb::CommandFlow {
-        consumer_id,
-        message_permits: permits,
-    });
-    cmd
+    command!(Flow {
+        flow: pb::CommandFlow {
+            consumer_id,
+            message_permits: permits,
+        }
+    })
 }
 
 /// `Ack` of `ids`, individually or cumulatively.
@@ -157,49 +167,49 @@ pub fn ack(
     validation_error: Option<pb::command_ack::ValidationError>,
     request_id: Option<u64>,
 ) -> BaseCommand {
-    let mut cmd = base(Type::Ack);
-    cmd.ack = Some(pb::CommandAck {
-        consumer_id,
-        ack_type: ack_type as i32,
-        message_id: ids,
-        validation_error: validation_error.map(|v| v as i32),
-        request_id,
-        ..Default::default()
-    });
-    cmd
+    command!(Ack {
+        ack: pb::CommandAck {
+            consumer_id,
+            ack_type: ack_type as i32,
+            message_id: ids,
+            validation_error: validation_error.map(|v| v as i32),
+            request_id,
+            ..Default::default()
+        }
+    })
 }
 
 /// `RedeliverUnacknowledgedMessages`: all of them when `ids` is empty.
 pub fn redeliver(consumer_id: u64, ids: Vec<pb::MessageIdData>) -> BaseCommand {
-    let mut cmd = base(Type::RedeliverUnacknowledgedMessages);
-    cmd.redeliver_unacknowledged_messages = Some(pb::CommandRedeliverUnacknowledgedMessages {
-        consumer_id,
-        message_ids: ids,
-        ..Default::default()
-    });
-    cmd
+    command!(RedeliverUnacknowledgedMessages {
+        redeliver_unacknowledged_messages: pb::CommandRedeliverUnacknowledgedMessages {
+            consumer_id,
+            message_ids: ids,
+            ..Default::default()
+        }
+    })
 }
 
 /// `Unsubscribe`.
 pub fn unsubscribe(consumer_id: u64, request_id: u64) -> BaseCommand {
-    let mut cmd = base(Type::Unsubscribe);
-    cmd.unsubscribe = Some(pb::CommandUnsubscribe {
-        consumer_id,
-        request_id,
-        ..Default::default()
-    });
-    cmd
+    command!(Unsubscribe {
+        unsubscribe: pb::CommandUnsubscribe {
+            consumer_id,
+            request_id,
+            ..Default::default()
+        }
+    })
 }
 
 /// `CloseConsumer`.
 pub fn close_consumer(consumer_id: u64, request_id: u64) -> BaseCommand {
-    let mut cmd = base(Type::CloseConsumer);
-    cmd.close_consumer = Some(pb::CommandCloseConsumer {
-        consumer_id,
-        request_id,
-        ..Default::default()
-    });
-    cmd
+    command!(CloseConsumer {
+        close_consumer: pb::CommandCloseConsumer {
+            consumer_id,
+            request_id,
+            ..Default::default()
+        }
+    })
 }
 
 /// `Seek` to a message id or to a publish time (milliseconds since the epoch).
@@ -209,46 +219,46 @@ pub fn seek(
     message_id: Option<pb::MessageIdData>,
     publish_time_ms: Option<u64>,
 ) -> BaseCommand {
-    let mut cmd = base(Type::Seek);
-    cmd.seek = Some(pb::CommandSeek {
-        consumer_id,
-        request_id,
-        message_id,
-        message_publish_time: publish_time_ms,
-    });
-    cmd
+    command!(Seek {
+        seek: pb::CommandSeek {
+            consumer_id,
+            request_id,
+            message_id,
+            message_publish_time: publish_time_ms,
+        }
+    })
 }
 
 /// `GetLastMessageId`.
 pub fn get_last_message_id(consumer_id: u64, request_id: u64) -> BaseCommand {
-    let mut cmd = base(Type::GetLastMessageId);
-    cmd.get_last_message_id = Some(pb::CommandGetLastMessageId {
-        consumer_id,
-        request_id,
-    });
-    cmd
+    command!(GetLastMessageId {
+        get_last_message_id: pb::CommandGetLastMessageId {
+            consumer_id,
+            request_id,
+        }
+    })
 }
 
 /// `ConsumerStats`.
 pub fn consumer_stats(consumer_id: u64, request_id: u64) -> BaseCommand {
-    let mut cmd = base(Type::ConsumerStats);
-    cmd.consumer_stats = Some(pb::CommandConsumerStats {
-        request_id,
-        consumer_id,
-    });
-    cmd
+    command!(ConsumerStats {
+        consumer_stats: pb::CommandConsumerStats {
+            request_id,
+            consumer_id,
+        }
+    })
 }
 
 /// `GetTopicsOfNamespace` (persistent topics), for pattern subscriptions.
 pub fn get_topics_of_namespace(namespace: &str, request_id: u64) -> BaseCommand {
-    let mut cmd = base(Type::GetTopicsOfNamespace);
-    cmd.get_topics_of_namespace = Some(pb::CommandGetTopicsOfNamespace {
-        request_id,
-        namespace: namespace.to_string(),
-        mode: Some(pb::command_get_topics_of_namespace::Mode::Persistent as i32),
-        ..Default::default()
-    });
-    cmd
+    command!(GetTopicsOfNamespace {
+        get_topics_of_namespace: pb::CommandGetTopicsOfNamespace {
+            request_id,
+            namespace: namespace.to_string(),
+            mode: Some(pb::command_get_topics_of_namespace::Mode::Persistent as i32),
+            ..Default::default()
+        }
+    })
 }
 
 /// The request id a response command answers, if it answers one.

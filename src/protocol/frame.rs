@@ -10,7 +10,7 @@
 //! `total` counts every byte after itself; the CRC32C covers `meta_size` through the end.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use prost::Message as _;
+use prost::{Message as _, Name as _};
 
 use super::pb::{base_command::Type, BaseCommand, BrokerEntryMetadata, MessageMetadata};
 use super::ProtocolError;
@@ -108,13 +108,7 @@ pub fn decode(src: &mut BytesMut, max_frame_size: usize) -> Result<Option<Frame>
 }
 
 fn parse_frame(mut frame: Bytes) -> Result<Frame, ProtocolError> {
-    let cmd_size = frame.get_u32() as usize;
-    let command: BaseCommand = decode_sized(
-        &mut frame,
-        cmd_size,
-        "BaseCommand",
-        ProtocolError::Malformed("command size exceeds the frame"),
-    )?;
+    let command: BaseCommand = decode_prefixed(&mut frame, ProtocolError::Malformed("command size exceeds the frame"))?;
     if Type::try_from(command.r#type).is_err() {
         return Err(ProtocolError::UnknownCommand(command.r#type));
     }
@@ -131,13 +125,8 @@ fn parse_payload(mut rest: Bytes) -> Result<Payload, ProtocolError> {
     let mut magic = take_u16(&mut rest)?;
     if magic == MAGIC_BROKER_ENTRY_METADATA {
         let size = take_u32(&mut rest)? as usize;
-        let bem: BrokerEntryMetadata = decode_sized(
-            &mut rest,
-            size,
-            "BrokerEntryMetadata",
-            ProtocolError::Malformed("broker entry metadata size exceeds the frame"),
-        )?;
-        broker_entry_metadata = Some(bem);
+        let overrun = ProtocolError::Malformed("broker entry metadata size exceeds the frame");
+        broker_entry_metadata = Some(decode_sized::<BrokerEntryMetadata>(&mut rest, size, overrun)?);
         magic = take_u16(&mut rest)?;
     }
     if magic != MAGIC_CRC32C {
@@ -166,7 +155,7 @@ fn parse_payload(mut rest: Bytes) -> Result<Payload, ProtocolError> {
         Ok(metadata) => payload.metadata = metadata,
         Err(e) => {
             payload.corruption = Some(ProtocolError::Protobuf {
-                what: "MessageMetadata",
+                what: MessageMetadata::NAME,
                 reason: e.to_string(),
             });
             return Ok(payload);
@@ -176,18 +165,27 @@ fn parse_payload(mut rest: Bytes) -> Result<Payload, ProtocolError> {
     Ok(payload)
 }
 
-/// Decodes a `what` from the next `size` bytes of `buf`; `overrun` when fewer remain.
-pub(crate) fn decode_sized<M: prost::Message + Default>(
+/// Decodes the `M` behind the `u32` size at the front of `buf` (the caller has checked that the
+/// size is there); `overrun` when the size exceeds what remains.
+pub(crate) fn decode_prefixed<M: prost::Message + prost::Name + Default>(
+    buf: &mut Bytes,
+    overrun: ProtocolError,
+) -> Result<M, ProtocolError> {
+    let size = buf.get_u32() as usize;
+    decode_sized(buf, size, overrun)
+}
+
+/// Decodes an `M` from the next `size` bytes of `buf`; `overrun` when fewer remain.
+pub(crate) fn decode_sized<M: prost::Message + prost::Name + Default>(
     buf: &mut Bytes,
     size: usize,
-    what: &'static str,
     overrun: ProtocolError,
 ) -> Result<M, ProtocolError> {
     if size > buf.len() {
         return Err(overrun);
     }
     M::decode(buf.split_to(size)).map_err(|e| ProtocolError::Protobuf {
-        what,
+        what: M::NAME,
         reason: e.to_string(),
     })
 }

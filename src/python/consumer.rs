@@ -8,42 +8,31 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use super::convert;
-use super::dispatch::Dispatcher;
 use super::errors::{invalid, to_pyerr};
 use super::gate;
-use super::runtime::{engine_handle, none, EngineHandle, ForkGuard};
+use super::getters;
+use super::runtime::{engine_handle, none, EngineHandle};
 use super::schema::Binding;
 use super::types::{id_list, new_message_with, without_gc, PyMessage, PyMessageId};
 use crate::client::consumer::SeekTarget;
 use crate::client::{self, Error, ErrorKind};
 
-/// Engine handle of a consumer (and of a reader, which is a non-durable consumer).
-#[pyclass(name = "_Consumer", module = "magnetar._core", frozen)]
-pub struct PyConsumer {
-    inner: client::Consumer,
-    guard: ForkGuard,
-    dispatch: Arc<Dispatcher>,
-    schema: Option<Arc<Binding>>,
+// `close(*, future=None)` and `closed` come with it (see `engine_handle!`).
+engine_handle! {
+    /// Engine handle of a consumer (and of a reader, which is a non-durable consumer).
+    #[pyclass(name = "_Consumer", module = "magnetar._core", frozen)]
+    pub struct PyConsumer(client::Consumer) {
+        schema: Option<Arc<Binding>>,
+    };
 }
 
 impl PyConsumer {
-    pub fn new(inner: client::Consumer, guard: ForkGuard, dispatch: Arc<Dispatcher>) -> Self {
-        PyConsumer {
-            inner,
-            guard,
-            dispatch,
-            schema: None,
-        }
-    }
-
     /// Decodes its messages' `value` with `schema`.
     pub fn with_schema(mut self, schema: Option<Arc<Binding>>) -> Self {
         self.schema = schema;
         self
     }
 }
-
-engine_handle!(PyConsumer, client::Consumer);
 
 fn message_id_of(obj: &Bound<'_, PyAny>) -> PyResult<client::MessageId> {
     if let Ok(m) = obj.cast::<PyMessage>() {
@@ -69,33 +58,16 @@ fn seek_target(target: &Bound<'_, PyAny>) -> PyResult<SeekTarget> {
     }
 }
 
+getters!(PyConsumer {
+    fn topics() -> Vec<String>;
+    fn subscription() -> &str;
+    fn is_connected() -> bool;
+    fn corrupt_messages() -> u64;
+    fn queued() -> usize;
+});
+
 #[pymethods]
 impl PyConsumer {
-    #[getter]
-    fn topics(&self) -> Vec<String> {
-        self.inner.topics()
-    }
-    #[getter]
-    fn subscription(&self) -> &str {
-        self.inner.subscription()
-    }
-    #[getter]
-    fn is_connected(&self) -> bool {
-        self.inner.is_connected()
-    }
-    #[getter]
-    fn corrupt_messages(&self) -> u64 {
-        self.inner.corrupt_messages()
-    }
-    #[getter]
-    fn queued(&self) -> usize {
-        self.inner.queued()
-    }
-    #[getter]
-    fn closed(&self) -> bool {
-        self.inner.is_closed()
-    }
-
     /// The next message, waiting up to `timeout` seconds (None: forever).
     #[pyo3(signature = (timeout=None))]
     fn receive(&self, py: Python<'_>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<Py<PyMessage>> {
@@ -265,11 +237,6 @@ impl PyConsumer {
     #[pyo3(signature = (*, future=None))]
     fn unsubscribe(&self, py: Python<'_>, future: Option<Py<PyAny>>) -> PyResult<Py<PyAny>> {
         self.call(py, future, |c| async move { c.unsubscribe().await }, none)
-    }
-
-    #[pyo3(signature = (*, future=None))]
-    fn close(&self, py: Python<'_>, future: Option<Py<PyAny>>) -> PyResult<Py<PyAny>> {
-        self.close_with(py, future, |c| async move { c.close().await })
     }
 }
 

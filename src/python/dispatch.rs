@@ -159,11 +159,6 @@ impl Dispatcher {
         }
         shared.waiting.fetch_sub(1, Ordering::AcqRel);
     }
-
-    /// Jobs queued and not yet run.
-    pub fn backlog(&self) -> usize {
-        self.shared.backlog.load(Ordering::Relaxed)
-    }
 }
 
 impl Drop for Dispatcher {

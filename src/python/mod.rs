@@ -18,6 +18,40 @@ mod types;
 
 use pyo3::prelude::*;
 
+/// Read-only Python properties of a pyclass whose engine value is its `inner`: `fn name() -> T;`
+/// returns `inner.name()`, `name: T;` returns the field `inner.name`. They form a `#[pymethods]`
+/// block of their own (PyO3's `multiple-pymethods`), beside the class's other methods.
+macro_rules! getters {
+    ($class:ty { $($entries:tt)* }) => {
+        $crate::python::getters!(@each $class [] $($entries)*);
+    };
+    (@each $class:ty [$($done:tt)*] $(#[$attr:meta])* fn $name:ident() -> $ret:ty; $($rest:tt)*) => {
+        $crate::python::getters!(@each $class [$($done)*
+            $(#[$attr])*
+            #[getter]
+            fn $name(&self) -> $ret {
+                self.inner.$name()
+            }
+        ] $($rest)*);
+    };
+    (@each $class:ty [$($done:tt)*] $(#[$attr:meta])* $name:ident: $ret:ty; $($rest:tt)*) => {
+        $crate::python::getters!(@each $class [$($done)*
+            $(#[$attr])*
+            #[getter]
+            fn $name(&self) -> $ret {
+                self.inner.$name
+            }
+        ] $($rest)*);
+    };
+    (@each $class:ty [$($done:tt)*]) => {
+        #[pyo3::pymethods]
+        impl $class {
+            $($done)*
+        }
+    };
+}
+pub(crate) use getters;
+
 /// Names of the exception classes each engine error kind maps to (for the mapping test).
 #[pyfunction]
 fn _error_class_names() -> Vec<&'static str> {

@@ -1,37 +1,26 @@
 //! `_Producer`: the engine handle behind `magnetar.Producer` and `magnetar.AsyncProducer`.
 
-use std::sync::Arc;
-
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use super::convert;
-use super::dispatch::Dispatcher;
-use super::runtime::{engine_handle, none, run, wait, EngineHandle, ForkGuard};
+use super::getters;
+use super::runtime::{engine_handle, none, run, wait, EngineHandle};
 use super::schema;
 use super::types::{id_list, new_id, SendFuture};
 use crate::client::producer::WouldBlock;
 use crate::client::{self, Error};
 
-/// Engine handle of a producer.
-#[pyclass(name = "_Producer", module = "magnetar._core", frozen)]
-pub struct PyProducer {
-    inner: client::Producer,
-    guard: ForkGuard,
-    dispatch: Arc<Dispatcher>,
-    schema: Option<Py<PyAny>>,
+// `close(*, future=None)` and `closed` come with it (see `engine_handle!`).
+engine_handle! {
+    /// Engine handle of a producer.
+    #[pyclass(name = "_Producer", module = "magnetar._core", frozen)]
+    pub struct PyProducer(client::Producer) {
+        schema: Option<Py<PyAny>>,
+    };
 }
 
 impl PyProducer {
-    pub fn new(inner: client::Producer, guard: ForkGuard, dispatch: Arc<Dispatcher>) -> Self {
-        PyProducer {
-            inner,
-            guard,
-            dispatch,
-            schema: None,
-        }
-    }
-
     /// Encodes what it sends with `schema` (a `magnetar.schema` object).
     pub fn with_schema(mut self, schema: Option<Py<PyAny>>) -> Self {
         self.schema = schema;
@@ -39,39 +28,20 @@ impl PyProducer {
     }
 }
 
-engine_handle!(PyProducer, client::Producer);
-
 fn id_obj(py: Python<'_>, id: client::MessageId) -> PyResult<Py<PyAny>> {
     Ok(new_id(py, id)?.into_any())
 }
 
+getters!(PyProducer {
+    fn topic() -> &str;
+    fn name() -> String;
+    fn last_sequence_id() -> i64;
+    fn is_connected() -> bool;
+    fn partitions() -> usize;
+});
+
 #[pymethods]
 impl PyProducer {
-    #[getter]
-    fn topic(&self) -> &str {
-        self.inner.topic()
-    }
-    #[getter]
-    fn name(&self) -> String {
-        self.inner.name()
-    }
-    #[getter]
-    fn last_sequence_id(&self) -> i64 {
-        self.inner.last_sequence_id()
-    }
-    #[getter]
-    fn is_connected(&self) -> bool {
-        self.inner.is_connected()
-    }
-    #[getter]
-    fn partitions(&self) -> usize {
-        self.inner.partitions()
-    }
-    #[getter]
-    fn closed(&self) -> bool {
-        self.inner.is_closed()
-    }
-
     /// Sends one message (`fields`: the keyword arguments of `Producer.send`, or None) and
     /// returns its id once the broker has it. A blocking send flushes the open batch; an
     /// asyncio send does not, so concurrent coroutines share batches (the batching delay bounds
@@ -152,11 +122,6 @@ impl PyProducer {
     #[pyo3(signature = (*, future=None))]
     fn flush(&self, py: Python<'_>, future: Option<Py<PyAny>>) -> PyResult<Py<PyAny>> {
         self.call(py, future, |p| async move { p.flush().await }, none)
-    }
-
-    #[pyo3(signature = (*, future=None))]
-    fn close(&self, py: Python<'_>, future: Option<Py<PyAny>>) -> PyResult<Py<PyAny>> {
-        self.close_with(py, future, |p| async move { p.close().await })
     }
 }
 

@@ -285,8 +285,58 @@ pub trait EngineHandle {
 
 /// Implements [`EngineHandle`] for a handle with the fields `inner` (the engine object),
 /// `guard` and `dispatch`, and the `Drop` that never drops the parent's objects in a forked
-/// child.
+/// child. The form `pub struct Name(Engine);` (attributes allowed) also declares the handle with
+/// those three fields, `Name::new(inner, guard, dispatch)`, and the Python `close(*, future=None)`
+/// and `closed` of an engine whose `close` is fallible and whose `is_closed` says so.
 macro_rules! engine_handle {
+    // Extra fields start at their `Default` and are set by the handle's own builder methods.
+    (
+        $(#[$attr:meta])* pub struct $handle:ident($engine:ty)
+        $({ $($(#[$fattr:meta])* $field:ident: $fty:ty),* $(,)? })?;
+    ) => {
+        $(#[$attr])*
+        pub struct $handle {
+            inner: $engine,
+            guard: $crate::python::runtime::ForkGuard,
+            dispatch: std::sync::Arc<$crate::python::dispatch::Dispatcher>,
+            $($($(#[$fattr])* $field: $fty,)*)?
+        }
+
+        impl $handle {
+            pub fn new(
+                inner: $engine,
+                guard: $crate::python::runtime::ForkGuard,
+                dispatch: std::sync::Arc<$crate::python::dispatch::Dispatcher>,
+            ) -> Self {
+                $handle {
+                    inner,
+                    guard,
+                    dispatch,
+                    $($($field: Default::default(),)*)?
+                }
+            }
+        }
+
+        #[pyo3::pymethods]
+        impl $handle {
+            #[getter]
+            fn closed(&self) -> bool {
+                self.inner.is_closed()
+            }
+
+            #[pyo3(signature = (*, future=None))]
+            fn close(
+                &self,
+                py: pyo3::Python<'_>,
+                future: Option<pyo3::Py<pyo3::PyAny>>,
+            ) -> pyo3::PyResult<pyo3::Py<pyo3::PyAny>> {
+                use $crate::python::runtime::EngineHandle as _;
+                self.close_with(py, future, |engine| async move { engine.close().await })
+            }
+        }
+
+        $crate::python::runtime::engine_handle!($handle, $engine);
+    };
     ($handle:ty, $engine:ty) => {
         impl $crate::python::runtime::EngineHandle for $handle {
             type Engine = $engine;

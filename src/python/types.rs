@@ -11,6 +11,7 @@ use pyo3::types::{PyBytes, PyDict, PyType};
 
 use super::dispatch::Dispatcher;
 use super::errors::to_pyerr;
+use super::getters;
 use crate::client::{self, Error, ErrorKind};
 
 /// A new Python object that the cyclic garbage collector does not track. PyO3 makes every
@@ -52,6 +53,14 @@ pub struct PyMessageId {
 /// `MessageId(ledger_id, entry_id, partition, batch_index, batch_size, topic)`: how an id pickles.
 type IdArgs = (i64, i64, i32, i32, i32, Option<String>);
 
+getters!(PyMessageId {
+    ledger_id: i64;
+    entry_id: i64;
+    partition: i32;
+    batch_index: i32;
+    batch_size: i32;
+});
+
 #[pymethods]
 impl PyMessageId {
     #[new]
@@ -89,26 +98,6 @@ impl PyMessageId {
         }
     }
 
-    #[getter]
-    fn ledger_id(&self) -> i64 {
-        self.inner.ledger_id
-    }
-    #[getter]
-    fn entry_id(&self) -> i64 {
-        self.inner.entry_id
-    }
-    #[getter]
-    fn partition(&self) -> i32 {
-        self.inner.partition
-    }
-    #[getter]
-    fn batch_index(&self) -> i32 {
-        self.inner.batch_index
-    }
-    #[getter]
-    fn batch_size(&self) -> i32 {
-        self.inner.batch_size
-    }
     #[getter]
     fn topic(&self) -> Option<String> {
         self.inner.topic.as_deref().map(str::to_string)
@@ -179,6 +168,17 @@ pub struct PyMessage {
     pub schema: Option<Arc<super::schema::Binding>>,
 }
 
+getters!(PyMessage {
+    fn key() -> Option<&str>;
+    /// Publish time, milliseconds since the epoch.
+    fn publish_time() -> u64;
+    /// Event time in milliseconds since the epoch, or None.
+    fn event_time() -> Option<u64>;
+    redelivery_count: u32;
+    fn producer_name() -> &str;
+    fn sequence_id() -> u64;
+});
+
 #[pymethods]
 impl PyMessage {
     /// The payload bytes.
@@ -212,10 +212,6 @@ impl PyMessage {
     }
 
     #[getter]
-    fn key(&self) -> Option<&str> {
-        self.inner.key()
-    }
-    #[getter]
     fn ordering_key<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
         self.inner.ordering_key().map(|k| PyBytes::new(py, k))
     }
@@ -234,28 +230,6 @@ impl PyMessage {
     #[getter]
     fn topic(&self) -> &str {
         &self.inner.topic
-    }
-    /// Publish time, milliseconds since the epoch.
-    #[getter]
-    fn publish_time(&self) -> u64 {
-        self.inner.publish_time()
-    }
-    /// Event time in milliseconds since the epoch, or None.
-    #[getter]
-    fn event_time(&self) -> Option<u64> {
-        self.inner.event_time()
-    }
-    #[getter]
-    fn redelivery_count(&self) -> u32 {
-        self.inner.redelivery_count
-    }
-    #[getter]
-    fn producer_name(&self) -> &str {
-        self.inner.producer_name()
-    }
-    #[getter]
-    fn sequence_id(&self) -> u64 {
-        self.inner.sequence_id()
     }
 
     fn __len__(&self) -> usize {

@@ -278,6 +278,21 @@ mod tests {
         m
     }
 
+    /// A book that has recorded a whole-entry ack of each `(entry, cumulative)`.
+    fn acked(entries: &[(i64, bool)]) -> AckBook {
+        let mut book = AckBook::default();
+        for &(entry, cumulative) in entries {
+            book.record(&id(entry, -1, 0), cumulative, false);
+        }
+        book
+    }
+
+    /// Sends what the book holds as request `request_id`.
+    fn send_held(book: &mut AckBook, request_id: u64) {
+        let acks = book.take_held();
+        book.sent(request_id, acks);
+    }
+
     #[test]
     fn bitsets_cover_exactly_the_batch() {
         assert_eq!(full_bitset(3), vec![0b111]);
@@ -287,8 +302,7 @@ mod tests {
 
     #[test]
     fn an_ack_covers_its_message_until_confirmed() {
-        let mut book = AckBook::default();
-        book.record(&id(1, -1, 0), false, false);
+        let mut book = acked(&[(1, false)]);
         assert!(book.covers(&id(1, -1, 0)));
         assert!(!book.covers(&id(2, -1, 0)));
         let acks = book.take_held();
@@ -302,11 +316,8 @@ mod tests {
 
     #[test]
     fn unconfirmed_acks_are_held_again_when_the_connection_goes() {
-        let mut book = AckBook::default();
-        book.record(&id(1, -1, 0), false, false);
-        book.record(&id(3, -1, 0), true, false);
-        let acks = book.take_held();
-        book.sent(9, acks);
+        let mut book = acked(&[(1, false), (3, true)]);
+        send_held(&mut book, 9);
         assert!(!book.has_held());
         book.detached();
         let again = book.take_held();
@@ -318,10 +329,8 @@ mod tests {
 
     #[test]
     fn refused_acks_are_held_again() {
-        let mut book = AckBook::default();
-        book.record(&id(1, -1, 0), false, false);
-        let acks = book.take_held();
-        book.sent(1, acks);
+        let mut book = acked(&[(1, false)]);
+        send_held(&mut book, 1);
         book.settled(1, false);
         assert!(book.has_held());
         assert!(book.covers(&id(1, -1, 0)));
@@ -379,11 +388,8 @@ mod tests {
 
     #[test]
     fn seek_forgets_everything() {
-        let mut book = AckBook::default();
-        book.record(&id(5, -1, 0), true, false);
-        book.record(&id(9, -1, 0), false, false);
-        let acks = book.take_held();
-        book.sent(1, acks);
+        let mut book = acked(&[(5, true), (9, false)]);
+        send_held(&mut book, 1);
         book.clear();
         assert!(!book.covers(&id(1, -1, 0)));
         assert!(!book.covers(&id(9, -1, 0)));

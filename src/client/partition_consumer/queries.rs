@@ -2,6 +2,7 @@
 //! (`seek`), the last message id of the topic, and the broker's statistics of the consumer.
 
 use super::*;
+use crate::protocol::frame::Frame;
 
 /// Where `seek` moves the subscription.
 #[derive(Debug, Clone)]
@@ -82,12 +83,18 @@ impl Actor {
             .ok_or_else(|| Error::new(ErrorKind::Connect, why))
     }
 
-    pub(super) async fn last_message_id(&mut self) -> Result<MessageId> {
+    /// Sends `command(consumer_id, request_id)`, a question about this consumer, and waits for
+    /// the broker's answer.
+    async fn ask(&mut self, command: fn(u64, u64) -> BaseCommand) -> Result<Frame> {
         let consumer_id = self.consumer_id;
-        let f = self
+        Ok(self
             .connection("not connected")?
-            .request(|rid| commands::get_last_message_id(consumer_id, rid))
-            .await?;
+            .request(|rid| command(consumer_id, rid))
+            .await?)
+    }
+
+    pub(super) async fn last_message_id(&mut self) -> Result<MessageId> {
+        let f = self.ask(commands::get_last_message_id).await?;
         let resp = f.command.get_last_message_id_response.unwrap_or_default();
         let mut id = MessageId::from_data(&resp.last_message_id);
         id.topic = Some(self.shared.topic.clone());
@@ -95,11 +102,7 @@ impl Actor {
     }
 
     pub(super) async fn stats(&mut self) -> Result<ConsumerStats> {
-        let consumer_id = self.consumer_id;
-        let f = self
-            .connection("not connected")?
-            .request(|rid| commands::consumer_stats(consumer_id, rid))
-            .await?;
+        let f = self.ask(commands::consumer_stats).await?;
         let r = f.command.consumer_stats_response.unwrap_or_default();
         if let Some(code) = r.error_code {
             return Err(Error::from_code(code, r.error_message.as_deref().unwrap_or("")));

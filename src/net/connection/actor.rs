@@ -156,7 +156,9 @@ impl Actor {
     }
 
     fn dispatch(&mut self, f: Frame, out: &mut BytesMut, awaiting_pong: &mut bool) -> Result<(), NetError> {
-        let kind = Type::try_from(f.command.r#type).map_err(|_| NetError::UnexpectedResponse("unknown type".into()))?;
+        use HandlerId::{Consumer, Producer};
+        let cmd = &f.command;
+        let kind = Type::try_from(cmd.r#type).map_err(|_| NetError::UnexpectedResponse("unknown type".into()))?;
         let handler = match kind {
             Type::Ping => {
                 frame::encode_command(&commands::pong(), out);
@@ -170,37 +172,13 @@ impl Actor {
                 self.answer_challenge(out);
                 return Ok(());
             }
-            Type::SendReceipt => f
-                .command
-                .send_receipt
-                .as_ref()
-                .map(|c| HandlerId::Producer(c.producer_id)),
-            Type::SendError => f
-                .command
-                .send_error
-                .as_ref()
-                .map(|c| HandlerId::Producer(c.producer_id)),
-            Type::CloseProducer => f
-                .command
-                .close_producer
-                .as_ref()
-                .map(|c| HandlerId::Producer(c.producer_id)),
-            Type::Message => f.command.message.as_ref().map(|c| HandlerId::Consumer(c.consumer_id)),
-            Type::ReachedEndOfTopic => f
-                .command
-                .reached_end_of_topic
-                .as_ref()
-                .map(|c| HandlerId::Consumer(c.consumer_id)),
-            Type::CloseConsumer => f
-                .command
-                .close_consumer
-                .as_ref()
-                .map(|c| HandlerId::Consumer(c.consumer_id)),
-            Type::ActiveConsumerChange => f
-                .command
-                .active_consumer_change
-                .as_ref()
-                .map(|c| HandlerId::Consumer(c.consumer_id)),
+            Type::SendReceipt => cmd.send_receipt.as_ref().map(|c| Producer(c.producer_id)),
+            Type::SendError => cmd.send_error.as_ref().map(|c| Producer(c.producer_id)),
+            Type::CloseProducer => cmd.close_producer.as_ref().map(|c| Producer(c.producer_id)),
+            Type::Message => cmd.message.as_ref().map(|c| Consumer(c.consumer_id)),
+            Type::ReachedEndOfTopic => cmd.reached_end_of_topic.as_ref().map(|c| Consumer(c.consumer_id)),
+            Type::CloseConsumer => cmd.close_consumer.as_ref().map(|c| Consumer(c.consumer_id)),
+            Type::ActiveConsumerChange => cmd.active_consumer_change.as_ref().map(|c| Consumer(c.consumer_id)),
             Type::TopicMigrated => None,
             // Commands only a client sends (also what an empty command decodes as): a broker
             // sending one is not speaking the protocol.
