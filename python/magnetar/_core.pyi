@@ -280,3 +280,12 @@ def _at_exit(timeout: float) -> None:
 def _inject_actor_panic(topic: str) -> int:
     """Makes the producer and consumer actors of ``topic`` panic; returns how many (tests only:
     needs ``MAGNETAR_TEST_HOOKS=1`` in the environment at process start)."""
+
+def _producer_stats(producer: _Producer) -> dict[str, Any]:
+    """A producer's client-side statistics (see ``Producer.stats``)."""
+
+def _consumer_stats(consumer: _Consumer) -> dict[str, Any]:
+    """A consumer's client-side statistics (the ``"client"`` entry of ``Consumer.stats``)."""
+
+def _client_stats(client: _Client) -> dict[str, Any]:
+    """A client's connection and lookup statistics (see ``Client.stats``)."""

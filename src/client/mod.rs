@@ -19,6 +19,7 @@ mod memory;
 mod partition_consumer;
 mod partition_producer;
 mod shared;
+pub mod stats;
 pub(crate) mod supervisor;
 mod timer;
 
