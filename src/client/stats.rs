@@ -5,8 +5,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-pub use crate::net::stats::{Histogram, HistogramSnapshot};
 use crate::net::stats::{bump, read};
+pub use crate::net::stats::{Histogram, HistogramSnapshot};
 
 /// One producer partition's counters (the producer handle adds its partitions up).
 #[derive(Default)]

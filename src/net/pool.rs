@@ -7,8 +7,8 @@ use std::sync::Arc;
 use tokio::sync::Mutex;
 
 use super::backoff::Backoff;
-use super::stats::{bump, NetCounters};
 use super::connection::{Connection, ConnectionOptions};
+use super::stats::{bump, NetCounters};
 use super::tls::TlsConnector;
 use super::url::ServiceUrl;
 use super::NetError;

@@ -21,7 +21,12 @@ pub fn component(target: &str) -> &'static str {
         "magnetar::connection"
     } else if first(&["client::producer", "client::partition_producer", "producer"]) {
         "magnetar::producer"
-    } else if first(&["client::consumer", "client::partition_consumer", "client::inbox", "consumer"]) {
+    } else if first(&[
+        "client::consumer",
+        "client::partition_consumer",
+        "client::inbox",
+        "consumer",
+    ]) {
         "magnetar::consumer"
     } else {
         "magnetar::client"
@@ -36,9 +41,15 @@ mod tests {
     fn modules_map_to_components() {
         assert_eq!(component("magnetar::net::connection::actor"), "magnetar::connection");
         assert_eq!(component("magnetar::net::pool"), "magnetar::connection");
-        assert_eq!(component("magnetar::client::partition_producer::actor::settle"), "magnetar::producer");
+        assert_eq!(
+            component("magnetar::client::partition_producer::actor::settle"),
+            "magnetar::producer"
+        );
         assert_eq!(component("magnetar::producer"), "magnetar::producer");
-        assert_eq!(component("magnetar::client::partition_consumer::receive"), "magnetar::consumer");
+        assert_eq!(
+            component("magnetar::client::partition_consumer::receive"),
+            "magnetar::consumer"
+        );
         assert_eq!(component("magnetar::client::link"), "magnetar::client");
         assert_eq!(component("magnetar::python::dispatch"), "magnetar::client");
         assert_eq!(component("magnetar"), "magnetar");

@@ -16,7 +16,13 @@ fn latency<'py>(py: Python<'py>, h: &HistogramSnapshot) -> PyResult<Bound<'py, P
     let ms = |us: u64| us as f64 / 1000.0;
     d.set_item("count", h.count)?;
     d.set_item("mean", h.mean_us() / 1000.0)?;
-    for (name, q) in [("p50", 0.5), ("p90", 0.9), ("p95", 0.95), ("p99", 0.99), ("p999", 0.999)] {
+    for (name, q) in [
+        ("p50", 0.5),
+        ("p90", 0.9),
+        ("p95", 0.95),
+        ("p99", 0.99),
+        ("p999", 0.999),
+    ] {
         d.set_item(name, ms(h.quantile_us(q)))?;
     }
     d.set_item("max", ms(h.max_us))?;
