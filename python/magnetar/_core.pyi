@@ -15,11 +15,14 @@ __all__ = [
     "__version__",
     "_at_exit",
     "_check_client_options",
+    "_client_stats",
+    "_consumer_stats",
     "_duration_seconds",
     "_error_class_names",
     "_inject_actor_panic",
     "_key_hash",
     "_panic_in_engine",
+    "_producer_stats",
     "_protocol_version",
 ]
 
