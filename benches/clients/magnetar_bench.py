@@ -27,6 +27,30 @@ from benches.common import (
 )
 
 
+def _telemetry_from_env() -> None:
+    """``MAGNETAR_BENCH_TELEMETRY=1``: the run has OpenTelemetry on (SDK meter and tracer
+    providers: metrics collected by an in-memory reader at the end, spans sampled and dropped by
+    a no-op processor), to measure what it costs. Ignored by builds without ``magnetar.telemetry``."""
+    import os
+
+    if os.environ.get("MAGNETAR_BENCH_TELEMETRY") != "1":
+        return
+    try:
+        import magnetar.telemetry as telemetry
+    except ImportError:
+        return
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+
+    tracers = TracerProvider()
+    tracers.add_span_processor(SpanProcessor())
+    telemetry.enable(meter_provider=MeterProvider(metric_readers=[InMemoryMetricReader()]), tracer_provider=tracers)
+
+
+_telemetry_from_env()
+
+
 def _producer_kwargs(spec: dict[str, Any]) -> dict[str, Any]:
     return dict(batching=True, batch_max_messages=spec["batch_max_messages"], batch_max_bytes=spec["batch_max_bytes"],
                 batch_max_delay=spec["batch_delay_ms"] / 1000.0, compression=None,
