@@ -30,10 +30,12 @@ from benches.common import (
 def _telemetry_from_env() -> None:
     """``MAGNETAR_BENCH_TELEMETRY=1``: the run has OpenTelemetry on (SDK meter and tracer
     providers: metrics collected by an in-memory reader at the end, spans sampled and dropped by
-    a no-op processor), to measure what it costs. Ignored by builds without ``magnetar.telemetry``."""
+    a no-op processor), to measure what it costs; ``=metrics``: metrics only. Ignored by builds
+    without ``magnetar.telemetry``."""
     import os
 
-    if os.environ.get("MAGNETAR_BENCH_TELEMETRY") != "1":
+    mode = os.environ.get("MAGNETAR_BENCH_TELEMETRY")
+    if mode not in ("1", "metrics"):
         return
     try:
         import magnetar.telemetry as telemetry
@@ -45,7 +47,8 @@ def _telemetry_from_env() -> None:
 
     tracers = TracerProvider()
     tracers.add_span_processor(SpanProcessor())
-    telemetry.enable(meter_provider=MeterProvider(metric_readers=[InMemoryMetricReader()]), tracer_provider=tracers)
+    telemetry.enable(meter_provider=MeterProvider(metric_readers=[InMemoryMetricReader()]), tracer_provider=tracers,
+                     tracing=mode == "1")
 
 
 _telemetry_from_env()
