@@ -16,6 +16,9 @@ pub struct ProducerCounters {
     failed: AtomicU64,
     /// From the send's write to its receipt, per message (a batch counts once per message).
     latency: Histogram,
+    /// The same, one sample per receipt (a batch is one send operation): what OpenTelemetry
+    /// replays, so its cost follows receipts, not messages.
+    receipts: Histogram,
 }
 
 impl ProducerCounters {
@@ -25,6 +28,7 @@ impl ProducerCounters {
         self.sent_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
         if n > 0 {
             self.latency.record_n(latency, n as u64);
+            self.receipts.record(latency);
         }
     }
 
@@ -40,6 +44,7 @@ impl ProducerCounters {
             failed: read(&self.failed),
             pending: 0,
             latency: self.latency.snapshot(),
+            receipt_latency: self.receipts.snapshot(),
         }
     }
 }
@@ -57,6 +62,8 @@ pub struct ProducerStats {
     pub pending: u64,
     /// Receipt latency, one sample per message.
     pub latency: HistogramSnapshot,
+    /// Receipt latency, one sample per receipt (per batch).
+    pub receipt_latency: HistogramSnapshot,
 }
 
 impl ProducerStats {
@@ -66,22 +73,8 @@ impl ProducerStats {
         self.sent_bytes += other.sent_bytes;
         self.failed += other.failed;
         self.pending += other.pending;
-        let mut buckets = std::mem::take(&mut self.latency.buckets);
-        buckets.extend(other.latency.buckets);
-        buckets.sort_unstable();
-        let mut merged: Vec<(u64, u64)> = Vec::with_capacity(buckets.len());
-        for (bound, n) in buckets {
-            match merged.last_mut() {
-                Some(last) if last.0 == bound => last.1 += n,
-                _ => merged.push((bound, n)),
-            }
-        }
-        self.latency = HistogramSnapshot {
-            buckets: merged,
-            count: self.latency.count + other.latency.count,
-            sum_us: self.latency.sum_us + other.latency.sum_us,
-            max_us: self.latency.max_us.max(other.latency.max_us),
-        };
+        self.latency.merge(other.latency);
+        self.receipt_latency.merge(other.receipt_latency);
     }
 }
 
@@ -255,6 +248,7 @@ mod tests {
         s.merge(b.snapshot());
         assert_eq!((s.sent, s.sent_bytes, s.failed), (5, 50, 2));
         assert_eq!(s.latency.count, 5);
+        assert_eq!(s.receipt_latency.count, 3);
         assert_eq!(s.latency.buckets.len(), 2);
         assert_eq!(s.latency.max_us, 40_000);
     }

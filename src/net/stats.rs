@@ -77,6 +77,22 @@ impl HistogramSnapshot {
         self.max_us
     }
 
+    /// Adds another histogram's samples.
+    pub fn merge(&mut self, other: HistogramSnapshot) {
+        let mut buckets = std::mem::take(&mut self.buckets);
+        buckets.extend(other.buckets);
+        buckets.sort_unstable();
+        for (bound, n) in buckets {
+            match self.buckets.last_mut() {
+                Some(last) if last.0 == bound => last.1 += n,
+                _ => self.buckets.push((bound, n)),
+            }
+        }
+        self.count += other.count;
+        self.sum_us += other.sum_us;
+        self.max_us = self.max_us.max(other.max_us);
+    }
+
     /// The mean in microseconds; 0 when empty.
     pub fn mean_us(&self) -> f64 {
         if self.count == 0 {

@@ -42,6 +42,7 @@ pub fn producer_dict<'py>(py: Python<'py>, s: &ProducerStats) -> PyResult<Bound<
     d.set_item("sent_bytes", s.sent_bytes)?;
     d.set_item("failed", s.failed)?;
     d.set_item("latency_ms", latency(py, &s.latency)?)?;
+    d.set_item("receipt_latency_ms", latency(py, &s.receipt_latency)?)?;
     Ok(d)
 }
 
