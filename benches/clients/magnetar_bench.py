@@ -18,6 +18,35 @@ import magnetar
 from benches import common
 
 
+def _telemetry_from_env() -> None:
+    """``MAGNETAR_BENCH_TELEMETRY=1``: the run has OpenTelemetry on (SDK meter and tracer
+    providers: metrics collected every second and exported to nowhere, spans sampled and dropped by
+    a no-op processor), to measure what it costs; ``=metrics``: metrics only. Ignored by builds
+    without ``magnetar.telemetry``."""
+    import os
+
+    mode = os.environ.get("MAGNETAR_BENCH_TELEMETRY")
+    if mode not in ("1", "metrics"):
+        return
+    try:
+        import magnetar.telemetry as telemetry
+    except ImportError:
+        return
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import ConsoleMetricExporter, PeriodicExportingMetricReader
+    from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+
+    tracers = TracerProvider()
+    tracers.add_span_processor(SpanProcessor())
+    # Collected every second (60 s is the SDK's default), exported to nowhere.
+    reader = PeriodicExportingMetricReader(ConsoleMetricExporter(out=open(os.devnull, "w")), export_interval_millis=1000)
+    telemetry.enable(meter_provider=MeterProvider(metric_readers=[reader]), tracer_provider=tracers,
+                     tracing=mode == "1")
+
+
+_telemetry_from_env()
+
+
 def _producer_kwargs(spec: dict[str, Any]) -> dict[str, Any]:
     return dict(batching=True, batch_max_messages=spec["batch_max_messages"], batch_max_bytes=spec["batch_max_bytes"],
                 batch_max_delay=spec["batch_delay_ms"] / 1000.0, compression=None,

@@ -12,6 +12,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Self, Sequence
 
 from . import _build, _core
+from . import telemetry as _tm
 from ._aio import call
 from ._core import Message, MessageId
 from ._handles import COMPLETED, ClientHandle, ConsumerHandle, ProducerHandle, ReaderHandle, documented
@@ -34,6 +35,8 @@ class AsyncProducer(ProducerHandle):
     async def send(self, data: Any, **fields: Unpack[MessageFields]) -> MessageId:
         """Sends one message and returns its id once the broker acknowledged it. Concurrent
         sends share batches."""
+        if _tm._tracer is not None:
+            return await _tm.send_awaited(self._core, data, fields)
         return await call(self._core.send, data, fields or None)
 
     async def send_many(self, payloads: Sequence[Any],
@@ -43,6 +46,8 @@ class AsyncProducer(ProducerHandle):
         ``keys``, ``properties`` and ``event_times`` (datetimes or milliseconds since the epoch),
         when given, hold one entry (or None) per payload.
         """
+        if _tm._tracer is not None:
+            return await _tm.send_many_awaited(self._core, payloads, columns)
         return await call(self._core.send_many, payloads, **columns)
 
     async def flush(self) -> None:
@@ -82,6 +87,8 @@ class _AsyncReceiving:
         """``_receive`` with the timeout already read as seconds (None: no limit)."""
         msg = self._core.try_receive()
         if msg is not None:
+            if _tm._tracer is not None:
+                _tm.received(msg, self._core.subscription)
             return msg
         if timeout is None:
             return await self._receive_forever()
@@ -94,6 +101,8 @@ class _AsyncReceiving:
         while True:
             msg = self._core.try_receive()
             if msg is not None:
+                if _tm._tracer is not None:
+                    _tm.received(msg, self._core.subscription)
                 return msg
             await call(self._core.wait_for_message)
 
@@ -101,12 +110,17 @@ class _AsyncReceiving:
         timeout = _core._duration_seconds(timeout, "timeout")
         msgs: list[Message] = self._core.receive_many(max_messages, 0.0)
         if msgs:
+            if _tm._tracer is not None:
+                _tm.received_many(msgs, self._core.subscription)
             return msgs
         try:
             first = await self._receive_within(timeout)
         except Timeout:
             return []
-        return [first, *self._core.receive_many(max_messages - 1, 0.0)] if max_messages > 1 else [first]
+        rest: list[Message] = self._core.receive_many(max_messages - 1, 0.0) if max_messages > 1 else []
+        if _tm._tracer is not None:
+            _tm.received_many(rest, self._core.subscription)
+        return [first, *rest]
 
     async def close(self) -> None:
         raise NotImplementedError

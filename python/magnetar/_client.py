@@ -13,6 +13,7 @@ import os
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Self, Sequence
 
 from . import _build, _core
+from . import telemetry as _tm
 from ._core import Message, MessageId, SendFuture
 from ._handles import ClientHandle, ConsumerHandle, ProducerHandle, ReaderHandle, documented
 from ._listener import ListenerRunner
@@ -78,9 +79,12 @@ class _Receiving:
     def __iter__(self) -> Iterator[Message]:
         while True:
             try:
-                yield self._core.receive(None)
+                msg = self._core.receive(None)
             except (AlreadyClosed, TopicTerminated):
                 return
+            if _tm._tracer is not None:
+                _tm.received(msg, self._core.subscription)
+            yield msg
 
     def __enter__(self) -> Self:
         return self
@@ -97,6 +101,8 @@ class Producer(ProducerHandle):
     def send(self, data: Any, **fields: Unpack[MessageFields]) -> MessageId:
         """Sends one message and waits for the broker's receipt. The open batch goes out at
         once rather than waiting for the batching delay."""
+        if _tm._tracer is not None:
+            return _tm.send(self._core, data, fields)
         return self._core.send(data, fields or None)
 
     def send_async(
@@ -109,7 +115,11 @@ class Producer(ProducerHandle):
         (``callback(future)``) runs on the client's dispatch thread once it completes. Blocks
         only when the pending queue is full and ``block_if_full`` is set. Takes the keyword
         arguments of :meth:`send`."""
-        fut: SendFuture = self._core.send_async(data, fields or None)
+        fut: SendFuture
+        if _tm._tracer is not None:
+            fut = _tm.send_async(self._core, data, fields)
+        else:
+            fut = self._core.send_async(data, fields or None)
         if callback is not None:
             fut.add_done_callback(callback)
         return fut
@@ -121,6 +131,8 @@ class Producer(ProducerHandle):
         ``keys``, ``properties`` and ``event_times`` (datetimes or milliseconds since the epoch),
         when given, hold one entry (or None) per payload.
         """
+        if _tm._tracer is not None:
+            return _tm.send_many(self._core, payloads, columns)
         return self._core.send_many(payloads, **columns)
 
     def flush(self) -> None:
@@ -170,12 +182,18 @@ class Consumer(_Receiving, ConsumerHandle[None]):
     def receive(self, timeout: float | None = None) -> Message:
         """The next message; raises :class:`~magnetar.Timeout` after ``timeout`` seconds
         (``None``: waits for ever)."""
-        return self._core.receive(timeout)
+        msg = self._core.receive(timeout)
+        if _tm._tracer is not None:
+            _tm.received(msg, self._core.subscription)
+        return msg
 
     def receive_many(self, max_messages: int = 100, timeout: float | None = 0.1) -> list[Message]:
         """Up to ``max_messages``: what is queued, else what arrives within ``timeout``
         seconds (possibly nothing)."""
-        return self._core.receive_many(max_messages, timeout)
+        msgs: list[Message] = self._core.receive_many(max_messages, timeout)
+        if _tm._tracer is not None:
+            _tm.received_many(msgs, self._core.subscription)
+        return msgs
 
     def ack_with_receipt(self, message: Message | MessageId, *, cumulative: bool = False) -> None:
         """Acknowledges and waits until the broker confirms it (within the operation timeout;
@@ -185,7 +203,10 @@ class Consumer(_Receiving, ConsumerHandle[None]):
 
     def stats(self) -> list[dict[str, Any]]:
         """The broker's statistics for this consumer, one dict per covered topic (rates,
-        permits, unacked count, backlog), with the client's queued and corrupt counts."""
+        permits, unacked count, backlog), with the client's queued and corrupt counts, and
+        under ``"client"`` this consumer's own counters (the same in every entry): ``received``,
+        ``received_bytes``, ``redelivered``, ``acked``, ``nacked``, ``dead_lettered``,
+        ``queued``, ``corrupt``."""
         return self._core.stats()
 
     def unsubscribe(self) -> None:
@@ -206,11 +227,17 @@ class Reader(_Receiving, ReaderHandle):
 
     def read_next(self, timeout: float | None = None) -> Message:
         """The next message; raises :class:`~magnetar.Timeout` after ``timeout`` seconds."""
-        return self._core.receive(timeout)
+        msg = self._core.receive(timeout)
+        if _tm._tracer is not None:
+            _tm.received(msg, None)
+        return msg
 
     def read_many(self, max_messages: int = 100, timeout: float | None = 0.1) -> list[Message]:
         """Up to ``max_messages``: what is queued, else what arrives within ``timeout``."""
-        return self._core.receive_many(max_messages, timeout)
+        msgs: list[Message] = self._core.receive_many(max_messages, timeout)
+        if _tm._tracer is not None:
+            _tm.received_many(msgs, None)
+        return msgs
 
     def has_message_available(self) -> bool:
         """Whether there is a message past the last one read."""

@@ -59,6 +59,7 @@ class ClientConfig:
     memory_limit: int = _default("memory_limit")
     initial_backoff: float = _default("initial_backoff")
     max_backoff: float = _default("max_backoff")
+    stats_interval: float | None = _default("stats_interval")
     auth_method: str | None = field(default=None, kw_only=True)
     auth_data: bytes | None = field(default=None, kw_only=True, repr=False)
     tls_trust_certs_file_path: str | None = _default("tls_trust_certs_file_path")

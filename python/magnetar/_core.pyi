@@ -16,11 +16,14 @@ __all__ = [
     "__version__",
     "_at_exit",
     "_check_client_options",
+    "_client_stats",
+    "_consumer_stats",
     "_duration_seconds",
     "_error_class_names",
     "_inject_actor_panic",
     "_key_hash",
     "_panic_in_engine",
+    "_producer_stats",
     "_protocol_version",
 ]
 
@@ -306,3 +309,12 @@ class _AvroCodec:
         """The JSON encoding of ``value``."""
     def decode_json(self, data: bytes) -> Any:
         """The value of JSON ``data``."""
+
+def _producer_stats(producer: _Producer) -> dict[str, Any]:
+    """A producer's client-side statistics (see ``Producer.stats``)."""
+
+def _consumer_stats(consumer: _Consumer) -> dict[str, Any]:
+    """A consumer's client-side statistics (the ``"client"`` entry of ``Consumer.stats``)."""
+
+def _client_stats(client: _Client) -> dict[str, Any]:
+    """A client's connection and lookup statistics (see ``Client.stats``)."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Generator, Generic, Iterable, NoReturn, TypeVar
 
-from . import _build, _core
+from . import _build, _core, telemetry
 from ._core import Message, MessageId
 from ._options import ClientOptions, option_docs
 from ._state import StateWatcher
@@ -36,7 +36,7 @@ def documented(*declarations: type) -> Callable[[F], F]:
 class _Handle:
     """What every handle shares: the engine object, no pickling, a ``repr``."""
 
-    __slots__ = ("_core",)
+    __slots__ = ("_core", "__weakref__")
     _core: Any
 
     def __reduce__(self) -> NoReturn:
@@ -59,6 +59,7 @@ class ProducerHandle(_Handle):
 
     def __init__(self, core: _core._Producer) -> None:
         self._core = core
+        telemetry.register(self)
 
     @property
     def topic(self) -> str:
@@ -79,6 +80,15 @@ class ProducerHandle(_Handle):
     def is_connected(self) -> bool:
         """Whether the producer is attached to its broker right now."""
         return self._core.is_connected
+
+    def stats(self) -> dict[str, Any]:
+        """Client-side statistics, read from the engine's counters without a round trip:
+        ``pending`` (admitted, not yet settled), ``sent`` and ``sent_bytes`` (acknowledged by the
+        broker), ``failed``, and ``latency_ms`` (from the write to the broker's receipt, per
+        message: ``count``, ``mean``, ``p50``, ``p90``, ``p95``, ``p99``, ``p999``, ``max``,
+        ``sum`` and ``buckets``, pairs of a bucket's upper bound and its count; the percentiles
+        are bucket bounds, at most 19% above the true value)."""
+        return _core._producer_stats(self._core)
 
     def _describe(self) -> str:
         return f"topic={self.topic!r}"
@@ -112,6 +122,7 @@ class _Receiving(_Handle):
 
     def __init__(self, core: _core._Consumer) -> None:
         self._core = core
+        telemetry.register(self)
 
     @property
     def topics(self) -> list[str]:
@@ -212,12 +223,20 @@ class ClientHandle(_Handle):
         self._core = _core._Client(service_url, engine)
         self.service_url = service_url
         self._watcher = StateWatcher(self._core, on_state_change) if on_state_change else None
+        telemetry.register(self)
 
     @property
     def state(self) -> str:
         """``"idle"`` (nothing created yet), ``"connecting"`` (some producer or consumer is
         (re)connecting), ``"connected"`` or ``"closed"``."""
         return self._core.state
+
+    def stats(self) -> dict[str, Any]:
+        """Connection and lookup statistics: ``connections_opened``, ``connections_closed``,
+        ``connections_failed``, ``connections_open``, ``lookups``, ``lookups_failed``,
+        ``lookup_duration_ms`` (as ``Producer.stats()['latency_ms']``), ``metadata_lookups`` and
+        ``metadata_lookups_failed``."""
+        return _core._client_stats(self._core)
 
     def _describe(self) -> str:
         return repr(self.service_url)

@@ -56,6 +56,10 @@ impl Tracked for ConsumerShared {
     async fn close(self: Arc<Self>) {
         let _ = (Consumer { inner: self }).close().await;
     }
+
+    fn stats_line(self: Arc<Self>) -> (&'static str, String) {
+        super::stats::consumer_line(&Consumer { inner: self })
+    }
 }
 
 /// A consumer. Cheap to clone; clones share the consumer.
@@ -235,6 +239,11 @@ impl Consumer {
     /// Messages waiting in the receiver queue.
     pub fn queued(&self) -> usize {
         self.inner.inbox.len()
+    }
+
+    /// Client-side statistics (`client::stats::ConsumerClientStats`).
+    pub fn client_stats(&self) -> super::stats::ConsumerClientStats {
+        self.inner.inbox.client_stats()
     }
 
     /// Messages discarded because their checksum or encoding was corrupt.

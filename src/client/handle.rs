@@ -64,4 +64,9 @@ impl Client {
     pub fn is_closed(&self) -> bool {
         self.shared.is_closed()
     }
+
+    /// Connection and lookup statistics.
+    pub fn stats(&self) -> super::stats::ClientStats {
+        super::stats::ClientStats::of(&self.shared.pool)
+    }
 }

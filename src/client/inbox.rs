@@ -26,6 +26,8 @@ pub(crate) struct Inbox {
     cond: Condvar,
     notify: Notify,
     corrupt: AtomicU64,
+    /// The consumer's client-side counters (`client::stats`).
+    pub counters: super::stats::ConsumerCounters,
 }
 
 /// Outcome of a non-blocking take.
@@ -45,6 +47,7 @@ impl Inbox {
             cond: Condvar::new(),
             notify: Notify::new(),
             corrupt: AtomicU64::new(0),
+            counters: Default::default(),
         }
     }
 
@@ -56,6 +59,14 @@ impl Inbox {
     /// Messages discarded as corrupt so far.
     pub fn corrupt_count(&self) -> u64 {
         self.corrupt.load(Ordering::Relaxed)
+    }
+
+    /// The consumer's client-side statistics, with what is queued now.
+    pub fn client_stats(&self) -> super::stats::ConsumerClientStats {
+        let mut s = self.counters.snapshot();
+        s.queued = self.len() as u64;
+        s.corrupt = self.corrupt_count();
+        s
     }
 
     /// Wakes every waiter so it re-checks the consumer's state (end of topic, close).
@@ -114,7 +125,10 @@ impl Inbox {
     pub fn try_take(&self) -> Take {
         let mut st = self.lock();
         match st.queue.pop_front() {
-            Some(m) => Take::Message(m),
+            Some(m) => {
+                self.counters.received(m.payload.len(), m.redelivery_count);
+                Take::Message(m)
+            }
             None => match &st.ended {
                 Some(e) => Take::Ended(e.clone()),
                 None => Take::Empty,
@@ -127,6 +141,9 @@ impl Inbox {
         let mut st = self.lock();
         let n = max.min(st.queue.len());
         let msgs: Vec<Message> = st.queue.drain(..n).collect();
+        for m in &msgs {
+            self.counters.received(m.payload.len(), m.redelivery_count);
+        }
         let ended = if msgs.is_empty() { st.ended.clone() } else { None };
         (msgs, ended)
     }

@@ -20,6 +20,7 @@ mod partition_consumer;
 mod partition_producer;
 mod schema;
 mod shared;
+pub mod stats;
 pub(crate) mod supervisor;
 mod timer;
 

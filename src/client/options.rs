@@ -20,6 +20,8 @@ pub struct ClientOptions {
     pub initial_backoff: Duration,
     /// Longest reconnect delay.
     pub max_backoff: Duration,
+    /// How often each producer and consumer logs a statistics line; zero: never.
+    pub stats_interval: Duration,
 }
 
 impl Default for ClientOptions {
@@ -29,6 +31,7 @@ impl Default for ClientOptions {
             memory_limit: 64 * 1024 * 1024,
             initial_backoff: Duration::from_millis(100),
             max_backoff: Duration::from_secs(60),
+            stats_interval: Duration::ZERO,
         }
     }
 }

@@ -43,6 +43,10 @@ impl Tracked for ProducerShared {
     async fn close(self: Arc<Self>) {
         let _ = (Producer { inner: self }).close().await;
     }
+
+    fn stats_line(self: Arc<Self>) -> (&'static str, String) {
+        super::stats::producer_line(&Producer { inner: self })
+    }
 }
 
 /// A producer. Cheap to clone; clones share the producer.
@@ -203,6 +207,15 @@ impl Producer {
     /// Messages accepted and not yet settled (queued, batched, or awaiting their receipt).
     pub fn unsettled(&self) -> usize {
         self.parts().iter().map(|p| p.unsettled()).sum()
+    }
+
+    /// Client-side statistics, added up over partitions.
+    pub fn stats(&self) -> super::stats::ProducerStats {
+        let mut all = super::stats::ProducerStats::default();
+        for p in self.parts().iter() {
+            all.merge(p.stats());
+        }
+        all
     }
 
     /// Whether a send waits when the pending queue is full (rather than failing).

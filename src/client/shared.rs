@@ -18,6 +18,8 @@ pub(crate) trait Tracked: Send + Sync + 'static {
     fn attached(self: Arc<Self>) -> Option<bool>;
     /// Closes it (outcome aside: the client is closing).
     fn close(self: Arc<Self>) -> impl Future<Output = ()> + Send;
+    /// Its periodic statistics line (`stats_interval`): the logger target and the text.
+    fn stats_line(self: Arc<Self>) -> (&'static str, String);
 }
 
 /// Closes one producer or consumer when the client closes.
@@ -34,6 +36,9 @@ pub(crate) struct ClientShared {
     closers: Mutex<Vec<Closer>>,
     /// Whether each live producer or consumer is attached (`None` once it is gone).
     probes: Mutex<Vec<Probe>>,
+    /// Statistics lines of the live producers and consumers (`None` once one is gone).
+    reporters: Mutex<Vec<Reporter>>,
+    stats_log_started: AtomicBool,
 }
 
 /// The client's connection state, as users observe it.
@@ -63,6 +68,8 @@ impl ClientState {
 
 /// Reports whether one producer or consumer is attached, or `None` once it is dropped.
 type Probe = Box<dyn Fn() -> Option<bool> + Send>;
+/// One producer's or consumer's statistics line, or `None` once it is dropped.
+type Reporter = Box<dyn Fn() -> Option<(&'static str, String)> + Send>;
 
 impl ClientShared {
     /// The shared state of a client for `service_url`; reads TLS files, connects nothing.
@@ -79,6 +86,8 @@ impl ClientShared {
             memory,
             closers: Mutex::new(Vec::new()),
             probes: Mutex::new(Vec::new()),
+            reporters: Mutex::new(Vec::new()),
+            stats_log_started: AtomicBool::new(false),
         })
     }
 
@@ -104,7 +113,14 @@ impl ClientShared {
 
     /// Follows a producer or consumer, without keeping it alive: the client's state counts
     /// whether it is attached, and closing the client closes it.
-    pub fn track<T: Tracked>(&self, handle: &Arc<T>) {
+    pub fn track<T: Tracked>(self: &Arc<Self>, handle: &Arc<T>) {
+        let weak = Arc::downgrade(handle);
+        let reporter: Reporter = Box::new(move || weak.upgrade().map(T::stats_line));
+        self.reporters.lock().expect("reporters lock").push(reporter);
+        let every = self.opts.stats_interval;
+        if !every.is_zero() && !self.stats_log_started.swap(true, Ordering::AcqRel) {
+            tokio::spawn(super::stats::log_periodically(Arc::downgrade(self), every));
+        }
         let probe = Arc::downgrade(handle);
         let probe: Probe = Box::new(move || probe.upgrade().and_then(T::attached));
         self.probes.lock().expect("probes lock").push(probe);
@@ -117,6 +133,18 @@ impl ClientShared {
             })
         });
         self.closers.lock().expect("closers lock").push(closer);
+    }
+
+    /// Logs one statistics line per live producer and consumer (at info level).
+    pub fn log_stats(&self) {
+        let mut reporters = self.reporters.lock().expect("reporters lock");
+        reporters.retain(|r| match r() {
+            Some((target, line)) => {
+                log::info!(target: target, "{line}");
+                true
+            }
+            None => false,
+        });
     }
 
     /// Closes every producer and consumer, then the connections. Idempotent.

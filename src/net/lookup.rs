@@ -1,5 +1,6 @@
 //! Topic lookup (following redirects) and partition metadata.
 
+use super::stats::bump;
 use super::url::broker_address;
 use super::{Connection, ConnectionPool, NetError};
 use crate::protocol::commands;
@@ -12,6 +13,18 @@ pub const MAX_REDIRECTS: usize = 20;
 
 /// Finds the broker that owns `topic` and returns a connection to it.
 pub async fn lookup_topic(pool: &ConnectionPool, topic: &str) -> Result<Connection, NetError> {
+    let started = std::time::Instant::now();
+    let found = lookup_topic_uncounted(pool, topic).await;
+    let c = pool.counters();
+    bump(&c.lookups);
+    c.lookup_duration.record(started.elapsed());
+    if found.is_err() {
+        bump(&c.lookups_failed);
+    }
+    found
+}
+
+async fn lookup_topic_uncounted(pool: &ConnectionPool, topic: &str) -> Result<Connection, NetError> {
     let mut conn = pool.get_service().await?;
     let mut authoritative = false;
     for _ in 0..MAX_REDIRECTS {
@@ -57,6 +70,15 @@ fn broker_of(pool: &ConnectionPool, resp: &CommandLookupTopicResponse) -> Result
 
 /// Number of partitions of `topic`; 0 means a non-partitioned topic.
 pub async fn partition_count(pool: &ConnectionPool, topic: &str) -> Result<u32, NetError> {
+    let counted = partition_count_uncounted(pool, topic).await;
+    bump(&pool.counters().metadata_lookups);
+    if counted.is_err() {
+        bump(&pool.counters().metadata_lookups_failed);
+    }
+    counted
+}
+
+async fn partition_count_uncounted(pool: &ConnectionPool, topic: &str) -> Result<u32, NetError> {
     let conn = pool.get_service().await?;
     let frame = conn.request(|id| commands::partitioned_metadata(topic, id)).await?;
     let resp = frame

@@ -8,6 +8,7 @@ pub mod connection;
 pub mod error;
 pub mod lookup;
 pub mod pool;
+pub mod stats;
 pub mod tls;
 pub mod url;
 

@@ -8,6 +8,7 @@ use tokio::sync::Mutex;
 
 use super::backoff::Backoff;
 use super::connection::{Connection, ConnectionOptions};
+use super::stats::{bump, NetCounters};
 use super::tls::TlsConnector;
 use super::url::ServiceUrl;
 use super::NetError;
@@ -22,6 +23,8 @@ pub struct ConnectionPool {
     slots: std::sync::Mutex<HashMap<String, Arc<Mutex<Option<Connection>>>>>,
     // Where to start walking the service hosts; moves on past a host that failed.
     next_host: AtomicUsize,
+    /// Connections opened and failed, lookups (see `net::stats`).
+    counters: NetCounters,
 }
 
 impl ConnectionPool {
@@ -39,6 +42,7 @@ impl ConnectionPool {
             service,
             slots: Default::default(),
             next_host: AtomicUsize::new(0),
+            counters: NetCounters::default(),
         })
     }
 
@@ -64,7 +68,10 @@ impl ConnectionPool {
                 return Ok(conn.clone());
             }
         }
-        let conn = Connection::connect(addr, &self.opts, self.tls.as_ref()).await?;
+        let conn = Connection::connect(addr, &self.opts, self.tls.as_ref())
+            .await
+            .inspect_err(|_| bump(&self.counters.connections_failed))?;
+        bump(&self.counters.connections_opened);
         *slot = Some(conn.clone());
         Ok(conn)
     }
@@ -98,6 +105,21 @@ impl ConnectionPool {
             }
             tokio::time::sleep(delay).await;
         }
+    }
+
+    /// The pool's counters.
+    pub fn counters(&self) -> &NetCounters {
+        &self.counters
+    }
+
+    /// Connections open now (a slot busy dialling counts as open).
+    pub fn open_connections(&self) -> u64 {
+        let slots = self.slots.lock().expect("pool lock");
+        let open = slots.values().filter(|slot| match slot.try_lock() {
+            Ok(guard) => guard.as_ref().is_some_and(|c| !c.is_closed()),
+            Err(_) => true,
+        });
+        open.count() as u64
     }
 
     /// Closes every connection.

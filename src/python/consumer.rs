@@ -200,9 +200,9 @@ impl PyConsumer {
     fn stats(&self, py: Python<'_>, future: Option<Py<PyAny>>) -> PyResult<Py<PyAny>> {
         let stats = |c: client::Consumer| async move {
             let all = c.stats().await?;
-            Ok((all, c.queued(), c.corrupt_messages()))
+            Ok((all, c.queued(), c.corrupt_messages(), c.client_stats()))
         };
-        self.call(py, future, stats, |py, (all, queued, corrupt)| {
+        self.call(py, future, stats, |py, (all, queued, corrupt, mine)| {
             let out = PyList::empty(py);
             for s in all {
                 let d = PyDict::new(py);
@@ -218,6 +218,7 @@ impl PyConsumer {
                 d.set_item("subscription_type", s.subscription_type)?;
                 d.set_item("queued", queued)?;
                 d.set_item("corrupt_messages", corrupt)?;
+                d.set_item("client", super::stats::consumer_dict(py, &mine)?)?;
                 out.append(d)?;
             }
             Ok(out.into_any().unbind())

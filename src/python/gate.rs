@@ -112,13 +112,25 @@ impl ExitSafeLogger {
 impl log::Log for ExitSafeLogger {
     fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
         self.refresh_levels();
-        self.logger.enabled(metadata)
+        let target = super::log_names::component(metadata.target());
+        self.logger
+            .enabled(&log::Metadata::builder().level(metadata.level()).target(target).build())
     }
 
     fn log(&self, record: &log::Record<'_>) {
         if !self.enabled(record.metadata()) {
             return;
         }
+        // The record goes to its component's logger (`log_names`), not its module's.
+        let record = log::Record::builder()
+            .args(*record.args())
+            .level(record.level())
+            .target(super::log_names::component(record.target()))
+            .module_path(record.module_path())
+            .file(record.file())
+            .line(record.line())
+            .build();
+        let record = &record;
         if attach_unless_exiting(|_py| self.logger.log(record)).is_none() && record.level() <= log::Level::Warn {
             eprintln!("magnetar: {}", record.args());
         }

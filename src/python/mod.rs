@@ -10,10 +10,12 @@ mod dispatch;
 mod errors;
 mod gate;
 mod lifecycle;
+mod log_names;
 mod options;
 mod producer;
 mod runtime;
 mod schema;
+mod stats;
 mod types;
 
 use pyo3::prelude::*;
@@ -110,6 +112,7 @@ fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(options::_check_client_options, m)?)?;
     m.add_function(wrap_pyfunction!(lifecycle::_at_exit, m)?)?;
     m.add_function(wrap_pyfunction!(lifecycle::_inject_actor_panic, m)?)?;
+    stats::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -78,6 +78,7 @@ pub fn client_options(d: &Bound<'_, PyDict>) -> PyResult<ClientOptions> {
             "auth_data",
             "initial_backoff",
             "max_backoff",
+            "stats_interval",
             "tls_trust_certs_file_path",
             "tls_allow_insecure_connection",
             "tls_validate_hostname",
@@ -104,6 +105,9 @@ pub fn client_options(d: &Bound<'_, PyDict>) -> PyResult<ClientOptions> {
     }
     if let Some(v) = duration_option(d, "max_backoff", NoLimit::Refused(NEVER_RECONNECTS), false)? {
         o.max_backoff = v;
+    }
+    if let Some(v) = duration_option(d, "stats_interval", NoLimit::Off, true)? {
+        o.stats_interval = v;
     }
     if let Some(v) = d.get_item("memory_limit")? {
         if !v.is_none() {

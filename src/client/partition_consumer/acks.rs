@@ -218,7 +218,10 @@ impl Actor {
                 ..Default::default()
             };
             match dlq.send(out).await {
-                Ok(_) => self.ack(m.id.clone(), false),
+                Ok(_) => {
+                    self.inbox.counters.dead_lettered();
+                    self.ack(m.id.clone(), false)
+                }
                 Err(e) => {
                     log::error!(
                         "{}: dead-letter publish failed ({e}); message stays unacked",

@@ -130,6 +130,8 @@ impl PartitionShared {
     /// them that the broker resent after a reconnect, still queued, must never be handed out
     /// after the ack. Costs one atomic load until this partition has reconnected once.
     pub fn purge_acked(&self, inbox: &Inbox, ids: &[MessageId], cumulative: bool) {
+        // Every acknowledgement passes here first: count it.
+        inbox.counters.acked(ids.len());
         if !self.stale_guard.load(Ordering::Acquire) {
             return;
         }
@@ -351,6 +353,7 @@ impl Actor {
                 let _ = reply.send(self.flush_acks_with_receipt().await);
             }
             Command::Nack(id) => {
+                self.inbox.counters.nacked();
                 self.unacked.remove(&(id.ledger_id, id.entry_id));
                 self.nacks.push((Instant::now() + self.opts.nack_redelivery_delay, id));
             }

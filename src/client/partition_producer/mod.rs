@@ -70,6 +70,8 @@ pub(crate) struct SharedState {
     pub connected: AtomicBool,
     pub max_message_size: AtomicUsize,
     pub last_sequence_id: AtomicI64,
+    /// Sent, failed, bytes and receipt latency (`client::stats`).
+    pub counters: crate::client::stats::ProducerCounters,
 }
 
 /// Why a message was not admitted.
@@ -124,6 +126,7 @@ impl PartitionProducer {
             connected: AtomicBool::new(false),
             max_message_size: AtomicUsize::new(frame::DEFAULT_MAX_MESSAGE_SIZE),
             last_sequence_id: AtomicI64::new(-1),
+            counters: Default::default(),
         });
         let (tx, rx) = mpsc::unbounded_channel();
         let wake = Arc::new(Wake::default());
@@ -164,6 +167,13 @@ impl PartitionProducer {
 
     pub fn is_closed(&self) -> bool {
         self.state.closed.load(Ordering::Acquire)
+    }
+
+    /// This partition's client-side statistics.
+    pub fn stats(&self) -> crate::client::stats::ProducerStats {
+        let mut s = self.state.counters.snapshot();
+        s.pending = self.unsettled() as u64;
+        s
     }
 
     /// Messages admitted and not yet settled.

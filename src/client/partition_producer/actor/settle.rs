@@ -40,6 +40,7 @@ impl Actor {
         base.topic = None;
         let n = op.callbacks.len();
         self.release(n, op.bytes);
+        self.state.counters.settled(n, op.bytes, op.sent_at.elapsed());
         let highest = op.highest_sequence_id as i64;
         self.state.last_sequence_id.fetch_max(highest, Ordering::Relaxed);
         for (i, done) in op.callbacks.into_iter().enumerate() {
@@ -88,6 +89,7 @@ impl Actor {
     pub(super) fn fail_settled(&mut self, seq: u64, callbacks: Vec<Completion>, bytes: usize, e: &Error) {
         let n = callbacks.len();
         self.release(n, bytes);
+        self.state.counters.failed(n);
         if n > 0 {
             for w in self.flush_waiters.iter_mut().filter(|w| seq <= w.watermark) {
                 w.failures.note(n, e);

@@ -1,0 +1,99 @@
+//! Client-side statistics as Python dicts: `Producer.stats()`, the `"client"` entry of
+//! `Consumer.stats()`, and the connection figures OpenTelemetry reads (`magnetar.telemetry`).
+
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+
+use super::client::PyClient;
+use super::consumer::PyConsumer;
+use super::producer::PyProducer;
+use super::runtime::EngineHandle;
+use crate::client::stats::{ClientStats, ConsumerClientStats, HistogramSnapshot, ProducerStats};
+
+/// Milliseconds at the usual quantiles, and the histogram's buckets for exporters.
+fn latency<'py>(py: Python<'py>, h: &HistogramSnapshot) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    let ms = |us: u64| us as f64 / 1000.0;
+    d.set_item("count", h.count)?;
+    d.set_item("mean", h.mean_us() / 1000.0)?;
+    for (name, q) in [
+        ("p50", 0.5),
+        ("p90", 0.9),
+        ("p95", 0.95),
+        ("p99", 0.99),
+        ("p999", 0.999),
+    ] {
+        d.set_item(name, ms(h.quantile_us(q)))?;
+    }
+    d.set_item("max", ms(h.max_us))?;
+    d.set_item("sum", ms(h.sum_us))?;
+    let buckets = PyList::empty(py);
+    for &(bound, n) in &h.buckets {
+        buckets.append((ms(bound), n))?;
+    }
+    d.set_item("buckets", buckets)?;
+    Ok(d)
+}
+
+pub fn producer_dict<'py>(py: Python<'py>, s: &ProducerStats) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("pending", s.pending)?;
+    d.set_item("sent", s.sent)?;
+    d.set_item("sent_bytes", s.sent_bytes)?;
+    d.set_item("failed", s.failed)?;
+    d.set_item("latency_ms", latency(py, &s.latency)?)?;
+    d.set_item("receipt_latency_ms", latency(py, &s.receipt_latency)?)?;
+    Ok(d)
+}
+
+pub fn consumer_dict<'py>(py: Python<'py>, s: &ConsumerClientStats) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("received", s.received)?;
+    d.set_item("received_bytes", s.received_bytes)?;
+    d.set_item("redelivered", s.redelivered)?;
+    d.set_item("acked", s.acked)?;
+    d.set_item("nacked", s.nacked)?;
+    d.set_item("dead_lettered", s.dead_lettered)?;
+    d.set_item("queued", s.queued)?;
+    d.set_item("corrupt", s.corrupt)?;
+    Ok(d)
+}
+
+fn client_dict<'py>(py: Python<'py>, s: &ClientStats) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("connections_opened", s.connections_opened)?;
+    d.set_item("connections_closed", s.connections_closed)?;
+    d.set_item("connections_failed", s.connections_failed)?;
+    d.set_item("connections_open", s.connections_open)?;
+    d.set_item("lookups", s.lookups)?;
+    d.set_item("lookups_failed", s.lookups_failed)?;
+    d.set_item("lookup_duration_ms", latency(py, &s.lookup_duration)?)?;
+    d.set_item("metadata_lookups", s.metadata_lookups)?;
+    d.set_item("metadata_lookups_failed", s.metadata_lookups_failed)?;
+    Ok(d)
+}
+
+/// A producer's client-side statistics (no round trip: read from the engine's counters).
+#[pyfunction]
+pub fn _producer_stats<'py>(py: Python<'py>, producer: &Bound<'py, PyProducer>) -> PyResult<Bound<'py, PyDict>> {
+    producer_dict(py, &producer.get().engine().stats())
+}
+
+/// A consumer's (or reader's) client-side statistics.
+#[pyfunction]
+pub fn _consumer_stats<'py>(py: Python<'py>, consumer: &Bound<'py, PyConsumer>) -> PyResult<Bound<'py, PyDict>> {
+    consumer_dict(py, &consumer.get().engine().client_stats())
+}
+
+/// A client's connection and lookup statistics.
+#[pyfunction]
+pub fn _client_stats<'py>(py: Python<'py>, client: &Bound<'py, PyClient>) -> PyResult<Bound<'py, PyDict>> {
+    client_dict(py, &client.get().engine().stats())
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(_producer_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(_consumer_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(_client_stats, m)?)?;
+    Ok(())
+}
