@@ -21,7 +21,6 @@ when it raises; each example checks what it shows with ``assert`` or prints it.
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 from collections.abc import Iterator
@@ -30,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from jvm import local_spark
 
 from magnetar.testing import Standalone
 
@@ -101,23 +101,9 @@ def test_the_documentation_has_examples_and_few_are_not_run() -> None:
 @pytest.fixture(scope="module")
 def spark_session() -> Iterator[Any]:
     """One local[1] session for the blocks that use Spark, made only if one runs."""
-    from pyspark.sql import SparkSession
-
     import magnetar.spark as ms
 
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    session = (
-        SparkSession.builder.master("local[1]")
-        .appName("magnetar-doc-examples")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "1")
-        .config("spark.default.parallelism", "1")
-        .config("spark.driver.memory", "1g")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
+    session = local_spark(1, "magnetar-doc-examples")
     yield session
     session.stop()
     ms.close_all()

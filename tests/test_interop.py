@@ -18,10 +18,7 @@ against the jars of the broker distribution.
 
 from __future__ import annotations
 
-import os
 import random
-import shutil
-import subprocess
 import threading
 import time
 import uuid
@@ -32,6 +29,7 @@ from typing import Any
 
 import magnetar
 import pytest
+from jvm import java_program
 from magnetar import _core
 
 import pulsar  # noqa: E402 - a hard test dependency (requirements-dev.txt): fail, never skip
@@ -292,34 +290,7 @@ def test_default_sequence_ids_cross_clients(official, client, topic, batching):
 def java(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """Compiles tests/interop/PulsarInterop.java against the broker distribution's jars and
     returns ``run(*args) -> stdout lines``."""
-    if shutil.which("javac") is None or shutil.which("java") is None:
-        pytest.fail("a JDK (javac) is needed for the Java-client interop tests; the broker needs Java 17 too")
-    from magnetar.testing import ensure_distribution
-
-    lib = ensure_distribution() / "lib"
-    assert any(lib.glob("org.apache.pulsar-pulsar-client-original-*.jar")), f"no Java client in {lib}"
-    classes = tmp_path_factory.mktemp("java-interop")
-    classpath = f"{lib}/*"
-    proc = subprocess.run(["javac", "-nowarn", "-d", str(classes), "-cp", classpath,
-                           str(INTEROP_DIR / "PulsarInterop.java")],
-                          capture_output=True, text=True, timeout=180, check=False)
-    assert proc.returncode == 0, f"javac failed:\n{proc.stdout}\n{proc.stderr}"
-    opens = ["java.base/java.io", "java.base/java.util.zip", "java.base/java.nio", "java.base/java.lang",
-             "java.base/jdk.internal.misc", "java.base/sun.net"]
-
-    def run(*args: str) -> list[str]:
-        cmd = ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
-               "-Dio.netty.tryReflectionSetAccessible=true",
-               *[a for m in opens for a in ("--add-opens", f"{m}=ALL-UNNAMED")],
-               "-cp", f"{classes}{os.pathsep}{classpath}", "PulsarInterop", *args]
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=240, check=False,
-                           stdin=subprocess.DEVNULL)
-        out = p.stdout.splitlines()
-        assert p.returncode == 0 and out and out[-1] == "DONE", (
-            f"the Java program failed (exit {p.returncode}):\n{p.stdout[-4000:]}\n{p.stderr[-4000:]}")
-        return out
-
-    return run
+    return java_program(tmp_path_factory.mktemp("java-interop"), INTEROP_DIR / "PulsarInterop.java")
 
 
 def _unhex_str(h: str) -> str | None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 import pytest
+from records import V1, V2
 
 import magnetar
 from magnetar import schema
@@ -127,16 +128,6 @@ def test_incompatible_schema_is_refused_with_the_brokers_message(client: magneta
 
 
 def test_evolution_old_and_new_messages_with_both_classes(client: magnetar.Client, broker: Standalone, topic: str) -> None:
-    @dataclass
-    class V1:
-        id: int
-
-    @dataclass
-    class V2:
-        id: int
-        extra: Optional[str] = None
-
-    V1.__name__ = V2.__name__ = "Rec"
     client.create_producer(topic, schema=schema.AvroSchema(V1)).send(V1(1))
     client.create_producer(topic, schema=schema.AvroSchema(V2)).send(V2(2, "x"))
     assert registered(broker, topic)["version"] == 1

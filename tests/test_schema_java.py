@@ -6,15 +6,13 @@ against the broker distribution's jars."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 import pytest
+from jvm import java_program
 
 import magnetar
 from magnetar import schema
@@ -36,30 +34,8 @@ KINDS = {"avro": schema.AvroSchema, "json": schema.JsonSchema}
 
 @pytest.fixture(scope="module")
 def java(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., list[str]]:
-    if shutil.which("javac") is None:
-        pytest.fail("a JDK (javac) is needed for the Java-client schema tests")
-    from magnetar.testing import ensure_distribution
-
-    classpath = f"{ensure_distribution() / 'lib'}/*"
-    classes = tmp_path_factory.mktemp("java-schema")
-    proc = subprocess.run(["javac", "-nowarn", "-d", str(classes), "-cp", classpath, str(SOURCE)],
-                          capture_output=True, text=True, timeout=180, check=False)
-    assert proc.returncode == 0, f"javac failed:\n{proc.stdout}\n{proc.stderr}"
-    opens = ["java.base/java.io", "java.base/java.util.zip", "java.base/java.nio", "java.base/java.lang",
-             "java.base/jdk.internal.misc", "java.base/sun.net"]
-
-    def run(*args: str) -> list[str]:
-        cmd = ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
-               "-Dio.netty.tryReflectionSetAccessible=true",
-               *[a for m in opens for a in ("--add-opens", f"{m}=ALL-UNNAMED")],
-               "-cp", f"{classes}{os.pathsep}{classpath}", "SchemaInterop", *args]
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=240, check=False, stdin=subprocess.DEVNULL)
-        out = p.stdout.splitlines()
-        assert p.returncode == 0 and out and out[-1] == "DONE", (
-            f"the Java program failed (exit {p.returncode}):\n{p.stdout[-4000:]}\n{p.stderr[-4000:]}")
-        return [line for line in out if line.startswith("ORDER ")]
-
-    return run
+    run = java_program(tmp_path_factory.mktemp("java-schema"), SOURCE)
+    return lambda *args: [line for line in run(*args) if line.startswith("ORDER ")]
 
 
 def registered(broker: Standalone, topic: str) -> dict[str, Any]:

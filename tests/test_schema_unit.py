@@ -14,6 +14,7 @@ from typing import Any, Optional
 
 import fastavro
 import pytest
+from records import V1, V2
 
 import magnetar
 from magnetar import schema
@@ -170,16 +171,6 @@ def test_primitives_encode_as_java_does() -> None:
 
 
 def test_evolution_resolves_by_field_name() -> None:
-    @dataclass
-    class V1:
-        id: int
-
-    @dataclass
-    class V2:
-        id: int
-        extra: Optional[str] = None
-
-    V1.__name__ = V2.__name__ = "Rec"
     old, new = schema.AvroSchema(V1), schema.AvroSchema(V2)
     from magnetar.schema import _avro, _convert
     w = json.loads(old.definition)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import pickle
-import sys
 import threading
 import time
 import uuid
@@ -19,6 +18,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from jvm import local_spark
 
 import magnetar
 import magnetar.spark as ms
@@ -30,21 +30,7 @@ BATCH_ROWS = int(os.environ.get("MAGNETAR_SPARK_ROWS", "200000"))
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
-    from pyspark.sql import SparkSession
-
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("magnetar-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
-        .config("spark.driver.memory", "1g")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
+    session = local_spark(2, "magnetar-tests")
     session.dataSource.register(PulsarDataSource)
     yield session
     session.stop()

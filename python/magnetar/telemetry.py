@@ -19,6 +19,7 @@ from __future__ import annotations
 import threading
 import time
 import weakref
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from . import _core
@@ -169,52 +170,47 @@ def _replay(histograms: Sequence[tuple[Any, Mapping[str, str]]],
     return callback
 
 
+_SEND = {"messaging.operation.name": "send", "messaging.operation.type": "send"}
+_RECEIVE = {"messaging.operation.name": "receive", "messaging.operation.type": "receive"}
+
+# Observable counters: name, unit, description, and what feeds it as (handles, engine counter,
+# extra attributes). The messaging semantic conventions first, then the Java client's names
+# (PIP-342).
+_COUNTERS: list[tuple[str, str, str, list[tuple[Callable[[], Iterator[Any]], str, dict[str, str]]]]] = [
+    ("messaging.client.sent.messages", "{message}", "Messages the broker acknowledged (error.type: failed ones).", [(_producers, "sent", _SEND), (_producers, "failed", {**_SEND, "error.type": "_OTHER"})]),
+    ("messaging.client.consumed.messages", "{message}", "Messages delivered to the application.", [(_consumers, "received", _RECEIVE)]),
+    ("pulsar.client.producer.message.send.size", "By", "Bytes published.", [(_producers, "sent_bytes", {})]),
+    ("pulsar.client.producer.message.pending.count", "{message}", "Messages waiting for the broker's receipt.", [(_producers, "pending", {})]),
+    ("pulsar.client.consumer.message.received.count", "{message}", "Messages received by the application.", [(_consumers, "received", {})]),
+    ("pulsar.client.consumer.message.received.size", "By", "Payload bytes received by the application.", [(_consumers, "received_bytes", {})]),
+    ("pulsar.client.consumer.receive_queue.count", "{message}", "Messages in the receiver queue.", [(_consumers, "queued", {})]),
+    ("pulsar.client.consumer.message.ack", "{message}", "Acknowledged messages.", [(_consumers, "acked", {})]),
+    ("pulsar.client.consumer.message.nack", "{message}", "Negatively acknowledged messages.", [(_consumers, "nacked", {})]),
+    ("pulsar.client.consumer.message.dlq", "{message}", "Messages sent to the dead-letter topic.", [(_consumers, "dead_lettered", {})]),
+    ("pulsar.client.consumer.message.redelivered", "{message}", "Received messages that were delivered before.", [(_consumers, "redelivered", {})]),
+    ("pulsar.client.connection.opened", "{connection}", "Connections opened.", [(_clients, "connections_opened", {})]),
+    ("pulsar.client.connection.closed", "{connection}", "Connections closed.", [(_clients, "connections_closed", {})]),
+    ("pulsar.client.connection.failed", "{connection}", "Failed connection attempts.", [(_clients, "connections_failed", {"pulsar.failure.type": "tcp-failed"})]),
+]
+# The counts that go down as well as up.
+_UP_DOWN = {"pulsar.client.producer.message.pending.count", "pulsar.client.consumer.receive_queue.count"}
+
+
 def _instruments(meter: Any) -> None:
-    send = {"messaging.operation.name": "send", "messaging.operation.type": "send"}
-    receive = {"messaging.operation.name": "receive", "messaging.operation.type": "receive"}
-    failed = {**send, "error.type": "_OTHER"}
-    counter, updown = meter.create_observable_counter, meter.create_observable_up_down_counter
-    # The messaging semantic conventions.
-    counter("messaging.client.sent.messages", [_observe(_producers, "sent", send),
-                                               _observe(_producers, "failed", failed)],
-            unit="{message}", description="Messages the broker acknowledged (error.type: failed ones).")
-    counter("messaging.client.consumed.messages", [_observe(_consumers, "received", receive)],
-            unit="{message}", description="Messages delivered to the application.")
+    for name, unit, description, feeds in _COUNTERS:
+        up_down = name in _UP_DOWN
+        create = meter.create_observable_up_down_counter if up_down else meter.create_observable_counter
+        create(name, [_observe(source, key, extra) for source, key, extra in feeds],
+               unit=unit, description=description)
     op_duration = meter.create_histogram("messaging.client.operation.duration", unit="s",
                                          description="Send duration, from the write to the broker's receipt.")
-    # The Java client's names (PIP-342).
-    counter("pulsar.client.producer.message.send.size", [_observe(_producers, "sent_bytes")],
-            unit="By", description="Bytes published.")
-    updown("pulsar.client.producer.message.pending.count", [_observe(_producers, "pending")],
-           unit="{message}", description="Messages waiting for the broker's receipt.")
     send_duration = meter.create_histogram("pulsar.client.producer.message.send.duration", unit="s",
                                            description="Publish latency, from the write to the receipt.")
-    counter("pulsar.client.consumer.message.received.count", [_observe(_consumers, "received")],
-            unit="{message}", description="Messages received by the application.")
-    counter("pulsar.client.consumer.message.received.size", [_observe(_consumers, "received_bytes")],
-            unit="By", description="Payload bytes received by the application.")
-    updown("pulsar.client.consumer.receive_queue.count", [_observe(_consumers, "queued")],
-           unit="{message}", description="Messages in the receiver queue.")
-    counter("pulsar.client.consumer.message.ack", [_observe(_consumers, "acked")],
-            unit="{message}", description="Acknowledged messages.")
-    counter("pulsar.client.consumer.message.nack", [_observe(_consumers, "nacked")],
-            unit="{message}", description="Negatively acknowledged messages.")
-    counter("pulsar.client.consumer.message.dlq", [_observe(_consumers, "dead_lettered")],
-            unit="{message}", description="Messages sent to the dead-letter topic.")
-    counter("pulsar.client.consumer.message.redelivered", [_observe(_consumers, "redelivered")],
-            unit="{message}", description="Received messages that were delivered before.")
-    counter("pulsar.client.connection.opened", [_observe(_clients, "connections_opened")],
-            unit="{connection}", description="Connections opened.")
-    counter("pulsar.client.connection.closed", [_observe(_clients, "connections_closed")],
-            unit="{connection}", description="Connections closed.")
-    counter("pulsar.client.connection.failed", [_observe(_clients, "connections_failed",
-                                                         {"pulsar.failure.type": "tcp-failed"})],
-            unit="{connection}", description="Failed connection attempts.")
     lookup = meter.create_histogram("pulsar.client.lookup.duration", unit="s",
                                     description="Topic lookup duration (redirects included).")
     # Histograms are fed from the engine's buckets by one callback per collection.
     meter.create_observable_gauge("magnetar.telemetry.collect", [
-        _replay([(op_duration, send), (send_duration, {})], _producers, "receipt_latency_ms"),
+        _replay([(op_duration, _SEND), (send_duration, {})], _producers, "receipt_latency_ms"),
         _replay([(lookup, {"pulsar.lookup.type": "topic"})], _clients, "lookup_duration_ms"),
     ], description="Reports nothing: feeds the histograms.")
 
@@ -258,14 +254,22 @@ def end_send(span: Span, message_id: object = None, error: BaseException | None 
     span.end()
 
 
+@contextmanager
+def _ended_on_error(spans: Sequence[Span]) -> Iterator[None]:
+    """Ends ``spans`` with the error that leaves the block, and lets it go on."""
+    try:
+        yield
+    except BaseException as e:
+        for span in spans:
+            end_send(span, error=e)
+        raise
+
+
 def send(core: Any, data: Any, fields: Mapping[str, Any] | None) -> Any:
     """A blocking send with its span."""
     span, traced = start_send(core.topic, fields, _size(data))
-    try:
+    with _ended_on_error([span]):
         msg_id = core.send(data, traced)
-    except BaseException as e:
-        end_send(span, error=e)
-        raise
     end_send(span, msg_id)
     return msg_id
 
@@ -273,11 +277,8 @@ def send(core: Any, data: Any, fields: Mapping[str, Any] | None) -> Any:
 def send_async(core: Any, data: Any, fields: Mapping[str, Any] | None) -> Any:
     """A queued send whose span ends when its future completes."""
     span, traced = start_send(core.topic, fields, _size(data))
-    try:
+    with _ended_on_error([span]):
         fut = core.send_async(data, traced)
-    except BaseException as e:
-        end_send(span, error=e)
-        raise
 
     def done(f: Any) -> None:
         e = f.exception()
@@ -298,19 +299,16 @@ def _many(topic: str, payloads: Sequence[Any], columns: Mapping[str, Any]) -> tu
     return spans, {**columns, "properties": properties}
 
 
-def _end_many(spans: Sequence[Span], ids: Sequence[Any] | None, error: BaseException | None = None) -> None:
-    for i, span in enumerate(spans):
-        end_send(span, ids[i] if ids is not None else None, error)
+def _end_many(spans: Sequence[Span], ids: Sequence[Any]) -> None:
+    for span, msg_id in zip(spans, ids):
+        end_send(span, msg_id)
 
 
 def send_many(core: Any, payloads: Sequence[Any], columns: Mapping[str, Any]) -> Any:
     """A blocking ``send_many`` with a span per message."""
     spans, traced = _many(core.topic, payloads, columns)
-    try:
+    with _ended_on_error(spans):
         ids = core.send_many(payloads, **traced)
-    except BaseException as e:
-        _end_many(spans, None, e)
-        raise
     _end_many(spans, ids)
     return ids
 
@@ -320,11 +318,8 @@ async def send_awaited(core: Any, data: Any, fields: Mapping[str, Any] | None) -
     from ._aio import call
 
     span, traced = start_send(core.topic, fields, _size(data))
-    try:
+    with _ended_on_error([span]):
         msg_id = await call(core.send, data, traced)
-    except BaseException as e:
-        end_send(span, error=e)
-        raise
     end_send(span, msg_id)
     return msg_id
 
@@ -334,11 +329,8 @@ async def send_many_awaited(core: Any, payloads: Sequence[Any], columns: Mapping
     from ._aio import call
 
     spans, traced = _many(core.topic, payloads, columns)
-    try:
+    with _ended_on_error(spans):
         ids = await call(core.send_many, payloads, **traced)
-    except BaseException as e:
-        _end_many(spans, None, e)
-        raise
     _end_many(spans, ids)
     return ids
 

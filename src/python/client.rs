@@ -80,7 +80,7 @@ impl PyClient {
         run(py, &self.dispatch, future, create, move |py, p| {
             p.set_router(router.map(python_router));
             runtime::track(&p);
-            Ok(Py::new(py, PyProducer::new(p, guard, dispatch).with_schema(schema))?.into_any())
+            Ok(Py::new(py, PyProducer::new(p, guard, dispatch, schema))?.into_any())
         })
     }
 
@@ -105,7 +105,7 @@ impl PyClient {
         let (guard, dispatch) = (self.guard, self.dispatch.clone());
         let subscribe = async move { c.subscribe(sel, &subscription, opts).await };
         run(py, &self.dispatch, future, subscribe, move |py, consumer| {
-            Ok(Py::new(py, PyConsumer::new(consumer, guard, dispatch).with_schema(binding))?.into_any())
+            Ok(Py::new(py, PyConsumer::new(consumer, guard, dispatch, binding))?.into_any())
         })
     }
 

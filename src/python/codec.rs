@@ -326,37 +326,15 @@ impl AvroCodec {
             }
             Node::Array(item) => {
                 let list = PyList::empty(py);
-                loop {
-                    let mut n = get_long(data, pos).map_err(bad)?;
-                    if n == 0 {
-                        break;
-                    }
-                    if n < 0 {
-                        get_long(data, pos).map_err(bad)?;
-                        n = -n;
-                    }
-                    for _ in 0..n {
-                        list.append(self.read(py, item, data, pos)?)?;
-                    }
-                }
+                for_each_item(data, pos, |pos| list.append(self.read(py, item, data, pos)?))?;
                 list.into_any()
             }
             Node::Map(values) => {
                 let d = PyDict::new(py);
-                loop {
-                    let mut n = get_long(data, pos).map_err(bad)?;
-                    if n == 0 {
-                        break;
-                    }
-                    if n < 0 {
-                        get_long(data, pos).map_err(bad)?;
-                        n = -n;
-                    }
-                    for _ in 0..n {
-                        let k = self.read(py, &Node::String, data, pos)?;
-                        d.set_item(k, self.read(py, values, data, pos)?)?;
-                    }
-                }
+                for_each_item(data, pos, |pos| {
+                    let k = self.read(py, &Node::String, data, pos)?;
+                    d.set_item(k, self.read(py, values, data, pos)?)
+                })?;
                 d.into_any()
             }
             Node::Union(branches) => {
@@ -531,5 +509,23 @@ impl AvroCodec {
             }
             _ => return Err(wrong()),
         })
+    }
+}
+
+/// Reads the items of an Avro array or map: blocks of a count followed by that many items, up
+/// to a zero count. A negative count is followed by the block's size in bytes, which decoding
+/// item by item does not need.
+fn for_each_item(data: &[u8], pos: &mut usize, mut item: impl FnMut(&mut usize) -> PyResult<()>) -> PyResult<()> {
+    loop {
+        let count = get_long(data, pos).map_err(PyValueError::new_err)?;
+        if count == 0 {
+            return Ok(());
+        }
+        if count < 0 {
+            get_long(data, pos).map_err(PyValueError::new_err)?;
+        }
+        for _ in 0..count.unsigned_abs() {
+            item(pos)?;
+        }
     }
 }

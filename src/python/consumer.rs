@@ -5,10 +5,11 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::PyList;
 
 use super::convert;
 use super::errors::{invalid, to_pyerr};
+use super::fields_dict;
 use super::gate;
 use super::getters;
 use super::runtime::{engine_handle, none, EngineHandle};
@@ -22,16 +23,9 @@ engine_handle! {
     /// Engine handle of a consumer (and of a reader, which is a non-durable consumer).
     #[pyclass(name = "_Consumer", module = "magnetar._core", frozen)]
     pub struct PyConsumer(client::Consumer) {
+        /// Decodes its messages' `value` with it.
         schema: Option<Arc<Binding>>,
     };
-}
-
-impl PyConsumer {
-    /// Decodes its messages' `value` with `schema`.
-    pub fn with_schema(mut self, schema: Option<Arc<Binding>>) -> Self {
-        self.schema = schema;
-        self
-    }
 }
 
 fn message_id_of(obj: &Bound<'_, PyAny>) -> PyResult<client::MessageId> {
@@ -205,17 +199,22 @@ impl PyConsumer {
         self.call(py, future, stats, |py, (all, queued, corrupt, mine)| {
             let out = PyList::empty(py);
             for s in all {
-                let d = PyDict::new(py);
-                d.set_item("topic", s.topic)?;
-                d.set_item("msg_rate_out", s.msg_rate_out)?;
-                d.set_item("msg_throughput_out", s.msg_throughput_out)?;
-                d.set_item("msg_rate_redeliver", s.msg_rate_redeliver)?;
-                d.set_item("consumer_name", s.consumer_name)?;
-                d.set_item("available_permits", s.available_permits)?;
-                d.set_item("unacked_messages", s.unacked_messages)?;
-                d.set_item("blocked_consumer_on_unacked_msgs", s.blocked_consumer_on_unacked_msgs)?;
-                d.set_item("msg_backlog", s.msg_backlog)?;
-                d.set_item("subscription_type", s.subscription_type)?;
+                let d = fields_dict!(
+                    py,
+                    s,
+                    [
+                        topic,
+                        msg_rate_out,
+                        msg_throughput_out,
+                        msg_rate_redeliver,
+                        consumer_name,
+                        available_permits,
+                        unacked_messages,
+                        blocked_consumer_on_unacked_msgs,
+                        msg_backlog,
+                        subscription_type,
+                    ]
+                );
                 d.set_item("queued", queued)?;
                 d.set_item("corrupt_messages", corrupt)?;
                 d.set_item("client", super::stats::consumer_dict(py, &mine)?)?;

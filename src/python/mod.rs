@@ -54,6 +54,17 @@ macro_rules! getters {
 }
 pub(crate) use getters;
 
+/// A dict of the named fields of a value, keyed by the field names: the engine's statistics
+/// structs name their fields as the Python dicts do.
+macro_rules! fields_dict {
+    ($py:expr, $value:expr, [$($field:ident),* $(,)?]) => {{
+        let d = pyo3::types::PyDict::new($py);
+        $(pyo3::types::PyDictMethods::set_item(&d, stringify!($field), &$value.$field)?;)*
+        d
+    }};
+}
+pub(crate) use fields_dict;
+
 /// Names of the exception classes each engine error kind maps to (for the mapping test).
 #[pyfunction]
 fn _error_class_names() -> Vec<&'static str> {

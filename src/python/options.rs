@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use pyo3::conversion::FromPyObjectOwned;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -18,6 +19,14 @@ use crate::protocol::pb::{command_subscribe::SubType, ProducerAccessMode};
 #[pyfunction]
 pub fn _check_client_options(options: &Bound<'_, PyDict>) -> PyResult<()> {
     client_options(options).map(drop)
+}
+
+/// Sets `slot` to the value under `key` when the dict has one (not None).
+fn set<'py, T: for<'a> FromPyObjectOwned<'py>>(d: &Bound<'py, PyDict>, key: &str, slot: &mut T) -> PyResult<()> {
+    if let Some(v) = get::<T>(d, key)? {
+        *slot = v;
+    }
+    Ok(())
 }
 
 fn pairs(d: &Bound<'_, PyDict>, key: &str) -> PyResult<Option<Vec<(String, String)>>> {
@@ -170,9 +179,7 @@ pub fn producer_options(d: &Bound<'_, PyDict>) -> PyResult<ProducerOptions> {
     if let Some(v) = get::<String>(d, "name")? {
         o.name = Some(v);
     }
-    if let Some(v) = get::<bool>(d, "batching")? {
-        o.batching = v;
-    }
+    set(d, "batching", &mut o.batching)?;
     if let Some(v) = positive(get::<i64>(d, "batch_max_messages")?, "batch_max_messages")? {
         o.batch_max_messages = v;
     }
@@ -197,9 +204,7 @@ pub fn producer_options(d: &Bound<'_, PyDict>) -> PyResult<ProducerOptions> {
     if let Some(v) = positive(get::<i64>(d, "max_pending")?, "max_pending")? {
         o.max_pending = v;
     }
-    if let Some(v) = get::<bool>(d, "block_if_full")? {
-        o.block_if_full = v;
-    }
+    set(d, "block_if_full", &mut o.block_if_full)?;
     if let Some(v) = duration_option(d, "send_timeout", NoLimit::Off, true)? {
         o.send_timeout = v;
     }
@@ -221,9 +226,7 @@ pub fn producer_options(d: &Bound<'_, PyDict>) -> PyResult<ProducerOptions> {
     )? {
         o.access_mode = v;
     }
-    if let Some(v) = get::<bool>(d, "chunking")? {
-        o.chunking = v;
-    }
+    set(d, "chunking", &mut o.chunking)?;
     if let Some(v) = pairs(d, "properties")? {
         o.properties = v;
     }
@@ -338,9 +341,7 @@ pub fn consumer_options(d: &Bound<'_, PyDict>) -> PyResult<ConsumerOptions> {
     if let Some(v) = positive(get::<i64>(d, "ack_group_max")?, "ack_group_max")? {
         o.ack_group_max = v;
     }
-    if let Some(v) = get::<bool>(d, "durable")? {
-        o.durable = v;
-    }
+    set(d, "durable", &mut o.durable)?;
     if let Some(v) = d.get_item("start_message_id")? {
         if !v.is_none() {
             let id = v
@@ -349,27 +350,17 @@ pub fn consumer_options(d: &Bound<'_, PyDict>) -> PyResult<ConsumerOptions> {
             o.start_message_id = Some(id.get().inner.clone());
         }
     }
-    if let Some(v) = get::<bool>(d, "start_inclusive")? {
-        o.start_inclusive = v;
-    }
-    if let Some(v) = get::<bool>(d, "read_compacted")? {
-        o.read_compacted = v;
-    }
+    set(d, "start_inclusive", &mut o.start_inclusive)?;
+    set(d, "read_compacted", &mut o.read_compacted)?;
     if let Some(v) = pairs(d, "subscription_properties")? {
         o.subscription_properties = v;
     }
     if let Some(v) = pairs(d, "properties")? {
         o.properties = v;
     }
-    if let Some(v) = get::<bool>(d, "batch_index_ack")? {
-        o.batch_index_ack = v;
-    }
-    if let Some(v) = get::<bool>(d, "replicate_subscription_state")? {
-        o.replicate_subscription_state = v;
-    }
-    if let Some(v) = get::<i32>(d, "priority_level")? {
-        o.priority_level = v;
-    }
+    set(d, "batch_index_ack", &mut o.batch_index_ack)?;
+    set(d, "replicate_subscription_state", &mut o.replicate_subscription_state)?;
+    set(d, "priority_level", &mut o.priority_level)?;
     if let Some(v) = duration_option(d, "discovery_period", NoLimit::Forever, false)? {
         o.discovery_period = v;
     }

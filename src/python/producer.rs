@@ -16,16 +16,9 @@ engine_handle! {
     /// Engine handle of a producer.
     #[pyclass(name = "_Producer", module = "magnetar._core", frozen)]
     pub struct PyProducer(client::Producer) {
+        /// Encodes what it sends with it (a `magnetar.schema` object).
         schema: Option<Py<PyAny>>,
     };
-}
-
-impl PyProducer {
-    /// Encodes what it sends with `schema` (a `magnetar.schema` object).
-    pub fn with_schema(mut self, schema: Option<Py<PyAny>>) -> Self {
-        self.schema = schema;
-        self
-    }
 }
 
 fn id_obj(py: Python<'_>, id: client::MessageId) -> PyResult<Py<PyAny>> {

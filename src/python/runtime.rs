@@ -287,9 +287,9 @@ pub trait EngineHandle {
 /// `guard` and `dispatch`, and the `Drop` that never drops the parent's objects in a forked
 /// child. The form `pub struct Name(Engine);` (attributes allowed) also declares the handle with
 /// those three fields, `Name::new(inner, guard, dispatch)`, and the Python `close(*, future=None)`
-/// and `closed` of an engine whose `close` is fallible and whose `is_closed` says so.
+/// and `closed` of an engine whose `close` is fallible and whose `is_closed` says so; fields in
+/// braces after it (`pub struct Name(Engine) { extra: T };`) are added, and `new` takes them too.
 macro_rules! engine_handle {
-    // Extra fields start at their `Default` and are set by the handle's own builder methods.
     (
         $(#[$attr:meta])* pub struct $handle:ident($engine:ty)
         $({ $($(#[$fattr:meta])* $field:ident: $fty:ty),* $(,)? })?;
@@ -307,12 +307,13 @@ macro_rules! engine_handle {
                 inner: $engine,
                 guard: $crate::python::runtime::ForkGuard,
                 dispatch: std::sync::Arc<$crate::python::dispatch::Dispatcher>,
+                $($($field: $fty,)*)?
             ) -> Self {
                 $handle {
                     inner,
                     guard,
                     dispatch,
-                    $($($field: Default::default(),)*)?
+                    $($($field,)*)?
                 }
             }
         }

@@ -6,6 +6,7 @@ use pyo3::types::{PyDict, PyList};
 
 use super::client::PyClient;
 use super::consumer::PyConsumer;
+use super::fields_dict;
 use super::producer::PyProducer;
 use super::runtime::EngineHandle;
 use crate::client::stats::{ClientStats, ConsumerClientStats, HistogramSnapshot, ProducerStats};
@@ -36,40 +37,45 @@ fn latency<'py>(py: Python<'py>, h: &HistogramSnapshot) -> PyResult<Bound<'py, P
 }
 
 pub fn producer_dict<'py>(py: Python<'py>, s: &ProducerStats) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
-    d.set_item("pending", s.pending)?;
-    d.set_item("sent", s.sent)?;
-    d.set_item("sent_bytes", s.sent_bytes)?;
-    d.set_item("failed", s.failed)?;
+    let d = fields_dict!(py, s, [pending, sent, sent_bytes, failed]);
     d.set_item("latency_ms", latency(py, &s.latency)?)?;
     d.set_item("receipt_latency_ms", latency(py, &s.receipt_latency)?)?;
     Ok(d)
 }
 
 pub fn consumer_dict<'py>(py: Python<'py>, s: &ConsumerClientStats) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
-    d.set_item("received", s.received)?;
-    d.set_item("received_bytes", s.received_bytes)?;
-    d.set_item("redelivered", s.redelivered)?;
-    d.set_item("acked", s.acked)?;
-    d.set_item("nacked", s.nacked)?;
-    d.set_item("dead_lettered", s.dead_lettered)?;
-    d.set_item("queued", s.queued)?;
-    d.set_item("corrupt", s.corrupt)?;
-    Ok(d)
+    Ok(fields_dict!(
+        py,
+        s,
+        [
+            received,
+            received_bytes,
+            redelivered,
+            acked,
+            nacked,
+            dead_lettered,
+            queued,
+            corrupt
+        ]
+    ))
 }
 
 fn client_dict<'py>(py: Python<'py>, s: &ClientStats) -> PyResult<Bound<'py, PyDict>> {
-    let d = PyDict::new(py);
-    d.set_item("connections_opened", s.connections_opened)?;
-    d.set_item("connections_closed", s.connections_closed)?;
-    d.set_item("connections_failed", s.connections_failed)?;
-    d.set_item("connections_open", s.connections_open)?;
-    d.set_item("lookups", s.lookups)?;
-    d.set_item("lookups_failed", s.lookups_failed)?;
+    let d = fields_dict!(
+        py,
+        s,
+        [
+            connections_opened,
+            connections_closed,
+            connections_failed,
+            connections_open,
+            lookups,
+            lookups_failed,
+            metadata_lookups,
+            metadata_lookups_failed,
+        ]
+    );
     d.set_item("lookup_duration_ms", latency(py, &s.lookup_duration)?)?;
-    d.set_item("metadata_lookups", s.metadata_lookups)?;
-    d.set_item("metadata_lookups_failed", s.metadata_lookups_failed)?;
     Ok(d)
 }
 

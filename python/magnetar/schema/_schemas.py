@@ -360,6 +360,14 @@ class _Record(Schema[Any]):
         what = self.record_cls.__name__ if self.record_cls is not None else "definition"
         return f"{type(self).__name__}({what})"
 
+    def _checked(self, value: Any) -> Any:
+        """``value`` if it is one of this schema's records (or a dict of one); raises before
+        anything is sent otherwise."""
+        if self.record_cls is not None and not isinstance(value, (self.record_cls, dict)):
+            raise SchemaEncodeError(
+                f"{type(self).__name__}: expected a {self.record_cls.__name__}, got {type(value).__name__}")
+        return value
+
 
 class AvroSchema(_Record):
     """Avro binary payloads. ``AvroSchema(Order)`` generates the definition from a dataclass,
@@ -375,9 +383,7 @@ class AvroSchema(_Record):
         self._writers: dict[bytes, tuple[Any, _avro.Names, Any]] = {}
 
     def encode(self, value: Any) -> bytes:
-        if self.record_cls is not None and not isinstance(value, (self.record_cls, dict)):
-            raise SchemaEncodeError(f"AvroSchema: expected a {self.record_cls.__name__}, got {type(value).__name__}")
-        return self._codec.encode(value)
+        return self._codec.encode(self._checked(value))
 
     def decode(self, data: bytes) -> Any:
         return self._codec.decode(data)
@@ -409,9 +415,7 @@ class JsonSchema(_Record):
     type, name = SchemaType.JSON, "JSON"
 
     def encode(self, value: Any) -> bytes:
-        if self.record_cls is not None and not isinstance(value, (self.record_cls, dict)):
-            raise SchemaEncodeError(f"JsonSchema: expected a {self.record_cls.__name__}, got {type(value).__name__}")
-        return self._codec.encode_json(value)
+        return self._codec.encode_json(self._checked(value))
 
     def decode(self, data: bytes) -> Any:
         return self._codec.decode_json(data)
