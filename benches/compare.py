@@ -44,29 +44,25 @@ from benches.clients import java_perf
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# (client, api, label). "java" runs pulsar-perf.
-PRODUCERS = [
-    ("magnetar", "send_async", "magnetar send_async"),
-    ("magnetar", "send_many", "magnetar send_many"),
-    ("magnetar", "asyncio", "magnetar asyncio send"),
-    ("official", "send_async", "official send_async"),
-    ("official", "asyncio", "official asyncio send"),
-    ("java", "perf", "java pulsar-perf"),
-]
-CONSUMERS = [
-    ("magnetar", "receive", "magnetar receive"),
-    ("magnetar", "receive_many", "magnetar receive_many"),
-    ("magnetar", "async_for", "magnetar async for"),
-    ("official", "receive", "official receive"),
-    ("official", "batch_receive", "official batch_receive"),
-    ("official", "asyncio", "official asyncio receive"),
-    ("java", "perf", "java pulsar-perf"),
-]
-LATENCY = [
-    ("magnetar", "send_async", "magnetar send_async"),
-    ("official", "send_async", "official send_async"),
-    ("java", "perf", "java pulsar-perf"),
-]
+# The apis each client runs in each role, as the bench clients name them; "java" runs pulsar-perf.
+_APIS = {
+    "produce": {"magnetar": ["send_async", "send_many", "asyncio"], "official": ["send_async", "asyncio"], "java": ["perf"]},
+    "consume": {"magnetar": ["receive", "receive_many", "async_for"], "official": ["receive", "batch_receive", "asyncio"],
+                "java": ["perf"]},
+    "latency": {"magnetar": ["send_async"], "official": ["send_async"], "java": ["perf"]},
+}
+# How an api is shown where its own name does not say what it does.
+_SHOWN = {("produce", "asyncio"): "asyncio send", ("consume", "asyncio"): "asyncio receive",
+          ("consume", "async_for"): "async for"}
+
+
+def _clients(role: str) -> list[tuple[str, str, str]]:
+    """(client, api, label) of everything that runs in ``role``."""
+    return [(client, api, "java pulsar-perf" if client == "java" else f"{client} {_SHOWN.get((role, api), api)}")
+            for client, apis in _APIS[role].items() for api in apis]
+
+
+PRODUCERS, CONSUMERS, LATENCY = _clients("produce"), _clients("consume"), _clients("latency")
 
 # name -> (kind, clients, full params, quick params)
 SCENARIOS: dict[str, tuple[str, list[tuple[str, str, str]], dict[str, Any], dict[str, Any]]] = {

@@ -16,7 +16,7 @@ use super::message::{Message, MessageId};
 use super::options::ConsumerOptions;
 use super::partition_consumer::{self, Command, PartitionShared};
 pub use super::partition_consumer::{ConsumerStats, SeekTarget};
-use super::shared::{ClientShared, Tracked};
+use super::shared::{tracked_through_handle, ClientShared};
 use super::timer;
 use super::topic::TopicName;
 use crate::net::lookup;
@@ -48,19 +48,7 @@ struct ConsumerShared {
     closed: AtomicBool,
 }
 
-impl Tracked for ConsumerShared {
-    fn attached(self: Arc<Self>) -> Option<bool> {
-        (!self.closed.load(Ordering::Acquire)).then(|| (Consumer { inner: self }).is_connected())
-    }
-
-    async fn close(self: Arc<Self>) {
-        let _ = (Consumer { inner: self }).close().await;
-    }
-
-    fn stats_line(self: Arc<Self>) -> (&'static str, String) {
-        super::stats::consumer_line(&Consumer { inner: self })
-    }
-}
+tracked_through_handle!(ConsumerShared, Consumer, super::stats::consumer_line);
 
 /// A consumer. Cheap to clone; clones share the consumer.
 #[derive(Clone)]

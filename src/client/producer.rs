@@ -10,7 +10,7 @@ use super::error::{Error, Result};
 use super::message::{MessageId, OutgoingMessage};
 use super::options::{HashingScheme, ProducerOptions, RoutingMode};
 use super::partition_producer::{Command, PartitionProducer};
-use super::shared::{ClientShared, Tracked};
+use super::shared::{tracked_through_handle, ClientShared};
 use super::timer::{self, now_ms};
 use super::topic::TopicName;
 use crate::net::lookup;
@@ -34,20 +34,7 @@ struct ProducerShared {
     router: RwLock<Option<Router>>,
 }
 
-impl Tracked for ProducerShared {
-    fn attached(self: Arc<Self>) -> Option<bool> {
-        let producer = Producer { inner: self };
-        (!producer.is_closed()).then(|| producer.is_connected())
-    }
-
-    async fn close(self: Arc<Self>) {
-        let _ = (Producer { inner: self }).close().await;
-    }
-
-    fn stats_line(self: Arc<Self>) -> (&'static str, String) {
-        super::stats::producer_line(&Producer { inner: self })
-    }
-}
+tracked_through_handle!(ProducerShared, Producer, super::stats::producer_line);
 
 /// A producer. Cheap to clone; clones share the producer.
 #[derive(Clone)]

@@ -22,6 +22,28 @@ pub(crate) trait Tracked: Send + Sync + 'static {
     fn stats_line(self: Arc<Self>) -> (&'static str, String);
 }
 
+/// `Tracked` for the shared state `$shared` of the handle `$handle { inner }`, through the
+/// handle's own `is_closed`, `is_connected` and `close`, and `$line` for its statistics.
+macro_rules! tracked_through_handle {
+    ($shared:ty, $handle:ident, $line:path) => {
+        impl $crate::client::shared::Tracked for $shared {
+            fn attached(self: Arc<Self>) -> Option<bool> {
+                let handle = $handle { inner: self };
+                (!handle.is_closed()).then(|| handle.is_connected())
+            }
+
+            async fn close(self: Arc<Self>) {
+                let _ = ($handle { inner: self }).close().await;
+            }
+
+            fn stats_line(self: Arc<Self>) -> (&'static str, String) {
+                $line(&$handle { inner: self })
+            }
+        }
+    };
+}
+pub(crate) use tracked_through_handle;
+
 /// Closes one producer or consumer when the client closes.
 type Closer = Box<dyn FnOnce() -> Pin<Box<dyn Future<Output = ()> + Send>> + Send>;
 

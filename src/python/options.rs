@@ -36,16 +36,54 @@ fn pairs(d: &Bound<'_, PyDict>, key: &str) -> PyResult<Option<Vec<(String, Strin
     }
 }
 
-/// A named value: one of `names` (in any case, `-` or `_` between words), or
-/// `InvalidConfiguration` listing them. `magnetar._options` has already turned the strings
+/// The values of `access_mode`.
+const ACCESS_MODE_NAMES: &[(&str, ProducerAccessMode)] = &[
+    ("shared", ProducerAccessMode::Shared),
+    ("exclusive", ProducerAccessMode::Exclusive),
+    ("wait_for_exclusive", ProducerAccessMode::WaitForExclusive),
+    ("exclusive_with_fencing", ProducerAccessMode::ExclusiveWithFencing),
+];
+
+/// The values of `routing_mode`.
+const ROUTING_MODE_NAMES: &[(&str, RoutingMode)] = &[
+    ("round_robin", RoutingMode::RoundRobin),
+    ("single_partition", RoutingMode::SinglePartition),
+];
+
+/// The values of `hashing_scheme`.
+const HASHING_SCHEME_NAMES: &[(&str, HashingScheme)] = &[
+    ("java_string", HashingScheme::JavaString),
+    ("murmur3", HashingScheme::Murmur3),
+    ("murmur3_32", HashingScheme::Murmur3),
+];
+
+/// The values of `subscription_type`.
+const SUBSCRIPTION_TYPE_NAMES: &[(&str, SubType)] = &[
+    ("exclusive", SubType::Exclusive),
+    ("shared", SubType::Shared),
+    ("failover", SubType::Failover),
+    ("key_shared", SubType::KeyShared),
+];
+
+/// The values of `initial_position`.
+const INITIAL_POSITION_NAMES: &[(&str, InitialPosition)] = &[
+    ("latest", InitialPosition::Latest),
+    ("earliest", InitialPosition::Earliest),
+];
+
+/// Sets `slot` to the value named under `key`: one of `names` (in any case, `-` or `_` between
+/// words), or `InvalidConfiguration` listing them. `magnetar._options` has already turned the strings
 /// into its enums, whose values are these names; this is the engine's own check.
-fn choice<T: Copy>(d: &Bound<'_, PyDict>, key: &str, names: &[(&str, T)]) -> PyResult<Option<T>> {
+fn choice<T: Copy>(d: &Bound<'_, PyDict>, key: &str, names: &[(&str, T)], slot: &mut T) -> PyResult<()> {
     let Some(v) = get::<String>(d, key)? else {
-        return Ok(None);
+        return Ok(());
     };
     let wanted = v.to_ascii_lowercase().replace('-', "_");
     match names.iter().find(|(name, _)| *name == wanted) {
-        Some((_, value)) => Ok(Some(*value)),
+        Some((_, value)) => {
+            *slot = *value;
+            Ok(())
+        }
         None => {
             let known: Vec<String> = names.iter().map(|(name, _)| format!("{name:?}")).collect();
             Err(invalid(format!("{key} must be one of {}, not {v:?}", known.join(", "))))
@@ -214,49 +252,22 @@ pub fn producer_options(d: &Bound<'_, PyDict>) -> PyResult<ProducerOptions> {
         }
         o.initial_sequence_id = Some(v as u64);
     }
-    if let Some(v) = choice(
-        d,
-        "access_mode",
-        &[
-            ("shared", ProducerAccessMode::Shared),
-            ("exclusive", ProducerAccessMode::Exclusive),
-            ("wait_for_exclusive", ProducerAccessMode::WaitForExclusive),
-            ("exclusive_with_fencing", ProducerAccessMode::ExclusiveWithFencing),
-        ],
-    )? {
-        o.access_mode = v;
-    }
+    choice(d, "access_mode", ACCESS_MODE_NAMES, &mut o.access_mode)?;
     set(d, "chunking", &mut o.chunking)?;
     if let Some(v) = pairs(d, "properties")? {
         o.properties = v;
     }
-    if let Some(v) = choice(
-        d,
-        "routing_mode",
-        &[
-            ("round_robin", RoutingMode::RoundRobin),
-            ("single_partition", RoutingMode::SinglePartition),
-        ],
-    )? {
-        o.routing_mode = v;
-    }
-    if let Some(v) = choice(
-        d,
-        "hashing_scheme",
-        &[
-            ("java_string", HashingScheme::JavaString),
-            ("murmur3", HashingScheme::Murmur3),
-            ("murmur3_32", HashingScheme::Murmur3),
-        ],
-    )? {
-        o.hashing_scheme = v;
-    }
+    choice(d, "routing_mode", ROUTING_MODE_NAMES, &mut o.routing_mode)?;
+    choice(d, "hashing_scheme", HASHING_SCHEME_NAMES, &mut o.hashing_scheme)?;
     if let Some(v) = duration_option(d, "partitions_update_interval", NoLimit::Forever, false)? {
         o.partitions_update_interval = v;
     }
-    if let Some(v) = choice(d, "batching_type", &[("default", false), ("key_based", true)])? {
-        o.key_based_batching = v;
-    }
+    choice(
+        d,
+        "batching_type",
+        &[("default", false), ("key_based", true)],
+        &mut o.key_based_batching,
+    )?;
     o.validate().map_err(super::errors::to_pyerr)?;
     Ok(o)
 }
@@ -291,28 +302,8 @@ pub fn consumer_options(d: &Bound<'_, PyDict>) -> PyResult<ConsumerOptions> {
         ],
     )?;
     let mut o = ConsumerOptions::default();
-    if let Some(v) = choice(
-        d,
-        "subscription_type",
-        &[
-            ("exclusive", SubType::Exclusive),
-            ("shared", SubType::Shared),
-            ("failover", SubType::Failover),
-            ("key_shared", SubType::KeyShared),
-        ],
-    )? {
-        o.sub_type = v;
-    }
-    if let Some(v) = choice(
-        d,
-        "initial_position",
-        &[
-            ("latest", InitialPosition::Latest),
-            ("earliest", InitialPosition::Earliest),
-        ],
-    )? {
-        o.initial_position = v;
-    }
+    choice(d, "subscription_type", SUBSCRIPTION_TYPE_NAMES, &mut o.sub_type)?;
+    choice(d, "initial_position", INITIAL_POSITION_NAMES, &mut o.initial_position)?;
     if let Some(v) = get::<String>(d, "consumer_name")? {
         o.name = Some(v);
     }
