@@ -353,26 +353,29 @@ impl SendFuture {
         let fut = untracked(py, SendFuture { cell: cell.clone() })?;
         let dispatch = dispatch.clone();
         let done: client::SendCallback = Box::new(move |result| {
-            let callbacks = {
+            {
                 let mut st = cell.state.lock().unwrap_or_else(|e| e.into_inner());
                 let prev = std::mem::replace(&mut *st, FutureState::Done(result));
-                match prev {
+                let callbacks = match prev {
                     FutureState::Pending(cbs) => cbs,
                     FutureState::Done(_) => Vec::new(),
+                };
+                // Queued before the lock is released, so whoever sees the future done also
+                // finds its callbacks counted in the client's callback backlog. A callback that
+                // runs at once and asks for the result waits for this lock, then sees it done.
+                // Without callbacks nothing needs the GIL: the common send_async costs no hop.
+                if !callbacks.is_empty() {
+                    dispatch.push(Box::new(move |py| {
+                        for (cb, fut) in callbacks {
+                            if let Err(e) = cb.bind(py).call1((fut,)) {
+                                super::dispatch::log_callback_error(py, &e);
+                            }
+                        }
+                    }));
                 }
-            };
+            }
             if cell.waiters.load(std::sync::atomic::Ordering::Acquire) > 0 {
                 cell.cond.notify_all();
-            }
-            // Without callbacks nothing needs the GIL: the common send_async costs no hop.
-            if !callbacks.is_empty() {
-                dispatch.push(Box::new(move |py| {
-                    for (cb, fut) in callbacks {
-                        if let Err(e) = cb.bind(py).call1((fut,)) {
-                            super::dispatch::log_callback_error(py, &e);
-                        }
-                    }
-                }));
             }
         });
         Ok((fut, done))
