@@ -4,6 +4,7 @@ context travels in the messages' ``traceparent`` property."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Iterator
 
 import pytest
@@ -131,6 +132,57 @@ def test_trace_continues_from_producer_to_consumer(otel: Otel, api: Api, topic: 
         assert send.attributes["messaging.message.id"] == str(msg.message_id)
         assert receive.attributes["messaging.consumer.group.name"] == "traced"
     api.call(consumer, "close")
+    api.call(producer, "close")
+
+
+def test_listener_handles_each_message_in_a_process_span(otel: Otel, api: Api, topic: str) -> None:
+    """A listener's handler runs inside a ``process`` span that continues the producer's trace,
+    so the handler's own spans join it; a handler that raises leaves the error on its span."""
+    tracer = otel.tracers.get_tracer("app")
+    handled: list[str] = []
+
+    def work(msg: magnetar.Message) -> None:
+        with tracer.start_as_current_span("handler work"):
+            handled.append(msg.data.decode())
+        if msg.data == b"bad" and handled.count("bad") == 1:
+            raise ValueError("once")
+
+    async def work_async(msg: magnetar.Message) -> None:
+        work(msg)
+
+    consumer = api.call(api.client, "subscribe", topic, "listening", initial_position="earliest",
+                        listener=work if api.kind == "sync" else work_async, nack_redelivery_delay=0.1)
+    producer = api.call(api.client, "create_producer", topic)
+    api.call(producer, "send", b"good")
+    api.call(producer, "send", b"bad")
+    def all_handled() -> bool:
+        return handled.count("bad") == 2 and "good" in handled
+
+    async def in_loop() -> bool:  # the asyncio listener runs only while its loop does
+        for _ in range(600):
+            if all_handled():
+                return True
+            await asyncio.sleep(0.05)
+        return all_handled()
+
+    assert wait_until(all_handled, 30) if api.kind == "sync" else api.run(in_loop())
+    api.call(consumer, "close")
+
+    spans = otel.finished()
+    sends = {s.attributes["messaging.message.id"]: s for s in spans if s.kind == SpanKind.PRODUCER}
+    processes = [s for s in spans if s.name == f"process {topic}"]
+    assert len(processes) == 3
+    for p in processes:
+        send = sends[p.attributes["messaging.message.id"]]
+        assert p.kind == SpanKind.CONSUMER and p.context.trace_id == send.context.trace_id
+        assert p.parent is not None and p.parent.span_id == send.context.span_id
+        assert p.attributes["messaging.consumer.group.name"] == "listening"
+        assert p.attributes["messaging.operation.type"] == "process"
+    work_spans = [s for s in spans if s.name == "handler work"]
+    assert len(work_spans) == 3
+    assert {w.parent.span_id for w in work_spans} == {p.context.span_id for p in processes}
+    failed = [p for p in processes if not p.status.is_ok]
+    assert len(failed) == 1 and any(e.name == "exception" for e in failed[0].events)
     api.call(producer, "close")
 
 

@@ -11,6 +11,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Awaitable, Callable, Deque, Hashable
 
+from . import telemetry
 from ._core import Message
 from .exceptions import AlreadyClosed, TopicTerminated
 
@@ -69,7 +70,8 @@ class ListenerRunner:
     def _run(self, key: Hashable, msg: Message) -> None:
         while True:
             try:
-                self._handler(msg)
+                with telemetry.processing(msg, self._core.subscription):
+                    self._handler(msg)
             except Exception:
                 _log.exception("listener raised for %s; redelivering", msg.message_id)
                 self._settle(self._core.nack, msg)
@@ -130,7 +132,8 @@ class AsyncListenerRunner:
         except Exception:
             pass
         try:
-            await self._handler(msg)
+            with telemetry.processing(msg, self._consumer._core.subscription):
+                await self._handler(msg)
         except Exception:
             _log.exception("listener raised for %s; redelivering", msg.message_id)
             settle = self._consumer.nack

@@ -342,13 +342,11 @@ def _size(data: Any) -> int:
         return 0
 
 
-def received(message: Any, subscription: str | None) -> None:
-    """Records the receive span of a message, child of (and linked to) its producer's span."""
+def _consumer_span_args(message: Any, subscription: str | None, operation: str) -> dict[str, Any]:
+    """The parent (the producer's span, from ``traceparent``), link and attributes of a
+    consumer-side span of ``message``."""
     from opentelemetry import propagate, trace
 
-    tracer = _tracer
-    if tracer is None:
-        return
     props = message.properties
     parent = propagate.extract(props) if "traceparent" in props else None
     links = []
@@ -356,15 +354,36 @@ def received(message: Any, subscription: str | None) -> None:
         sc = trace.get_current_span(parent).get_span_context()
         if sc.is_valid:
             links.append(trace.Link(sc))
-    attrs = _span_attrs(message.topic, "receive")
+    attrs = _span_attrs(message.topic, operation)
     attrs["messaging.message.id"] = str(message.message_id)
     attrs["messaging.message.body.size"] = len(message.data)
     if subscription:
         attrs["messaging.consumer.group.name"] = subscription
+    return {"name": f"{operation} {attrs['messaging.destination.name']}", "context": parent,
+            "kind": trace.SpanKind.CONSUMER, "attributes": attrs, "links": links}
+
+
+def received(message: Any, subscription: str | None) -> None:
+    """Records the receive span of a message, child of (and linked to) its producer's span."""
+    tracer = _tracer
+    if tracer is None:
+        return
     now = time.time_ns()
-    span = tracer.start_span(f"receive {attrs['messaging.destination.name']}", context=parent,
-                             kind=trace.SpanKind.CONSUMER, attributes=attrs, links=links, start_time=now)
+    span = tracer.start_span(start_time=now, **_consumer_span_args(message, subscription, "receive"))
     span.end(end_time=now)
+
+
+@contextmanager
+def processing(message: Any, subscription: str | None) -> Iterator[None]:
+    """A listener's handling of ``message`` as a ``process`` span, current while the handler
+    runs (so the handler's own spans continue the producer's trace); an exception the handler
+    raises is recorded on it."""
+    tracer = _tracer
+    if tracer is None:
+        yield
+        return
+    with tracer.start_as_current_span(**_consumer_span_args(message, subscription, "process")):
+        yield
 
 
 def received_many(messages: Sequence[Any], subscription: str | None) -> None:
