@@ -58,6 +58,9 @@ def test_java_pojo_producer_magnetar_consumer(java: Any, client: magnetar.Client
     got = [consumer.receive(TIMEOUT) for _ in range(2)]
     assert [m.value for m in got] == [Order(0, 0.5, "n0"), Order(1, 1.5, None)]
     assert {m.schema_version for m in got} == {(0).to_bytes(8, "big")}
+    auto = client.create_reader(topic, schema=schema.AutoConsumeSchema())
+    assert [auto.read_next(TIMEOUT).value for _ in range(2)] == [
+        {"id": 0, "amount": 0.5, "note": "n0"}, {"id": 1, "amount": 1.5, "note": None}]
 
 
 @pytest.mark.parametrize("kind", list(KINDS))
@@ -80,3 +83,15 @@ def test_java_key_value_read_by_magnetar(java: Any, client: magnetar.Client, bro
     got = [consumer.receive(TIMEOUT).value for _ in range(2)]
     assert got == [("k0", Order(0, 0.5, "n0")), ("k1", Order(1, 1.5, None))]
     assert got[0].key == "k0" and got[0].value == Order(0, 0.5, "n0")
+
+
+@pytest.mark.parametrize("encoding", ["inline", "separated"])
+def test_magnetar_key_value_read_by_java(java: Any, client: magnetar.Client, broker: Standalone, topic: str, encoding: str) -> None:
+    """SEPARATED puts the key's encoding base64 in the message key, as Java reads it."""
+    mine = schema.KeyValueSchema(schema.StringSchema(), schema.AvroSchema(Order), encoding)
+    producer = client.create_producer(topic, schema=mine)
+    producer.send(("k7", Order(7, 7.5, "seven")))
+    producer.send(schema.KeyValue("k8", Order(8, 8.5)))
+    assert java("consume-kv", broker.service_url, topic, encoding, "2") == [
+        "ORDER 7 7.5 seven k7", "ORDER 8 8.5 - k8"]
+    assert registered(broker, topic)["properties"]["kv.encoding.type"] == encoding.upper()

@@ -10,6 +10,10 @@
 //       Sends <count> KeyValue<String, Order> with Schema.KeyValue(Schema.STRING,
 //       Schema.AVRO(Order.class), <encoding>): key "k<i>", the Order as above.
 //
+//   consume-kv <serviceUrl> <topic> inline|separated <count>
+//       Subscribes from the earliest message with that KeyValue schema and prints, per message,
+//       "ORDER <id> <amount> <note or -> <key>".
+//
 //   consume <serviceUrl> <topic> avro|json <count>
 //       Subscribes from the earliest message with the same schema and prints, per message,
 //       "ORDER <id> <amount> <note or ->".
@@ -38,6 +42,10 @@ public final class SchemaInterop {
     public static void main(String[] args) throws Exception {
         if (args[0].equals("produce-kv")) {
             produceKeyValue(args);
+            return;
+        }
+        if (args[0].equals("consume-kv")) {
+            consumeKeyValue(args);
             return;
         }
         Schema<Order> schema = switch (args[3]) {
@@ -80,9 +88,35 @@ public final class SchemaInterop {
         System.exit(0);
     }
 
+    private static Schema<KeyValue<String, Order>> keyValueSchema(String encoding) {
+        return Schema.KeyValue(Schema.STRING, Schema.AVRO(Order.class),
+                encoding.equals("inline") ? KeyValueEncodingType.INLINE : KeyValueEncodingType.SEPARATED);
+    }
+
+    private static void consumeKeyValue(String[] args) throws Exception {
+        int count = Integer.parseInt(args[4]);
+        try (PulsarClient client = PulsarClient.builder().serviceUrl(args[1]).build();
+             Consumer<KeyValue<String, Order>> c = client.newConsumer(keyValueSchema(args[3])).topic(args[2])
+                     .subscriptionName("java")
+                     .subscriptionInitialPosition(SubscriptionInitialPosition.Earliest).subscribe()) {
+            for (int i = 0; i < count; i++) {
+                Message<KeyValue<String, Order>> m = c.receive(30, TimeUnit.SECONDS);
+                if (m == null) {
+                    throw new IllegalStateException("no message " + i);
+                }
+                KeyValue<String, Order> kv = m.getValue();
+                Order o = kv.getValue();
+                System.out.println("ORDER " + o.id + " " + o.amount + " " + (o.note == null ? "-" : o.note)
+                        + " " + kv.getKey());
+            }
+        }
+        System.out.println("DONE");
+        System.out.flush();
+        System.exit(0);
+    }
+
     private static void produceKeyValue(String[] args) throws Exception {
-        KeyValueEncodingType encoding = args[3].equals("inline") ? KeyValueEncodingType.INLINE : KeyValueEncodingType.SEPARATED;
-        Schema<KeyValue<String, Order>> schema = Schema.KeyValue(Schema.STRING, Schema.AVRO(Order.class), encoding);
+        Schema<KeyValue<String, Order>> schema = keyValueSchema(args[3]);
         int count = Integer.parseInt(args[4]);
         try (PulsarClient client = PulsarClient.builder().serviceUrl(args[1]).build();
              Producer<KeyValue<String, Order>> p = client.newProducer(schema).topic(args[2]).create()) {
