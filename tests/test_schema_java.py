@@ -58,9 +58,11 @@ def test_java_pojo_producer_magnetar_consumer(java: Any, client: magnetar.Client
     got = [consumer.receive(TIMEOUT) for _ in range(2)]
     assert [m.value for m in got] == [Order(0, 0.5, "n0"), Order(1, 1.5, None)]
     assert {m.schema_version for m in got} == {(0).to_bytes(8, "big")}
+    # AUTO_CONSUME: Avro records to dicts of every field, JSON as json.loads reads it (Java's
+    # Jackson leaves a null field out).
     auto = client.create_reader(topic, schema=schema.AutoConsumeSchema())
-    assert [auto.read_next(TIMEOUT).value for _ in range(2)] == [
-        {"id": 0, "amount": 0.5, "note": "n0"}, {"id": 1, "amount": 1.5, "note": None}]
+    second = {"id": 1, "amount": 1.5, "note": None} if kind == "avro" else {"id": 1, "amount": 1.5}
+    assert [auto.read_next(TIMEOUT).value for _ in range(2)] == [{"id": 0, "amount": 0.5, "note": "n0"}, second]
 
 
 @pytest.mark.parametrize("kind", list(KINDS))
