@@ -217,7 +217,10 @@ mod tests {
         assert!(s.check_binary(&extra).unwrap_err().contains("left over"));
         let good = datum(7, &["x"], 0, Some("n"));
         assert!(s.check_binary(&good[..good.len() - 1]).is_err());
-        assert!(s.check_binary(&datum(7, &[], 2, None)).unwrap_err().contains("enum index"));
+        assert!(s
+            .check_binary(&datum(7, &[], 2, None))
+            .unwrap_err()
+            .contains("enum index"));
         assert!(s.check_binary(b"not avro at all").is_err());
         assert!(s.check_binary(b"").is_err());
         let mut bad_utf8 = Vec::new();
@@ -232,14 +235,22 @@ mod tests {
     #[test]
     fn json_is_checked_against_the_fields() {
         let s = order();
-        assert!(s.check_json(br#"{"id":1,"tags":["a"],"kind":"B","note":null,"extra":3}"#).is_ok());
+        assert!(s
+            .check_json(br#"{"id":1,"tags":["a"],"kind":"B","note":null,"extra":3}"#)
+            .is_ok());
         assert!(s.check_json(br#"{"id":1,"tags":[],"kind":"A"}"#).is_ok());
         assert!(s.check_json(br#"{"id":1,"tags":[],"kind":"A","note":"x"}"#).is_ok());
-        assert!(s.check_json(br#"{"tags":[],"kind":"A"}"#).unwrap_err().contains("value.id: missing"));
+        assert!(s
+            .check_json(br#"{"tags":[],"kind":"A"}"#)
+            .unwrap_err()
+            .contains("value.id: missing"));
         assert!(s.check_json(br#"{"id":"1","tags":[],"kind":"A"}"#).is_err());
         assert!(s.check_json(br#"{"id":1,"tags":[],"kind":"C"}"#).is_err());
         assert!(s.check_json(br#"{"id":1.5,"tags":[],"kind":"A"}"#).is_err());
-        assert!(s.check_json(br#"{"id":1,"tags":[2],"kind":"A"}"#).unwrap_err().contains("tags[0]"));
+        assert!(s
+            .check_json(br#"{"id":1,"tags":[2],"kind":"A"}"#)
+            .unwrap_err()
+            .contains("tags[0]"));
         assert!(s.check_json(b"[1,2]").is_err());
         assert!(s.check_json(b"{").unwrap_err().contains("not JSON"));
     }

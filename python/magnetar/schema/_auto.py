@@ -113,6 +113,8 @@ class AutoConsumeSchema(Schema[Any]):
             return self._decoder(kind, definition, properties)(msg.data)
         definitions = unframe(definition)
         decoders = [self._side_decoder(properties, side, d) for side, d in zip(("key", "value"), definitions)]
+        k: bytes | None
+        v: bytes | None
         if properties.get("kv.encoding.type") == "SEPARATED":
             k, v = separated_key(msg), msg.data
         else:
@@ -139,7 +141,7 @@ def checker(info: SchemaInfo | None) -> Callable[[bytes], None] | None:
             # Not an Avro definition (a JSON Schema document): the payload must be JSON.
             return json.loads
     if kind == SchemaType.STRING:
-        return lambda data: data.decode() and None
+        return _utf8
     if kind in _PRIMITIVES:
         return _PRIMITIVES[kind].decode
     if kind == SchemaType.KEY_VALUE:
@@ -158,6 +160,10 @@ def checker(info: SchemaInfo | None) -> Callable[[bytes], None] | None:
 
         return check_inline
     return None
+
+
+def _utf8(data: bytes) -> None:
+    data.decode()
 
 
 class AutoProduceBytesSchema(Schema[bytes]):

@@ -53,19 +53,22 @@ def definition_of(descriptor: Any) -> dict[str, str]:
     }
 
 
+def _is_message_class(cls: Any) -> bool:
+    return isinstance(cls, type) and issubclass(cls, _protobuf()[2].Message)
+
+
 class ProtobufNativeSchema(Schema[Any]):
     """``ProtobufNativeSchema(OrderProto)``: messages of a generated Protobuf class, in their
     own binary encoding; ``msg.value`` is an instance of the class."""
 
     type, name = SchemaType.PROTOBUF_NATIVE, "PROTOBUF_NATIVE"
 
-    def __init__(self, record_cls: type, *, properties: dict[str, str] | None = None) -> None:
-        message = _protobuf()[2]
-        if not (isinstance(record_cls, type) and issubclass(record_cls, message.Message)):
+    def __init__(self, record_cls: Any, *, properties: dict[str, str] | None = None) -> None:
+        if not _is_message_class(record_cls):
             raise TypeError(f"ProtobufNativeSchema takes a generated protobuf message class, not {record_cls!r}")
-        self.record_cls = record_cls
+        self.record_cls: Any = record_cls
         # Serialized as the official Python client does, so both register the same bytes.
-        self.definition = json.dumps(definition_of(record_cls.DESCRIPTOR), indent=True).encode()
+        self.definition = json.dumps(definition_of(self.record_cls.DESCRIPTOR), indent=True).encode()
         self.properties = dict(properties or {})
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -75,7 +78,8 @@ class ProtobufNativeSchema(Schema[Any]):
         if not isinstance(value, self.record_cls):
             raise SchemaEncodeError(
                 f"ProtobufNativeSchema: expected a {self.record_cls.__name__}, got {type(value).__name__}")
-        return bytes(value.SerializeToString())
+        out: bytes = value.SerializeToString()
+        return out
 
     def decode(self, data: bytes) -> Any:
         return self.record_cls.FromString(data)
@@ -84,7 +88,7 @@ class ProtobufNativeSchema(Schema[Any]):
         return f"ProtobufNativeSchema({self.record_cls.__name__})"
 
 
-def _rebuild(record_cls: type, properties: dict[str, str]) -> ProtobufNativeSchema:
+def _rebuild(record_cls: Any, properties: dict[str, str]) -> ProtobufNativeSchema:
     return ProtobufNativeSchema(record_cls, properties=properties)
 
 
