@@ -15,6 +15,7 @@ import pytest
 
 import magnetar
 from magnetar import schema
+from magnetar.testing import Standalone
 
 TIMEOUT = 15.0
 
@@ -136,3 +137,15 @@ def test_auto_consume_decodes_key_value(client: magnetar.Client, topic: str, enc
     value = reader.read_next(TIMEOUT).value
     assert isinstance(value, schema.KeyValue)
     assert value == ("k", {"id": 1, "amount": 2.0, "note": "n"})
+
+
+def test_auto_produce_on_a_partitioned_topic(client: magnetar.Client, broker: Standalone, topic: str) -> None:
+    broker.create_partitioned_topic(topic, 2)
+    avro = schema.AvroSchema(Order)
+    client.create_producer(topic, schema=avro)
+    producer = client.create_producer(topic, schema=schema.AutoProduceBytesSchema())
+    with pytest.raises(magnetar.SchemaEncodeError):
+        producer.send(b"junk")
+    producer.send_many([avro.encode(Order(i, 1.0)) for i in range(4)])
+    consumer = client.subscribe(topic, "s", schema=avro, initial_position="earliest")
+    assert sorted(consumer.receive(TIMEOUT).value.id for _ in range(4)) == [0, 1, 2, 3]
