@@ -35,7 +35,7 @@ KINDS = {"avro": schema.AvroSchema, "json": schema.JsonSchema}
 @pytest.fixture(scope="module")
 def java(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., list[str]]:
     run = java_program(tmp_path_factory.mktemp("java-schema"), SOURCE)
-    return lambda *args: [line for line in run(*args) if line.startswith("ORDER ")]
+    return lambda *args: [line for line in run(*args) if line.startswith(("ORDER ", "PROTOBUF "))]
 
 
 def registered(broker: Standalone, topic: str) -> dict[str, Any]:
@@ -97,3 +97,17 @@ def test_magnetar_key_value_read_by_java(java: Any, client: magnetar.Client, bro
     assert java("consume-kv", broker.service_url, topic, encoding, "2") == [
         "ORDER 7 7.5 seven k7", "ORDER 8 8.5 - k8"]
     assert registered(broker, topic)["properties"]["kv.encoding.type"] == encoding.upper()
+
+
+def test_protobuf_definition_is_the_java_clients(java: Any) -> None:
+    """``schema.ProtobufSchema`` registers what Java's ``Schema.PROTOBUF`` does for the same
+    message: avro-protobuf's Avro schema (byte for byte) and the ``__PARSING_INFO__`` property."""
+    from test_schema_protobuf import Order as OrderProto
+
+    from magnetar.schema._protobuf import definition_of
+
+    d = definition_of(OrderProto.DESCRIPTOR)
+    out = java("protobuf-avro", d["fileDescriptorSet"], d["rootFileDescriptorName"], "Order")
+    mine = schema.ProtobufSchema(OrderProto)
+    assert out == [f"PROTOBUF AVRO {mine.definition.decode()}",
+                   f"PROTOBUF PARSING {mine.properties['__PARSING_INFO__']}"]

@@ -102,3 +102,18 @@ def test_auto_consume_decodes_with_the_registrys_descriptor(client: magnetar.Cli
         {"id": 1, "amount": 1.5, "note": "n1", "kind": "BULK", "lines": [{"sku": "s1", "qty": 1}]},
         {"id": 2, "amount": 0.0, "note": "", "kind": "RETAIL", "lines": []},
     ]
+
+
+def test_protobuf_avro_described_round_trip(client: magnetar.Client, broker: Standalone, topic: str) -> None:
+    """PROTOBUF (the Avro-described type; its definition is checked against Java's in
+    tests/test_schema_java.py): registered, sent and read back as the class."""
+    mine = schema.ProtobufSchema(Order)
+    client.create_producer(topic, schema=mine).send(order(4))
+    reg = registered(broker, topic)
+    assert reg["type"] == "PROTOBUF" and reg["data"].encode() == mine.definition
+    assert reg["properties"]["__PARSING_INFO__"] == mine.properties["__PARSING_INFO__"]
+    reader = client.create_reader(topic, schema=mine)
+    assert reader.read_next(TIMEOUT).value == order(4)
+    auto = client.create_reader(topic, schema=schema.AutoConsumeSchema())
+    with pytest.raises(magnetar.SchemaDecodeError, match="does not decode PROTOBUF"):
+        auto.read_next(TIMEOUT).value

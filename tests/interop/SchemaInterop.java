@@ -14,13 +14,28 @@
 //       Subscribes from the earliest message with that KeyValue schema and prints, per message,
 //       "ORDER <id> <amount> <note or -> <key>".
 //
+//   protobuf-avro <base64 FileDescriptorSet> <root file name> <root message name>
+//       Builds the message's descriptor and prints what the Java client's Schema.PROTOBUF
+//       registers for it: "PROTOBUF AVRO <avro-protobuf's Avro schema>" and
+//       "PROTOBUF PARSING <the __PARSING_INFO__ property>".
+//
 //   consume <serviceUrl> <topic> avro|json <count>
 //       Subscribes from the earliest message with the same schema and prints, per message,
 //       "ORDER <id> <amount> <note or ->".
 //
 // Every run ends with "DONE" on success; any failure exits non-zero with a stack trace.
 
+import java.util.ArrayList;
+import java.util.Base64;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
 import java.util.concurrent.TimeUnit;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.google.protobuf.DescriptorProtos;
+import com.google.protobuf.Descriptors;
+import org.apache.avro.protobuf.ProtobufData;
 
 import org.apache.pulsar.client.api.Consumer;
 import org.apache.pulsar.client.api.Message;
@@ -28,6 +43,7 @@ import org.apache.pulsar.client.api.Producer;
 import org.apache.pulsar.client.api.PulsarClient;
 import org.apache.pulsar.client.api.Schema;
 import org.apache.pulsar.client.api.SubscriptionInitialPosition;
+import org.apache.pulsar.client.impl.schema.ProtobufSchema;
 import org.apache.pulsar.common.schema.KeyValue;
 import org.apache.pulsar.common.schema.KeyValueEncodingType;
 
@@ -42,6 +58,10 @@ public final class SchemaInterop {
     public static void main(String[] args) throws Exception {
         if (args[0].equals("produce-kv")) {
             produceKeyValue(args);
+            return;
+        }
+        if (args[0].equals("protobuf-avro")) {
+            protobufAvro(args);
             return;
         }
         if (args[0].equals("consume-kv")) {
@@ -83,6 +103,30 @@ public final class SchemaInterop {
                 default -> throw new IllegalArgumentException("unknown mode " + args[0]);
             }
         }
+        System.out.println("DONE");
+        System.out.flush();
+        System.exit(0);
+    }
+
+    private static void protobufAvro(String[] args) throws Exception {
+        DescriptorProtos.FileDescriptorSet set =
+                DescriptorProtos.FileDescriptorSet.parseFrom(Base64.getDecoder().decode(args[1]));
+        Map<String, Descriptors.FileDescriptor> built = new HashMap<>();
+        for (DescriptorProtos.FileDescriptorProto f : set.getFileList()) { // imports come first
+            Descriptors.FileDescriptor[] deps = f.getDependencyList().stream().map(built::get)
+                    .toArray(Descriptors.FileDescriptor[]::new);
+            built.put(f.getName(), Descriptors.FileDescriptor.buildFrom(f, deps));
+        }
+        Descriptors.Descriptor d = built.get(args[2]).findMessageTypeByName(args[3]);
+        // What ProtobufSchema.of(cls) registers: ProtobufData's schema of the class's
+        // descriptor, and its fields as ProtoBufParsingInfo written by Jackson.
+        System.out.println("PROTOBUF AVRO " + ProtobufData.get().getSchema(d).toString());
+        List<ProtobufSchema.ProtoBufParsingInfo> infos = new ArrayList<>();
+        for (Descriptors.FieldDescriptor f : d.getFields()) {
+            infos.add(new ProtobufSchema.ProtoBufParsingInfo(f.getNumber(), f.getName(), f.getType().name(),
+                    f.toProto().getLabel().name(), null));
+        }
+        System.out.println("PROTOBUF PARSING " + new ObjectMapper().writeValueAsString(infos));
         System.out.println("DONE");
         System.out.flush();
         System.exit(0);

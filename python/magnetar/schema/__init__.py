@@ -43,7 +43,7 @@ from ._schemas import (
 )
 from ._definition import record_definition
 from ._keyvalue import KeyValue, KeyValueSchema
-from ._protobuf import ProtobufNativeSchema
+from ._protobuf import ProtobufNativeSchema, ProtobufSchema
 
 #: Aliases by wire type name.
 Int8Schema = ByteSchema
@@ -54,6 +54,6 @@ Int64Schema = LongSchema
 __all__ = [
     "AutoConsumeSchema", "AutoProduceBytesSchema", "AvroSchema", "BooleanSchema", "ByteSchema", "BytesSchema", "DateSchema", "DoubleSchema",
     "FloatSchema", "Int16Schema", "Int32Schema", "Int64Schema", "Int8Schema", "IntSchema",
-    "JsonSchema", "KeyValue", "KeyValueSchema", "LongSchema", "ProtobufNativeSchema", "Schema", "SchemaInfo", "SchemaType", "ShortSchema",
+    "JsonSchema", "KeyValue", "KeyValueSchema", "LongSchema", "ProtobufNativeSchema", "ProtobufSchema", "Schema", "SchemaInfo", "SchemaType", "ShortSchema",
     "StringSchema", "TimeSchema", "TimestampSchema", "record_definition",
 ]

@@ -1,7 +1,12 @@
-"""``ProtobufNativeSchema``: Protobuf messages of the user's generated classes, registered as
-PROTOBUF_NATIVE with the definition the Java client (``ProtobufNativeSchemaUtils``) and the
-official Python client register: a JSON object with the base64 ``FileDescriptorSet`` of the
-message's file and its imports, the root message's full name and its file's name.
+"""Protobuf messages of the user's generated classes, in two registry types:
+
+- ``ProtobufNativeSchema``: PROTOBUF_NATIVE, with the definition the Java client
+  (``ProtobufNativeSchemaUtils``) and the official Python client register: a JSON object with
+  the base64 ``FileDescriptorSet`` of the message's file and its imports, the root message's
+  full name and its file's name.
+- ``ProtobufSchema``: PROTOBUF, with the definition the Java client's ``Schema.PROTOBUF``
+  registers: the Avro schema avro-protobuf's ``ProtobufData`` derives from the descriptor
+  (``_protobuf_avro.py``), and the ``__PARSING_INFO__`` property.
 
 Encoding and decoding are the generated class's ``SerializeToString`` / ``FromString`` (the
 ``protobuf`` package). AUTO_CONSUME decodes PROTOBUF_NATIVE payloads with the descriptor from
@@ -17,7 +22,7 @@ from typing import Any, Callable
 from ..exceptions import SchemaEncodeError
 from ._schemas import Schema, SchemaType
 
-__all__ = ["ProtobufNativeSchema"]
+__all__ = ["ProtobufNativeSchema", "ProtobufSchema"]
 
 
 def _protobuf() -> Any:
@@ -90,6 +95,34 @@ class ProtobufNativeSchema(Schema[Any]):
 
 def _rebuild(record_cls: Any, properties: dict[str, str]) -> ProtobufNativeSchema:
     return ProtobufNativeSchema(record_cls, properties=properties)
+
+
+class ProtobufSchema(ProtobufNativeSchema):
+    """``ProtobufSchema(OrderProto)``: messages of a generated Protobuf class in their binary
+    encoding, registered as PROTOBUF the way the Java client's ``Schema.PROTOBUF`` registers
+    them (an Avro definition derived from the descriptor, and the field list as the
+    ``__PARSING_INFO__`` property), so both share a schema version."""
+
+    type, name = SchemaType.PROTOBUF, "PROTOBUF"
+
+    def __init__(self, record_cls: Any, *, properties: dict[str, str] | None = None) -> None:
+        super().__init__(record_cls, properties=properties)
+        from ._protobuf_avro import avro_definition, parsing_info
+
+        descriptor = self.record_cls.DESCRIPTOR
+        self.definition = avro_definition(descriptor).encode()
+        self.properties = {**self.properties, "__PARSING_INFO__": parsing_info(descriptor)}
+        self._given = dict(properties or {})
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _rebuild_avro, (self.record_cls, self._given)
+
+    def __repr__(self) -> str:
+        return f"ProtobufSchema({self.record_cls.__name__})"
+
+
+def _rebuild_avro(record_cls: Any, properties: dict[str, str]) -> ProtobufSchema:
+    return ProtobufSchema(record_cls, properties=properties)
 
 
 def message_class(definition: bytes | str | dict[str, str]) -> Any:
