@@ -249,4 +249,7 @@ def test_auto_produce_checks_without_a_broker() -> None:
     with pytest.raises(magnetar.SchemaEncodeError):
         checked._encode(kv.encode((1, Order(1, 2.0)))[:-1])
     assert schema.AutoProduceBytesSchema()._encode(b"anything") == b"anything"
+    broken = schema.SchemaInfo("x", schema.SchemaType.AVRO, b'{"type": "nope"}')
+    with pytest.raises(magnetar.InvalidConfiguration, match="cannot check"):
+        schema.AutoProduceBytesSchema()._bind(broken)
     assert schema.AutoProduceBytesSchema()._wire() is None

@@ -8,7 +8,7 @@ import json
 from typing import TYPE_CHECKING, Any, Callable
 
 from .. import _core
-from ..exceptions import SchemaEncodeError
+from ..exceptions import InvalidConfiguration, SchemaEncodeError
 from ._keyvalue import KeyValue, separated_key, unframe
 from ._schemas import (
     BooleanSchema,
@@ -193,7 +193,11 @@ class AutoProduceBytesSchema(Schema[bytes]):
 
     def _set(self, info: SchemaInfo | None) -> None:
         self._target, self._bound = info, True
-        self._check = checker(info)
+        try:
+            self._check = checker(info)
+        except ValueError as e:
+            raise InvalidConfiguration(f"AutoProduceBytesSchema cannot check payloads against the topic's "
+                                       f"schema: {e}") from e
 
     def _bind(self, info: SchemaInfo | None) -> AutoProduceBytesSchema:
         """A copy checking against the topic's schema ``info`` (None: the topic has none)."""
