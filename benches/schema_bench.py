@@ -200,6 +200,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--kinds", default=",".join(KINDS))
     ap.add_argument("--attach", type=Path, default=None, help="use the running broker of this data dir")
+    ap.add_argument("--service-url", default=None,
+                    help="use the broker at this URL (its CPU is then not recorded); for smoke runs")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
     from magnetar.testing.standalone import Standalone
@@ -207,9 +209,17 @@ def main(argv: list[str] | None = None) -> int:
     kinds = [k for k in args.kinds.split(",") if k]
     out = args.out or ROOT / "benches" / "results" / f"{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-schema"
     out.mkdir(parents=True, exist_ok=True)
-    broker = Standalone.attach(args.attach) if args.attach else Standalone(port=0)
-    if not args.attach:
+    owned = not (args.attach or args.service_url)
+    broker: Any = None
+    if args.attach:
+        broker = Standalone.attach(args.attach)
+        if broker is None or not broker.is_running():
+            raise SystemExit(f"no running broker recorded in {args.attach}")
+    elif owned:
+        broker = Standalone(port=0)
         broker.start()
+    service_url = args.service_url or broker.service_url
+    broker_pid = broker.pid if broker is not None else None
     runs: list[dict[str, Any]] = []
     try:
         with tempfile.TemporaryDirectory(prefix="magnetar-schema-bench-") as tmp:
@@ -219,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
                     for client in order:
                         topic = f"persistent://public/default/schema-bench-{uuid.uuid4().hex[:10]}"
                         for role in ROLES:
-                            spec = {"service_url": broker.service_url, "broker_pid": broker.pid, "topic": topic,
+                            spec = {"service_url": service_url, "broker_pid": broker_pid, "topic": topic,
                                     "kind": kind, "client": client, "role": role, "n": args.n, "round": rnd}
                             r = _run(spec, Path(tmp), timeout=600)
                             runs.append(r)
@@ -227,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
                                   f"{r['cpu_s'] / args.n * 1e6:.1f} µs CPU/msg, machine busy "
                                   f"{r['machine_busy']:.0%}", flush=True)
     finally:
-        if not args.attach:
+        if owned:
             broker.stop()
     table = _table(runs)
     meta = {"n": args.n, "rounds": args.rounds, "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
