@@ -21,3 +21,17 @@ def test_quick_benchmark_runs_and_counts_match(tmp_path: Path) -> None:
     results = json.loads((out / "results.json").read_text())
     assert results, "no results written"
     assert (out / "results.md").exists()
+
+
+def test_schema_benchmark_runs(tmp_path: Path, service_url: str) -> None:
+    """``python -m benches.schema_bench`` at toy scale on the suite's broker: every (kind,
+    client, role) run completes and its receive run reads back what its send run wrote."""
+    r = subprocess.run(
+        [sys.executable, "-m", "benches.schema_bench", "--n", "300", "--rounds", "1", "--service-url", service_url,
+         "--out", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+    runs = json.loads((tmp_path / "results.json").read_text())["runs"]
+    assert sorted((x["kind"], x["client"], x["role"]) for x in runs) == sorted(
+        (k, c, role) for k in ("json", "avro") for c in ("magnetar", "official") for role in ("send", "receive"))

@@ -133,3 +133,20 @@ def test_evolution_across_clients(official: Any, client: magnetar.Client, topic:
     assert [new.read_next(TIMEOUT).value for _ in range(2)] == [New(1, None), New(2, "x")]
     old = client.create_reader(topic, schema=schema.AvroSchema(OldM))
     assert [old.read_next(TIMEOUT).value for _ in range(2)] == [OldM(1), OldM(2)]
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_auto_produce_forwards_the_official_clients_bytes(official: Any, client: magnetar.Client, topic: str,
+                                                           kind: str) -> None:
+    """Bytes the official client encoded, forwarded by magnetar's AUTO_PRODUCE producer under the
+    topic's schema, read by the official client; bytes that do not fit are refused."""
+    theirs = KINDS[kind][0](Order)
+    official.create_producer(topic, schema=theirs).send(Order(id=1, amount=1.5, note="a"))
+    forwarder = client.create_producer(topic, schema=schema.AutoProduceBytesSchema())
+    forwarder.send(theirs.encode(Order(id=2, amount=2.5)))
+    with pytest.raises(magnetar.SchemaEncodeError):
+        forwarder.send(b"\x01\x02 not a record")
+    consumer = official.subscribe(topic, "s", schema=theirs, initial_position=pulsar.InitialPosition.Earliest)
+    got = [consumer.receive(int(TIMEOUT * 1000)) for _ in range(2)]
+    assert same(got[0].value(), MOrder(1, 1.5, "a")) and same(got[1].value(), MOrder(2, 2.5))
+    consumer.close()

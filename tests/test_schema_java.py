@@ -35,7 +35,7 @@ KINDS = {"avro": schema.AvroSchema, "json": schema.JsonSchema}
 @pytest.fixture(scope="module")
 def java(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., list[str]]:
     run = java_program(tmp_path_factory.mktemp("java-schema"), SOURCE)
-    return lambda *args: [line for line in run(*args) if line.startswith("ORDER ")]
+    return lambda *args: [line for line in run(*args) if line.startswith(("ORDER ", "PROTOBUF "))]
 
 
 def registered(broker: Standalone, topic: str) -> dict[str, Any]:
@@ -58,6 +58,11 @@ def test_java_pojo_producer_magnetar_consumer(java: Any, client: magnetar.Client
     got = [consumer.receive(TIMEOUT) for _ in range(2)]
     assert [m.value for m in got] == [Order(0, 0.5, "n0"), Order(1, 1.5, None)]
     assert {m.schema_version for m in got} == {(0).to_bytes(8, "big")}
+    # AUTO_CONSUME: Avro records to dicts of every field, JSON as json.loads reads it (Java's
+    # Jackson leaves a null field out).
+    auto = client.create_reader(topic, schema=schema.AutoConsumeSchema())
+    second = {"id": 1, "amount": 1.5, "note": None} if kind == "avro" else {"id": 1, "amount": 1.5}
+    assert [auto.read_next(TIMEOUT).value for _ in range(2)] == [{"id": 0, "amount": 0.5, "note": "n0"}, second]
 
 
 @pytest.mark.parametrize("kind", list(KINDS))
@@ -80,3 +85,29 @@ def test_java_key_value_read_by_magnetar(java: Any, client: magnetar.Client, bro
     got = [consumer.receive(TIMEOUT).value for _ in range(2)]
     assert got == [("k0", Order(0, 0.5, "n0")), ("k1", Order(1, 1.5, None))]
     assert got[0].key == "k0" and got[0].value == Order(0, 0.5, "n0")
+
+
+@pytest.mark.parametrize("encoding", ["inline", "separated"])
+def test_magnetar_key_value_read_by_java(java: Any, client: magnetar.Client, broker: Standalone, topic: str, encoding: str) -> None:
+    """SEPARATED puts the key's encoding base64 in the message key, as Java reads it."""
+    mine = schema.KeyValueSchema(schema.StringSchema(), schema.AvroSchema(Order), encoding)
+    producer = client.create_producer(topic, schema=mine)
+    producer.send(("k7", Order(7, 7.5, "seven")))
+    producer.send(schema.KeyValue("k8", Order(8, 8.5)))
+    assert java("consume-kv", broker.service_url, topic, encoding, "2") == [
+        "ORDER 7 7.5 seven k7", "ORDER 8 8.5 - k8"]
+    assert registered(broker, topic)["properties"]["kv.encoding.type"] == encoding.upper()
+
+
+def test_protobuf_definition_is_the_java_clients(java: Any) -> None:
+    """``schema.ProtobufSchema`` registers what Java's ``Schema.PROTOBUF`` does for the same
+    message: avro-protobuf's Avro schema (byte for byte) and the ``__PARSING_INFO__`` property."""
+    from test_schema_protobuf import Order as OrderProto
+
+    from magnetar.schema._protobuf import definition_of
+
+    d = definition_of(OrderProto.DESCRIPTOR)
+    out = java("protobuf-avro", d["fileDescriptorSet"], d["rootFileDescriptorName"], "Order")
+    mine = schema.ProtobufSchema(OrderProto)
+    assert out == [f"PROTOBUF AVRO {mine.definition.decode()}",
+                   f"PROTOBUF PARSING {mine.properties['__PARSING_INFO__']}"]

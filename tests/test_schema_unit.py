@@ -215,8 +215,41 @@ def test_schemas_pickle() -> None:
 
     for s in (schema.AvroSchema(Order), schema.JsonSchema(Everything, namespace="n"), schema.StringSchema(),
               schema.AvroSchema(definition=schema.AvroSchema(Order).definition), schema.AutoConsumeSchema(),
-              schema.IntSchema(), schema.KeyValueSchema(schema.StringSchema(), schema.AvroSchema(Order))):
+              schema.IntSchema(), schema.KeyValueSchema(schema.StringSchema(), schema.AvroSchema(Order)),
+              schema.KeyValueSchema(schema.IntSchema(), schema.JsonSchema(Order), "separated"),
+              schema.AutoProduceBytesSchema(), schema.AutoProduceBytesSchema(schema.AvroSchema(Order))):
         back = pickle.loads(pickle.dumps(s))
         assert type(back) is type(s) and back.definition == s.definition and back.type == s.type
     s = schema.AvroSchema(Order)
     assert pickle.loads(pickle.dumps(s)).decode(s.encode(Order(1, 2.0))) == Order(1, 2.0)
+
+
+def test_key_value_separated_encodes_the_value_and_a_base64_key() -> None:
+    s = schema.KeyValueSchema(schema.IntSchema(), schema.StringSchema(), "separated")
+    assert s.encode((1, "v")) == b"v", "the payload is the value's encoding, as Java's encode gives"
+    assert s._encode((1, "v")) == (b"v", "AAAAAQ==")
+    assert s._encode(schema.KeyValue(None, "v")) == (b"v", None)
+    with pytest.raises(magnetar.SchemaEncodeError):
+        s._encode((1, None))
+    with pytest.raises(magnetar.SchemaEncodeError):
+        s._encode("not a pair")
+
+
+def test_auto_produce_checks_without_a_broker() -> None:
+    avro = schema.AvroSchema(Order)
+    s = schema.AutoProduceBytesSchema(avro)
+    good = avro.encode(Order(1, 2.0))
+    assert s._encode(good) == good
+    for bad in (b"", good + b"x", b"\xff" * 3):
+        with pytest.raises(magnetar.SchemaEncodeError, match="AVRO"):
+            s._encode(bad)
+    kv = schema.KeyValueSchema(schema.IntSchema(), schema.JsonSchema(Order))
+    checked = schema.AutoProduceBytesSchema(kv)
+    assert checked._encode(kv.encode((1, Order(1, 2.0))))
+    with pytest.raises(magnetar.SchemaEncodeError):
+        checked._encode(kv.encode((1, Order(1, 2.0)))[:-1])
+    assert schema.AutoProduceBytesSchema()._encode(b"anything") == b"anything"
+    broken = schema.SchemaInfo("x", schema.SchemaType.AVRO, b'{"type": "nope"}')
+    with pytest.raises(magnetar.InvalidConfiguration, match="cannot check"):
+        schema.AutoProduceBytesSchema()._bind(broken)
+    assert schema.AutoProduceBytesSchema()._wire() is None

@@ -219,7 +219,10 @@ class AsyncClient(ClientHandle):
     async def create_producer(self, topic: str, **options: Unpack[ProducerOptions]) -> AsyncProducer:
         """Creates a producer; the topic is looked up and the producer attached before this
         returns, so a missing topic or a refused permission raises here."""
-        return AsyncProducer(await call(self._core.create_producer, *_build.producer(topic, options)))
+        args = _build.producer(topic, options)
+        if _build.needs_topic_schema(args[3]):
+            args = (*args[:3], args[3]._bind(await self.get_schema(topic)))
+        return AsyncProducer(await call(self._core.create_producer, *args))
 
     @documented(ConsumerOptions)
     async def subscribe(self, topic: str | Sequence[str], subscription: str,

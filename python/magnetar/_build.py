@@ -24,7 +24,7 @@ from ._options import (
     resolve,
 )
 from .exceptions import InvalidConfiguration
-from .schema import BytesSchema, Schema
+from .schema import AutoConsumeSchema, AutoProduceBytesSchema, BytesSchema, Schema
 
 __all__ = ["connection", "consumer", "producer", "reader"]
 
@@ -72,16 +72,26 @@ def producer(topic: str, options: Mapping[str, Any]) -> tuple[str, dict[str, Any
     router = opts.pop("router")
     if router is not None and not callable(router):
         raise InvalidConfiguration("router must be a callable (key, num_partitions) -> partition")
-    return topic, opts, router, _schema(opts.pop("schema"))
+    return topic, opts, router, _schema(opts.pop("schema"), producing=True)
 
 
-def _schema(schema: Any) -> Any:
+def _schema(schema: Any, producing: bool = False) -> Any:
     """The schema object the engine takes: None for bytes (nothing is registered)."""
     if schema is None or type(schema) is BytesSchema:
         return None
     if not isinstance(schema, Schema):
         raise InvalidConfiguration(f"schema must be a magnetar.schema object, not {schema!r}")
+    if isinstance(schema, AutoProduceBytesSchema) and not producing:
+        raise InvalidConfiguration("AutoProduceBytesSchema is for producers; consumers take AutoConsumeSchema")
+    if isinstance(schema, AutoConsumeSchema) and producing:
+        raise InvalidConfiguration("AutoConsumeSchema is for consumers and readers; producers take "
+                                   "AutoProduceBytesSchema")
     return schema
+
+
+def needs_topic_schema(schema: Any) -> bool:
+    """Whether the producer's schema is the topic's, to fetch before the producer attaches."""
+    return isinstance(schema, AutoProduceBytesSchema) and not schema._bound
 
 
 def consumer(

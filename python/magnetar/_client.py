@@ -255,7 +255,10 @@ class Client(ClientHandle):
     def create_producer(self, topic: str, **options: Unpack[ProducerOptions]) -> Producer:
         """Creates a producer; the topic is looked up and the producer attached before this
         returns, so a missing topic or a refused permission raises here."""
-        return Producer(self._core.create_producer(*_build.producer(topic, options)))
+        args = _build.producer(topic, options)
+        if _build.needs_topic_schema(args[3]):
+            args = (*args[:3], args[3]._bind(self.get_schema(topic)))
+        return Producer(self._core.create_producer(*args))
 
     @documented(ConsumerOptions)
     def subscribe(self, topic: str | Sequence[str], subscription: str, **options: Unpack[ConsumerOptions]) -> Consumer:

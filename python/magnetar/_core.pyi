@@ -128,6 +128,9 @@ class Message:
         """The registry's version of the schema the message was written with, or None."""
     def _writer_schema(self) -> tuple[str, int, bytes, dict[str, str], bytes] | None:
         """The writer schema of this message's version, fetched from the registry once."""
+    @property
+    def _key_b64(self) -> bool:
+        """Whether the key is the base64 of bytes (a KeyValue SEPARATED key)."""
     def __len__(self) -> int: ...
     def __buffer__(self, flags: int, /) -> memoryview: ...
     def __release_buffer__(self, buffer: memoryview, /) -> None: ...
@@ -309,6 +312,10 @@ class _AvroCodec:
         """The JSON encoding of ``value``."""
     def decode_json(self, data: bytes) -> Any:
         """The value of JSON ``data``."""
+    def check(self, data: bytes) -> None:
+        """Raises ``ValueError`` unless ``data`` is one Avro binary datum of the definition."""
+    def check_json(self, data: bytes) -> None:
+        """Raises ``ValueError`` unless ``data`` is JSON the definition reads."""
 
 def _producer_stats(producer: _Producer) -> dict[str, Any]:
     """A producer's client-side statistics (see ``Producer.stats``)."""

@@ -144,6 +144,8 @@ pub struct OutgoingMessage {
     pub payload: Bytes,
     /// Partition key: routes the message and keys it for Key_Shared and compaction.
     pub key: Option<String>,
+    /// `key` is the base64 of bytes (as a KeyValue schema's SEPARATED key travels).
+    pub key_b64: bool,
     /// Ordering key for Key_Shared, overriding `key` there.
     pub ordering_key: Option<Vec<u8>>,
     /// User properties.
@@ -210,6 +212,14 @@ impl Message {
         }
     }
 
+    /// Whether the key is the base64 of bytes (`partition_key_b64_encoded`).
+    pub fn key_is_b64(&self) -> bool {
+        match &self.single {
+            Some(s) => s.partition_key_b64_encoded == Some(true),
+            None => self.metadata.partition_key_b64_encoded == Some(true),
+        }
+    }
+
     /// Ordering key.
     pub fn ordering_key(&self) -> Option<&[u8]> {
         match &self.single {
@@ -262,6 +272,7 @@ pub(crate) fn single_metadata(msg: &OutgoingMessage, sequence_id: u64) -> Single
     SingleMessageMetadata {
         properties: crate::protocol::commands::key_values(&msg.properties),
         partition_key: msg.key.clone(),
+        partition_key_b64_encoded: msg.key_b64.then_some(true),
         payload_size: msg.payload.len() as i32,
         event_time: msg.event_time,
         ordering_key: msg.ordering_key.clone().map(Into::into),

@@ -4,6 +4,7 @@
 //! `Ok(None)` when a frame is incomplete, so the same code serves sockets, fuzzers and tests.
 
 pub mod avro;
+mod avro_check;
 pub mod batch;
 pub mod chunks;
 pub mod commands;

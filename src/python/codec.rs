@@ -104,6 +104,16 @@ impl AvroCodec {
         Ok(PyBytes::new(value.py(), &out))
     }
 
+    /// Raises `ValueError` unless `data` is one Avro binary datum of the schema (no value is built).
+    fn check(&self, data: &[u8]) -> PyResult<()> {
+        self.schema.check_binary(data).map_err(PyValueError::new_err)
+    }
+
+    /// Raises `ValueError` unless `data` is JSON the schema reads (no value is built).
+    fn check_json(&self, data: &[u8]) -> PyResult<()> {
+        self.schema.check_json(data).map_err(PyValueError::new_err)
+    }
+
     /// The value of JSON `data`; fields are matched by name, missing ones take their default.
     fn decode_json(&self, py: Python<'_>, data: &[u8]) -> PyResult<Py<PyAny>> {
         let v: Value = serde_json::from_slice(data).map_err(|e| PyValueError::new_err(format!("not JSON: {e}")))?;

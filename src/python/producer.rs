@@ -3,7 +3,6 @@
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use super::convert;
 use super::getters;
 use super::runtime::{engine_handle, none, run, wait, EngineHandle};
 use super::schema;
@@ -48,7 +47,7 @@ impl PyProducer {
         future: Option<Py<PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         self.guard.check()?;
-        let msg = convert::message(&schema::encode(self.schema.as_ref(), data)?, fields)?;
+        let msg = schema::message(self.schema.as_ref(), data, fields)?;
         let p = self.inner.clone();
         let room = future.is_some().then(|| self.dispatch.clone());
         let send = async move {
@@ -73,7 +72,7 @@ impl PyProducer {
         fields: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Py<SendFuture>> {
         self.guard.check()?;
-        let msg = convert::message(&schema::encode(self.schema.as_ref(), data)?, fields)?;
+        let msg = schema::message(self.schema.as_ref(), data, fields)?;
         self.dispatch.wait_for_room(py, self.inner.blocks_if_full())?;
         let (fut, done) = SendFuture::pending(py, &self.dispatch)?;
         if let Err(blocked) = self.inner.try_enqueue(msg, false, done) {
@@ -99,8 +98,7 @@ impl PyProducer {
         future: Option<Py<PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         self.guard.check()?;
-        let payloads = schema::encode_many(self.schema.as_ref(), payloads)?;
-        let msgs = convert::messages(&payloads, keys, properties, event_times)?;
+        let msgs = schema::messages(self.schema.as_ref(), payloads, keys, properties, event_times)?;
         let p = self.inner.clone();
         let room = future.is_some().then(|| self.dispatch.clone());
         let send = async move {

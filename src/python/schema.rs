@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
+use super::convert;
 use super::errors::invalid;
 use super::runtime::wait;
 use super::types::PyMessage;
@@ -61,25 +62,62 @@ pub fn info(schema: Option<&Bound<'_, PyAny>>) -> PyResult<Option<SchemaInfo>> {
     }))
 }
 
-/// The payload of `value` under `schema` (unchanged without one).
-pub fn encode<'py>(schema: Option<&Py<PyAny>>, value: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-    match schema {
-        None => Ok(value.clone()),
-        Some(s) => s.bind(value.py()).call_method1("_encode", (value,)),
+/// What `schema._encode` gives: the payload, or (a KeyValue SEPARATED schema) the payload
+/// and the base64 key that goes in the message key instead.
+fn split<'py>(encoded: Bound<'py, PyAny>) -> PyResult<(Bound<'py, PyAny>, Option<String>)> {
+    match encoded.cast::<PyTuple>() {
+        Ok(t) => t.extract(),
+        Err(_) => Ok((encoded, None)),
     }
 }
 
-/// The payloads of `values` under `schema` (unchanged without one).
-pub fn encode_many<'py>(schema: Option<&Py<PyAny>>, values: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+/// Gives a message the key its schema encoded (base64, flagged as such).
+fn set_key(msg: &mut client::OutgoingMessage, key: Option<String>) {
+    if let Some(k) = key {
+        msg.key = Some(k);
+        msg.key_b64 = true;
+    }
+}
+
+/// The message of `value` under `schema` (`fields`: the keyword arguments of `send`).
+pub fn message(
+    schema: Option<&Py<PyAny>>,
+    value: &Bound<'_, PyAny>,
+    fields: Option<&Bound<'_, PyDict>>,
+) -> PyResult<client::OutgoingMessage> {
     let Some(s) = schema else {
-        return Ok(values.clone());
+        return convert::message(value, fields);
+    };
+    let (payload, key) = split(s.bind(value.py()).call_method1("_encode", (value,))?)?;
+    let mut msg = convert::message(&payload, fields)?;
+    set_key(&mut msg, key);
+    Ok(msg)
+}
+
+/// The messages of `send_many`'s values under `schema`.
+pub fn messages(
+    schema: Option<&Py<PyAny>>,
+    values: &Bound<'_, PyAny>,
+    keys: Option<&Bound<'_, PyAny>>,
+    properties: Option<&Bound<'_, PyAny>>,
+    event_times: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Vec<client::OutgoingMessage>> {
+    let Some(s) = schema else {
+        return convert::messages(values, keys, properties, event_times);
     };
     let s = s.bind(values.py());
-    let out = PyList::empty(values.py());
+    let payloads = PyList::empty(values.py());
+    let mut schema_keys = Vec::new();
     for v in values.try_iter()? {
-        out.append(s.call_method1("_encode", (v?,))?)?;
+        let (payload, key) = split(s.call_method1("_encode", (v?,))?)?;
+        payloads.append(payload)?;
+        schema_keys.push(key);
     }
-    Ok(out.into_any())
+    let mut msgs = convert::messages(payloads.as_any(), keys, properties, event_times)?;
+    for (msg, key) in msgs.iter_mut().zip(schema_keys) {
+        set_key(msg, key);
+    }
+    Ok(msgs)
 }
 
 /// `msg.value`: the payload decoded by the consumer's schema, or the payload bytes.

@@ -204,6 +204,12 @@ impl PyMessage {
         super::schema::writer(slf)
     }
 
+    /// Whether the key is the base64 of bytes (a KeyValue SEPARATED key).
+    #[getter]
+    fn _key_b64(&self) -> bool {
+        self.inner.key_is_b64()
+    }
+
     /// The payload, decoded as UTF-8.
     fn text(&self) -> PyResult<String> {
         std::str::from_utf8(&self.inner.payload)

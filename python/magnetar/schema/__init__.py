@@ -21,8 +21,8 @@ See docs/schemas.md for the rule that turns classes into Avro definitions.
 
 from __future__ import annotations
 
+from ._auto import AutoConsumeSchema, AutoProduceBytesSchema
 from ._schemas import (
-    AutoConsumeSchema,
     AvroSchema,
     BooleanSchema,
     ByteSchema,
@@ -43,6 +43,7 @@ from ._schemas import (
 )
 from ._definition import record_definition
 from ._keyvalue import KeyValue, KeyValueSchema
+from ._protobuf import ProtobufNativeSchema, ProtobufSchema
 
 #: Aliases by wire type name.
 Int8Schema = ByteSchema
@@ -51,8 +52,8 @@ Int32Schema = IntSchema
 Int64Schema = LongSchema
 
 __all__ = [
-    "AutoConsumeSchema", "AvroSchema", "BooleanSchema", "ByteSchema", "BytesSchema", "DateSchema", "DoubleSchema",
+    "AutoConsumeSchema", "AutoProduceBytesSchema", "AvroSchema", "BooleanSchema", "ByteSchema", "BytesSchema", "DateSchema", "DoubleSchema",
     "FloatSchema", "Int16Schema", "Int32Schema", "Int64Schema", "Int8Schema", "IntSchema",
-    "JsonSchema", "KeyValue", "KeyValueSchema", "LongSchema", "Schema", "SchemaInfo", "SchemaType", "ShortSchema",
+    "JsonSchema", "KeyValue", "KeyValueSchema", "LongSchema", "ProtobufNativeSchema", "ProtobufSchema", "Schema", "SchemaInfo", "SchemaType", "ShortSchema",
     "StringSchema", "TimeSchema", "TimestampSchema", "record_definition",
 ]

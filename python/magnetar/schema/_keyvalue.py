@@ -3,8 +3,8 @@
 The registered definition is the two schemas' definitions, each behind its length as a 4-byte
 big-endian int, with the properties ``key.schema.{name,type,properties}``,
 ``value.schema.{name,type,properties}`` and ``kv.encoding.type``. INLINE payloads are the two
-encodings in the same framing (length -1 for None); with SEPARATED the key travels base64 in
-the message key and the payload is the value (magnetar reads SEPARATED; it produces INLINE).
+encodings in the same framing (length -1 for None); with SEPARATED the key's encoding travels
+base64 in the message key (flagged ``partition_key_b64_encoded``) and the payload is the value.
 """
 
 from __future__ import annotations
@@ -60,10 +60,24 @@ def _unframe(data: bytes) -> tuple[bytes | None, bytes | None]:
     return parts[0], parts[1]
 
 
+def separated_key(msg: Message) -> bytes | None:
+    """The key's encoding of a SEPARATED message: the base64 key decoded, or a plain key's
+    UTF-8 bytes (as the Java client reads one)."""
+    if msg.key is None:
+        return None
+    return base64.b64decode(msg.key) if msg._key_b64 else msg.key.encode()
+
+
+def unframe(data: bytes) -> tuple[bytes | None, bytes | None]:
+    """The key's and the value's parts of an INLINE payload or a KeyValue definition."""
+    return _unframe(data)
+
+
 class KeyValueSchema(Schema[KeyValue]):
     """``KeyValueSchema(StringSchema(), AvroSchema(Order))``: ``send((key, value))`` (or a
     :class:`KeyValue`), ``msg.value`` is a :class:`KeyValue`. ``encoding`` is ``"inline"``
-    (both in the payload; the only one magnetar produces) or ``"separated"`` (read only)."""
+    (both in the payload) or ``"separated"`` (the key's encoding base64 in the message key,
+    which then routes the message; the payload is the value's encoding)."""
 
     type, name = SchemaType.KEY_VALUE, "KeyValue"
 
@@ -81,15 +95,38 @@ class KeyValueSchema(Schema[KeyValue]):
     def __reduce__(self) -> tuple[Any, ...]:
         return KeyValueSchema, (self.key_schema, self.value_schema, self.encoding.lower())
 
-    def encode(self, value: Any) -> bytes:
-        if self.encoding != "INLINE":
-            raise SchemaEncodeError("magnetar produces KeyValue INLINE only")
+    @staticmethod
+    def _pair(value: Any) -> tuple[Any, Any]:
         if isinstance(value, tuple) and len(value) == 2:
-            k, v = value
-        else:
-            k, v = getattr(value, "key"), getattr(value, "value")
+            return value[0], value[1]
+        try:
+            return value.key, value.value
+        except AttributeError:
+            raise SchemaEncodeError(f"KeyValueSchema: expected a (key, value) pair, got {type(value).__name__}") \
+                from None
+
+    def encode(self, value: Any) -> bytes:
+        """The payload: with SEPARATED, the value's encoding only (as Java's ``encode``)."""
+        k, v = self._pair(value)
+        if self.encoding == "SEPARATED":
+            return self._separated_value(v)
         return _frame(None if k is None else self.key_schema._encode(k),
                       None if v is None else self.value_schema._encode(v))
+
+    def _separated_value(self, v: Any) -> bytes:
+        if v is None:
+            raise SchemaEncodeError("KeyValueSchema: a SEPARATED value cannot be None")
+        return self.value_schema._encode(v)
+
+    def _encode(self, value: Any) -> Any:
+        if self.encoding != "SEPARATED":
+            return super()._encode(value)
+        # The payload and the message key (base64 of the key's encoding), which the engine
+        # stamps with partition_key_b64_encoded.
+        k, v = self._pair(value)
+        payload = self._separated_value(v)
+        key = None if k is None else base64.b64encode(self.key_schema._encode(k)).decode()
+        return payload, key
 
     def decode(self, data: bytes) -> KeyValue:
         k, v = _unframe(data) if self.encoding == "INLINE" else (None, data)
@@ -102,7 +139,7 @@ class KeyValueSchema(Schema[KeyValue]):
         k: bytes | None
         v: bytes | None
         if encoding == "SEPARATED":
-            k, v = (base64.b64decode(msg.key) if msg.key is not None else None), msg.data
+            k, v = separated_key(msg), msg.data
         else:
             k, v = _unframe(msg.data)
         writers = _unframe(writer[2]) if writer and writer[1] == SchemaType.KEY_VALUE else (None, None)

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 __all__ = [
-    "AutoConsumeSchema", "AvroSchema", "BooleanSchema", "ByteSchema", "BytesSchema", "DateSchema", "DoubleSchema",
+    "AvroSchema", "BooleanSchema", "ByteSchema", "BytesSchema", "DateSchema", "DoubleSchema",
     "FloatSchema", "IntSchema", "JsonSchema", "LongSchema", "Schema", "SchemaInfo", "SchemaType",
     "ShortSchema", "StringSchema", "TimeSchema", "TimestampSchema",
 ]
@@ -419,51 +419,3 @@ class JsonSchema(_Record):
 
     def decode(self, data: bytes) -> Any:
         return self._codec.decode_json(data)
-
-
-_PRIMITIVE_DECODERS: dict[int, Schema[Any]] = {
-    s.type: s for s in (StringSchema(), BooleanSchema(), ByteSchema(), ShortSchema(), IntSchema(), LongSchema(),
-                        FloatSchema(), DoubleSchema(), DateSchema(), TimeSchema(), TimestampSchema())
-}
-
-
-class AutoConsumeSchema(Schema[Any]):
-    """Decodes each message with the schema it was written with, as the registry has it
-    (fetched once per version): Avro records to dicts (nested dicts and lists), JSON to what
-    ``json.loads`` gives, strings and the primitives to their values, and messages without a
-    schema version to bytes. Nothing is registered; it cannot encode."""
-
-    name = "AUTO_CONSUME"
-
-    def __init__(self) -> None:
-        self._codecs: dict[bytes, Any] = {}
-
-    def _wire(self) -> None:
-        return None
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return AutoConsumeSchema, ()
-
-    def encode(self, value: Any) -> bytes:
-        raise SchemaEncodeError("AutoConsumeSchema cannot encode; give the producer a schema")
-
-    def decode(self, data: bytes) -> Any:
-        return data
-
-    def _decode_with(self, msg: Message) -> Any:
-        writer = msg._writer_schema() if msg.schema_version else None
-        if writer is None:
-            return msg.data
-        kind, definition = writer[1], writer[2]
-        if kind == SchemaType.AVRO:
-            codec = self._codecs.get(definition)
-            if codec is None:
-                codec = self._codecs[definition] = _core._AvroCodec(definition.decode(), {})
-            return codec.decode(msg.data)
-        if kind == SchemaType.JSON:
-            return json.loads(msg.data)
-        if kind in _PRIMITIVE_DECODERS:
-            return _PRIMITIVE_DECODERS[kind].decode(msg.data)
-        if kind in (SchemaType.NONE, SchemaType.BYTES):
-            return msg.data
-        raise ValueError(f"AUTO_CONSUME does not decode {SchemaType(kind).name} yet")

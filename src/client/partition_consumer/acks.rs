@@ -212,6 +212,7 @@ impl Actor {
             let out = OutgoingMessage {
                 payload: m.payload.clone(),
                 key: m.key().map(str::to_string),
+                key_b64: m.key_is_b64(),
                 ordering_key: m.ordering_key().map(<[u8]>::to_vec),
                 properties,
                 event_time: m.event_time(),

@@ -46,6 +46,7 @@ impl Encoder {
         let mut meta = metadata(producer_name, sequence_id);
         meta.schema_version = self.schema_version.clone();
         meta.partition_key = msg.key.clone();
+        meta.partition_key_b64_encoded = msg.key_b64.then_some(true);
         meta.ordering_key = msg.ordering_key.clone().map(Into::into);
         meta.properties = commands::key_values(&msg.properties);
         meta.event_time = msg.event_time;
