@@ -94,18 +94,29 @@ def _topic_exists(opts: SourceOptions, topic: str) -> bool:
     return topic in listed
 
 
-def _pattern_topics(opts: SourceOptions) -> list[str]:
-    assert opts.admin_url and opts.topics_pattern
+def _pattern_topics(client: Client, opts: SourceOptions) -> list[str]:
+    """The topics whose full name matches ``topicsPattern``: listed with the binary protocol's
+    GetTopicsOfNamespace (persistent topics; no admin URL needed), or with the admin API for a
+    ``non-persistent://`` pattern."""
+    assert opts.topics_pattern
     pattern = opts.topics_pattern
     m = re.match(r"^(persistent|non-persistent)://([^/]+)/([^/]+)/", pattern)
     domain, tenant, ns = (m.group(1), m.group(2), m.group(3)) if m else ("persistent", "public", "default")
     if not m:
         pattern = f"{domain}://{tenant}/{ns}/" + pattern
     regex = re.compile(pattern)
-    names = set(_admin_get(opts.admin_url, f"/admin/v2/{domain}/{tenant}/{ns}/partitioned", opts) or [])
-    for t in _admin_get(opts.admin_url, f"/admin/v2/{domain}/{tenant}/{ns}", opts) or []:
-        base = re.sub(r"-partition-\d+$", "", t)
-        names.add(base if base in names else t)
+    names: set[str] = set()
+    if domain == "persistent":
+        for t in client.get_topics_of_namespace(f"{tenant}/{ns}"):
+            names.add(re.sub(r"-partition-\d+$", "", t))
+    else:
+        if not opts.admin_url:
+            raise InvalidConfiguration("pulsar data source: option 'topicsPattern': listing non-persistent "
+                                       "topics needs 'admin.url'")
+        names |= set(_admin_get(opts.admin_url, f"/admin/v2/{domain}/{tenant}/{ns}/partitioned", opts) or [])
+        for t in _admin_get(opts.admin_url, f"/admin/v2/{domain}/{tenant}/{ns}", opts) or []:
+            base = re.sub(r"-partition-\d+$", "", t)
+            names.add(base if base in names else t)
     return sorted(t for t in names if regex.fullmatch(t))
 
 
@@ -120,10 +131,10 @@ def check_topics_exist(opts: SourceOptions) -> None:
 def resolve_partitions(client: Client, opts: SourceOptions, *, check_exists: bool = True) -> list[PartitionRef]:
     """Every topic partition to read, in a stable order."""
     if opts.topics_pattern:
-        topics = _pattern_topics(opts)
+        topics = _pattern_topics(client, opts)
     else:
         topics = opts.read_topics()
-        if check_exists and opts.admin_url:
+        if check_exists and opts.admin_url and not opts.waiting_for_non_existed_topic:
             check_topics_exist(opts)
     refs = []
     for t in topics:
