@@ -102,6 +102,9 @@ class Message:
     def message_id(self) -> MessageId:
         """The message's id."""
     @property
+    def first_chunk_message_id(self) -> MessageId | None:
+        """For a message reassembled from chunks, the id of its first chunk (``message_id`` is the last chunk's)."""
+    @property
     def topic(self) -> str:
         """The topic (partition) it came from."""
     @property

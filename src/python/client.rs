@@ -116,14 +116,11 @@ impl PyClient {
     }
 
     #[pyo3(signature = (namespace, *, future=None))]
-    fn topics_of_namespace(
-        &self,
-        py: Python<'_>,
-        namespace: String,
-        future: Option<Py<PyAny>>,
-    ) -> PyResult<Py<PyAny>> {
+    fn topics_of_namespace(&self, py: Python<'_>, namespace: String, future: Option<Py<PyAny>>) -> PyResult<Py<PyAny>> {
         let list = |c: client::Client| async move { c.topics_of_namespace(&namespace).await };
-        self.call(py, future, list, |py, topics| Ok(topics.into_pyobject(py)?.into_any().unbind()))
+        self.call(py, future, list, |py, topics| {
+            Ok(topics.into_pyobject(py)?.into_any().unbind())
+        })
     }
 
     /// The registry's schema of `topic` at `version` (its bytes; None: the latest) as

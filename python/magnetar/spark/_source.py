@@ -495,7 +495,12 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     @staticmethod
     def _ack(consumer: Consumer, mid: MessageId) -> None:
-        consumer.ack_cumulative(MessageId(mid.ledger_id, mid.entry_id, -1, mid.batch_index))
+        """Moves the subscription to just before the entry of ``mid``: the next batch starts
+        inside that entry when ``mid`` is not its last message (acking ``mid`` would release
+        the whole entry), and it re-reads ``mid`` to check that nothing before the range was
+        deleted. An end at a ledger's first entry leaves the subscription where it is."""
+        if mid.entry_id >= 1:
+            consumer.ack_cumulative(MessageId(mid.ledger_id, mid.entry_id - 1, -1, -1))
 
     def commit(self, end: dict) -> None:
         ends = _decode_offsets(end)
