@@ -278,7 +278,7 @@ class _Cursor:
         self.pending: list[tuple[MessageId, int]] = []  # read but beyond the last limit
         self.poll = opts.poll_timeout_ms / 1000.0
 
-    def advance(self, n: int, max_bytes: float, limit: MessageId) -> tuple[MessageId | None, int, int, bool]:
+    def advance(self, n: float, max_bytes: float, limit: MessageId) -> tuple[MessageId | None, int, int, bool]:
         """Moves over up to ``n`` messages and about ``max_bytes`` of payload (always at least
         one message), not beyond ``limit``: (last id, count, bytes, reached limit)."""
         limit_key = id_key(limit)
@@ -289,7 +289,7 @@ class _Cursor:
             if self.pending:
                 ids, self.pending = self.pending, []
             else:
-                msgs = self.reader.read_many(min(1000, max(n - count, 1)), timeout=0.2)
+                msgs = self.reader.read_many(int(min(1000, max(n - count, 1))), timeout=0.2)
                 if not msgs:
                     if time.monotonic() > deadline:
                         raise Timeout(f"pulsar data source: {self.ref.name}: messages up to {limit} were not "
