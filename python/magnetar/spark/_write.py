@@ -6,7 +6,9 @@ from __future__ import annotations
 import difflib
 import logging
 import os
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamWriter, WriterCommitMessage
@@ -28,7 +30,7 @@ except ImportError:  # pragma: no cover
 
 from ..exceptions import InvalidConfiguration, PulsarError
 from . import _workers
-from ._arrow import send_arrow
+from ._arrow import columns_of, send_lists
 from ._options import SourceOptions, normalize_topic
 
 __all__ = ["WRITE_COLUMNS", "PulsarBatchWriter", "PulsarCommitMessage", "PulsarStreamWriter", "check_write_schema", "write_columns"]
@@ -109,8 +111,14 @@ class PulsarCommitMessage(WriterCommitMessage):
         return f"PulsarCommitMessage({self.sent}, pid={self.pid})"
 
 
+# Arrow batches converted but not yet acknowledged, per task: the next batch is converted
+# (with the GIL) while the previous one waits for its receipts (without it).
+_IN_FLIGHT = 2
+
+
 def _write_batches(opts: SourceOptions, batches: Iterator[Any]) -> PulsarCommitMessage:
-    """Sends every row, waiting for every receipt before returning."""
+    """Sends every row, waiting for every receipt before returning. One batch's receipts are
+    awaited on a helper thread while the next batch is converted, in order per task."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -118,29 +126,43 @@ def _write_batches(opts: SourceOptions, batches: Iterator[Any]) -> PulsarCommitM
     names = write_columns(opts)
     topic_col = names["topic"]
     sent: dict[str, int] = {}
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="magnetar-spark-send")
+    in_flight: deque[Future[Any]] = deque()
 
-    def send(topic: str, data: Any) -> None:
-        p = _workers.producer(opts.client, topic, **producer_kw)
+    def send_now(p: Any, rows: tuple[Any, ...]) -> None:
         try:
-            send_arrow(p, data, key=names["key"], properties=names["properties"], event_time=names["event_time"])
+            send_lists(p, *rows)
         except PulsarError:
             _workers._forget_producer(p)  # a broken producer is rebuilt by the next task
             raise
+
+    def send(topic: str, data: Any) -> None:
+        p = _workers.producer(opts.client, topic, **producer_kw)
+        rows = columns_of(data, key=names["key"], properties=names["properties"], event_time=names["event_time"])
+        in_flight.append(pool.submit(send_now, p, rows))
+        while len(in_flight) > _IN_FLIGHT:
+            in_flight.popleft().result()
         sent[topic] = sent.get(topic, 0) + data.num_rows
 
-    for batch in batches:
-        if batch.num_rows == 0:
-            continue
-        if opts.topic is not None or topic_col not in batch.schema.names:
-            assert opts.topic is not None
-            send(opts.topic, batch)
-            continue
-        col = batch.column(topic_col)
-        if col.null_count:
-            raise InvalidConfiguration(f"pulsar data source: a row has a null {topic_col!r} and no 'topic' option is set")
-        for t in pc.unique(col).to_pylist():
-            sub = batch.filter(pc.equal(col, pa.scalar(t, col.type)))
-            send(normalize_topic(t), sub)
+    try:
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            if opts.topic is not None or topic_col not in batch.schema.names:
+                assert opts.topic is not None
+                send(opts.topic, batch)
+                continue
+            col = batch.column(topic_col)
+            if col.null_count:
+                raise InvalidConfiguration(f"pulsar data source: a row has a null {topic_col!r} and no 'topic' "
+                                           "option is set")
+            for t in pc.unique(col).to_pylist():
+                sub = batch.filter(pc.equal(col, pa.scalar(t, col.type)))
+                send(normalize_topic(t), sub)
+        while in_flight:
+            in_flight.popleft().result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
     return PulsarCommitMessage(sent, os.getpid())
 
 
