@@ -214,3 +214,14 @@ def test_max_bytes_per_trigger_and_predefined_subscription(
     sizes = [p["numInputRows"] for p in q.recentProgress if p["numInputRows"]]
     assert sum(sizes) == 30 and max(sizes) <= 10 and len(sizes) >= 3, sizes
     assert sub in broker.topic_stats(topic)["subscriptions"]
+
+
+def test_get_topics_of_namespace_lists_partitions_in_both_clients(api: Any, broker: Any) -> None:
+    plain, parted = _new_topic("ns-plain"), _new_topic("ns-parted")
+    broker.create_topic(plain)
+    broker.create_partitioned_topic(parted, 2)
+    listed = api.call(api.client, "get_topics_of_namespace", "public/default")
+    assert plain in listed
+    assert {f"{parted}-partition-0", f"{parted}-partition-1"} <= set(listed)
+    with pytest.raises(magnetar.InvalidConfiguration):
+        api.call(api.client, "get_topics_of_namespace", "not-a-namespace")

@@ -231,7 +231,7 @@ impl PyMessage {
     /// its last chunk's); None otherwise.
     #[getter]
     fn first_chunk_message_id(&self, py: Python<'_>) -> PyResult<Option<Py<PyMessageId>>> {
-        let Some((ledger_id, entry_id)) = self.inner.first_chunk else {
+        let Some(&(ledger_id, entry_id)) = self.inner.first_chunk.as_deref() else {
             return Ok(None);
         };
         let mut id = self.inner.id.clone();

@@ -36,7 +36,7 @@ impl Actor {
                 .chunk_entries
                 .get(&(id_data.ledger_id as i64, id_data.entry_id as i64))
                 .and_then(|entries| entries.first())
-                .map(|first| (first.ledger_id as i64, first.entry_id as i64));
+                .map(|first| Box::new((first.ledger_id as i64, first.entry_id as i64)));
         }
         let meta = Arc::new(payload.metadata);
         if self.not_before_ms.is_some_and(|t| meta.publish_time < t) {
@@ -90,7 +90,7 @@ impl Actor {
                 single: e.single,
                 redelivery_count,
                 origin: self.shared.index,
-                first_chunk,
+                first_chunk: first_chunk.clone(),
                 epoch,
             });
         }
