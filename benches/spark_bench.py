@@ -1,4 +1,5 @@
-"""Rows per second through the ``pulsar`` data source: batch write and batch read on Spark.
+"""Rows per second through the ``pulsar`` data source on Spark (batch write and read, streaming
+read and read+write), next to the raw client's ``send_many``/``receive_many`` rates in the same run.
 
 ::
 
@@ -11,7 +12,12 @@ writes ``--rows`` rows of 100 B into a fresh 2-partition topic with
 ``df.write.format("pulsar")``, reads them back with ``spark.read.format("pulsar")`` twice
 (``count()``, and ``toArrow()`` of the ``value`` column into the driver) and checks the counts.
 The source DataFrame is built and cached before the timed write, so the write figure is the
-data source's. Prints one line per run and a markdown table of the medians.
+data source's. Then, per round, on the key + value topic: a streaming read
+(``readStream ... trigger(availableNow=True)`` into the ``noop`` sink) and a streaming copy
+(the same stream written with ``writeStream.format("pulsar")`` to another topic). The raw client
+figures send and read the same rows (100 B values with keys) with one ``Client`` in this process:
+``send_many`` of 10,000 rows at a time, ``receive_many`` through a reader per partition. Prints one
+line per run and markdown tables of the medians.
 """
 
 from __future__ import annotations
@@ -66,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         stack.callback(spark.stop)
 
         results: dict[str, dict[str, list[float]]] = {s: {"write": [], "count": [], "toArrow": []} for s in SHAPES}
+        other: dict[str, list[float]] = {"stream read": [], "stream read+write": [], "send_many": [], "receive_many": []}
         warm_up(spark, admin, service_url, args.partitions)
         for rnd in range(args.rounds):
             for shape, columns in SHAPES.items():
@@ -74,6 +81,12 @@ def main(argv: list[str] | None = None) -> int:
                     results[shape][what].append(rate)
                 print(f"round {rnd + 1} {shape}: " + ", ".join(f"{k} {v:,.0f} rows/s" for k, v in figures.items()),
                       flush=True)
+            figures = {**raw_client(admin, service_url, args.rows, args.partitions),
+                       **streaming(spark, admin, service_url, args.rows, args.partitions)}
+            for what, rate in figures.items():
+                other[what].append(rate)
+            print(f"round {rnd + 1} key + value: " + ", ".join(f"{k} {v:,.0f} rows/s" for k, v in figures.items()),
+                  flush=True)
         print()
         print(f"| {args.rows:,} rows x 100 B, {args.partitions} partitions | batch write | batch read (`count()`) "
               "| batch read of `value` into the driver (`toArrow()`) |")
@@ -81,7 +94,75 @@ def main(argv: list[str] | None = None) -> int:
         for shape, per in results.items():
             cells = " | ".join(f"{statistics.median(per[w]) / 1000:,.0f} k rows/s" for w in ("write", "count", "toArrow"))
             print(f"| {shape} | {cells} |")
+        print()
+        print(f"| {args.rows:,} rows x 100 B with keys | " + " | ".join(other) + " |")
+        print("|---|" + "---:|" * len(other))
+        print("| rows/s | " + " | ".join(f"{statistics.median(v) / 1000:,.0f} k" for v in other.values()) + " |")
     return 0
+
+
+def _fill(admin: Any, service_url: str, rows: int, partitions: int) -> tuple[str, float]:
+    """A new topic with ``rows`` keyed 100 B messages sent by the raw client; the send rate."""
+    import magnetar
+
+    topic = f"persistent://public/default/spark-bench-{uuid.uuid4().hex[:10]}"
+    admin.create_partitioned_topic(topic, partitions)
+    values = [b"%010d" % i + b"x" * 90 for i in range(10_000)]
+    keys = [f"k{i % 1000}" for i in range(10_000)]
+    with magnetar.Client(service_url) as client:
+        producer = client.create_producer(topic)
+        t0 = time.perf_counter()
+        for start in range(0, rows, 10_000):
+            n = min(10_000, rows - start)
+            producer.send_many(values[:n], keys=keys[:n])
+        rate = rows / (time.perf_counter() - t0)
+    return topic, rate
+
+
+def raw_client(admin: Any, service_url: str, rows: int, partitions: int) -> dict[str, float]:
+    """The client alone: ``send_many`` into a topic, then ``receive_many`` of it back."""
+    import magnetar
+
+    topic, send_rate = _fill(admin, service_url, rows, partitions)
+    with magnetar.Client(service_url) as client:
+        readers = [client.create_reader(f"{topic}-partition-{p}", receiver_queue_size=1000) for p in range(partitions)]
+        got = 0
+        t0 = time.perf_counter()
+        for reader in readers:
+            while reader.has_message_available():
+                got += len(reader.read_many(1000, timeout=1.0))
+        recv_rate = got / (time.perf_counter() - t0)
+    if got != rows:
+        raise SystemExit(f"raw client: sent {rows}, read {got}")
+    return {"send_many": send_rate, "receive_many": recv_rate}
+
+
+def streaming(spark: Any, admin: Any, service_url: str, rows: int, partitions: int) -> dict[str, float]:
+    """An availableNow stream over a filled topic: into ``noop``, and copied to another topic."""
+    import tempfile
+
+    topic, _ = _fill(admin, service_url, rows, partitions)
+    out = f"persistent://public/default/spark-bench-{uuid.uuid4().hex[:10]}"
+    admin.create_partitioned_topic(out, partitions)
+    figures = {}
+    for what in ("stream read", "stream read+write"):
+        with tempfile.TemporaryDirectory() as ck:
+            df = (spark.readStream.format("pulsar").option("service.url", service_url).option("topic", topic)
+                  .option("startingOffsets", "earliest").load())
+            if what == "stream read":
+                writer = df.writeStream.format("noop")
+            else:
+                writer = (df.selectExpr("key", "value").writeStream.format("pulsar")
+                          .option("service.url", service_url).option("topic", out))
+            t0 = time.perf_counter()
+            q = writer.option("checkpointLocation", ck).trigger(availableNow=True).start()
+            q.awaitTermination()
+            seconds = time.perf_counter() - t0
+            read = sum(p["numInputRows"] for p in q.recentProgress)
+            if read != rows:
+                raise SystemExit(f"{what}: read {read} of {rows} rows")
+            figures[what] = rows / seconds
+    return figures
 
 
 def source_frame(spark: Any, rows: int, partitions: int, columns: str) -> Any:
@@ -105,10 +186,10 @@ def run_once(spark: Any, admin: Any, service_url: str, rows: int, partitions: in
     df = source_frame(spark, rows, partitions, columns)
     try:
         t0 = time.perf_counter()
-        df.write.format("pulsar").mode("append").option("service_url", service_url).option("topic", topic).save()
+        df.write.format("pulsar").mode("append").option("service.url", service_url).option("topic", topic).save()
         write_s = time.perf_counter() - t0
 
-        reader = spark.read.format("pulsar").option("service_url", service_url).option("topic", topic)
+        reader = spark.read.format("pulsar").option("service.url", service_url).option("topic", topic)
         t0 = time.perf_counter()
         counted = reader.load().count()
         count_s = time.perf_counter() - t0

@@ -225,14 +225,15 @@ def test_four_partitions_offsets_per_partition(spark: Any, service_url: str, bro
     assert sorted(by_part) == [0, 1, 2, 3]
     assert all(len(v) > 100 for v in by_part.values())
 
-    # Offsets per partition: after the 10th message (exclusive) up to the 100th (inclusive).
+    # Offsets per partition: from the 11th message up to the 100th, both inclusive (a user's
+    # ids are inclusive, as in the connector and Spark's Kafka source).
     def ids_in_order(rows: list[Any]) -> list[Any]:
         return sorted(magnetar.MessageId.deserialize(bytes(r.message_id)) for r in rows)
 
     start, end, want = {}, {}, set()
     for p, rows in by_part.items():
         ordered = ids_in_order(rows)
-        start[str(p)] = ordered[9].serialize().hex()
+        start[str(p)] = ordered[10].serialize().hex()
         end[str(p)] = ordered[99].serialize().hex()
         want |= {bytes(i.serialize()) for i in ordered[10:100]}
     part = _read(spark, service_url, topic, startingOffsets=json.dumps({topic: start}),
@@ -287,7 +288,7 @@ def test_bad_options_fail_at_load_naming_the_option(spark: Any, service_url: str
     topic = _new_topic("opts")
     broker.create_topic(topic)
     cases = [
-        (spark.read.format("pulsar").option("topic", topic), "service_url"),
+        (spark.read.format("pulsar").option("topic", topic), "service.url"),
         (spark.read.format("pulsar").option("service_url", service_url).option("topic", topic)
          .option("startingOffsets", '{"' + topic + '": {"0": '), "startingOffsets"),
         (spark.read.format("pulsar").option("service_url", service_url).option("topic", topic)

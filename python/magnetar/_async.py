@@ -247,6 +247,11 @@ class AsyncClient(ClientHandle):
         """Number of partitions of ``topic`` (0 for a non-partitioned topic)."""
         return await call(self._core.partition_count, topic)
 
+    async def get_topics_of_namespace(self, namespace: str) -> list[str]:
+        """The persistent topics of ``namespace`` (``"tenant/namespace"``), each partition of a
+        partitioned topic under its own name (``...-partition-N``), as the broker lists them."""
+        return await call(self._core.topics_of_namespace, namespace)
+
     async def get_schema(self, topic: str, version: int | bytes | None = None) -> SchemaInfo | None:
         """The registry's schema of ``topic`` (its latest, or ``version``), or None when the
         topic has none."""

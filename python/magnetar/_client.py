@@ -294,6 +294,11 @@ class Client(ClientHandle):
         """Number of partitions of ``topic`` (0 for a non-partitioned topic)."""
         return self._core.partition_count(topic)
 
+    def get_topics_of_namespace(self, namespace: str) -> list[str]:
+        """The persistent topics of ``namespace`` (``"tenant/namespace"``), each partition of a
+        partitioned topic under its own name (``...-partition-N``), as the broker lists them."""
+        return self._core.topics_of_namespace(namespace)
+
     def get_schema(self, topic: str, version: int | bytes | None = None) -> SchemaInfo | None:
         """The registry's schema of ``topic`` (its latest, or ``version``), or None when the
         topic has none."""

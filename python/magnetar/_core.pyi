@@ -102,6 +102,9 @@ class Message:
     def message_id(self) -> MessageId:
         """The message's id."""
     @property
+    def first_chunk_message_id(self) -> MessageId | None:
+        """For a message reassembled from chunks, the id of its first chunk (``message_id`` is the last chunk's)."""
+    @property
     def topic(self) -> str:
         """The topic (partition) it came from."""
     @property
@@ -168,6 +171,8 @@ class _Client:
         """Subscribes: a ``_Consumer``."""
     def partition_count(self, topic: str, *, future: _Future | None = None) -> Any:
         """Partitions of ``topic`` (0 if not partitioned)."""
+    def topics_of_namespace(self, namespace: str, *, future: _Future | None = None) -> Any:
+        """The persistent topics of ``tenant/namespace``, partitions listed one by one."""
     def get_schema(self, topic: str, version: bytes | None = None, *, future: _Future | None = None) -> Any:
         """The registry's schema of ``topic``: ``(name, type, definition, properties, version)`` or None."""
     def close(self, *, future: _Future | None = None) -> None:

@@ -49,6 +49,23 @@ impl Client {
         Ok(lookup::partition_count(&self.shared.pool, topic.as_str()).await?)
     }
 
+    /// The persistent topics of `namespace` (`tenant/namespace`), as the broker lists them:
+    /// each partition of a partitioned topic by its own name. Serves pattern reads without
+    /// an admin URL.
+    pub async fn topics_of_namespace(&self, namespace: &str) -> Result<Vec<String>> {
+        self.shared.check_open()?;
+        let mut parts = namespace.split('/');
+        match (parts.next(), parts.next(), parts.next()) {
+            (Some(t), Some(n), None) if !t.is_empty() && !n.is_empty() => {}
+            _ => {
+                return Err(super::error::Error::invalid(format!(
+                    "namespace {namespace:?} is not 'tenant/namespace'"
+                )))
+            }
+        }
+        Ok(lookup::topics_of_namespace(&self.shared.pool, namespace).await?)
+    }
+
     /// Closes every producer and consumer, then the connections. Idempotent.
     pub async fn close(&self) {
         self.shared.close().await

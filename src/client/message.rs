@@ -198,6 +198,10 @@ pub struct Message {
     pub redelivery_count: u32,
     /// Index of the sub-consumer that received it (multi-topic and partitioned consumers).
     pub origin: usize,
+    /// A message reassembled from chunks: the (ledger, entry) of its first chunk (its id is
+    /// its last chunk's). Readers that check for missing entries need both ends. Boxed:
+    /// chunked messages are rare, and every queued message pays for the field's size.
+    pub first_chunk: Option<Box<(i64, i64)>>,
     /// Connection generation of the sub-consumer when it arrived; permits of an older
     /// connection are not returned.
     pub(crate) epoch: u32,

@@ -115,6 +115,14 @@ impl PyClient {
         self.call(py, future, count, |py, n| Ok(n.into_pyobject(py)?.into_any().unbind()))
     }
 
+    #[pyo3(signature = (namespace, *, future=None))]
+    fn topics_of_namespace(&self, py: Python<'_>, namespace: String, future: Option<Py<PyAny>>) -> PyResult<Py<PyAny>> {
+        let list = |c: client::Client| async move { c.topics_of_namespace(&namespace).await };
+        self.call(py, future, list, |py, topics| {
+            Ok(topics.into_pyobject(py)?.into_any().unbind())
+        })
+    }
+
     /// The registry's schema of `topic` at `version` (its bytes; None: the latest) as
     /// `(name, type, definition, properties, version)`, or None when there is none.
     #[pyo3(signature = (topic, version=None, *, future=None))]

@@ -233,6 +233,17 @@ impl PyMessage {
     fn message_id(&self, py: Python<'_>) -> PyResult<Py<PyMessageId>> {
         new_id(py, self.inner.id.clone())
     }
+    /// For a message reassembled from chunks, the id of its first chunk (`message_id` is
+    /// its last chunk's); None otherwise.
+    #[getter]
+    fn first_chunk_message_id(&self, py: Python<'_>) -> PyResult<Option<Py<PyMessageId>>> {
+        let Some(&(ledger_id, entry_id)) = self.inner.first_chunk.as_deref() else {
+            return Ok(None);
+        };
+        let mut id = self.inner.id.clone();
+        (id.ledger_id, id.entry_id, id.batch_index, id.batch_size) = (ledger_id, entry_id, -1, 0);
+        new_id(py, id).map(Some)
+    }
     #[getter]
     fn topic(&self) -> &str {
         &self.inner.topic

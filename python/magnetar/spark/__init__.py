@@ -34,13 +34,14 @@ from __future__ import annotations
 from .._config import ClientConfig
 from ._arrow import send_arrow
 from ._read import DataLossError
-from ._source import READ_SCHEMA, PulsarDataSource
+from ._source import CONNECTOR_SCHEMA, READ_SCHEMA, PulsarDataSource
 from ._workers import client, close_all, process_stats, producer
 
 DefaultSource = PulsarDataSource
 """The name PySpark's auto-registration of ``pyspark_*`` modules looks for."""
 
 __all__ = [
+    "CONNECTOR_SCHEMA",
     "READ_SCHEMA",
     "ClientConfig",
     "DataLossError",

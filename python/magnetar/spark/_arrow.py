@@ -161,6 +161,11 @@ def _id_bytes(m: Message) -> bytes:
     return m.message_id.serialize()
 
 
+def _key_bytes(m: Message) -> bytes | None:
+    k = m.key
+    return None if k is None else k.encode()
+
+
 # column name -> function of a message (None: a per-partition constant)
 _MESSAGE_FIELDS: dict[str, Callable[[Message], Any] | None] = {
     "key": attrgetter("key"),
@@ -174,8 +179,15 @@ _MESSAGE_FIELDS: dict[str, Callable[[Message], Any] | None] = {
     "producer_name": attrgetter("producer_name"),
     "sequence_id": attrgetter("sequence_id"),
     "redelivery_count": attrgetter("redelivery_count"),
+    # pulsar-spark's names (metadataColumns=connector); __topic names the partition
+    "__key": _key_bytes,
+    "__topic": None,
+    "__messageId": _id_bytes,
+    "__publishTime": attrgetter("publish_time"),
+    "__eventTime": attrgetter("event_time"),
+    "__messageProperties": attrgetter("properties"),
 }
-_MILLIS = ("publish_time", "event_time")
+_MILLIS = ("publish_time", "event_time", "__publishTime", "__eventTime")
 
 
 class MessageBatchBuilder:
@@ -208,6 +220,9 @@ class MessageBatchBuilder:
         for name, field, values in zip(self.columns, self.schema, self._lists):
             if name == "topic":
                 arrays.append(pa.array([self.topic] * n, type=field.type))
+            elif name == "__topic":
+                full = self.topic if self.partition < 0 else f"{self.topic}-partition-{self.partition}"
+                arrays.append(pa.array([full] * n, type=field.type))
             elif name == "partition":
                 arrays.append(pa.array([self.partition] * n, type=field.type))
             elif name in _MILLIS:

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._config import ClientConfig
-from .._options import ConnectionOptions, ProducerOptions, ReaderOptions, declared
 from .._core import MessageId
 from ..exceptions import InvalidConfiguration
+from . import _javaopts
 
 __all__ = [
     "EARLIEST",
@@ -189,41 +189,6 @@ def _parse_int(option: str, text: str | None, minimum: int = 1) -> int | None:
     return v
 
 
-def _parse_number(option: str, text: str) -> float:
-    try:
-        return float(text.strip())
-    except ValueError:
-        raise _err(option, f"expected a number, not {text!r}") from None
-
-
-def _typed_kwargs(prefix: str, declaration: type, given: Mapping[str, str], skip: tuple[str, ...] = ()) -> dict[str, Any]:
-    """``prefix.name`` options converted to the declared types of ``declaration`` (one of the
-    ``*Options`` classes of :mod:`magnetar._options`). A name matches in snake_case, without
-    underscores (Spark lower-cases option names) or as one of the option's declared aliases
-    (the Java client's names); options that text cannot express (callables, mappings) are not
-    taken."""
-    options = {d.name.replace("_", ""): d for d in declared(declaration).values()
-               if d.name not in skip and d.textual}
-    for d in list(options.values()):
-        options.update({alias.lower(): d for alias in d.aliases})
-    out: dict[str, Any] = {}
-    for k, v in given.items():
-        option = options.get(re.sub(r"[._-]", "", k[len(prefix):].lower()))
-        if option is None:
-            known = ", ".join(sorted({prefix + d.name for d in options.values()}))
-            raise _err(k, f"unknown option; known {prefix}* options: {known}")
-        kind = option.kind()
-        if kind is bool:
-            out[option.name] = _parse_bool(k, v)
-        elif kind is int:
-            out[option.name] = _parse_int(k, v, minimum=-(2**63))
-        elif kind is float:
-            out[option.name] = _parse_number(k, v)
-        else:
-            out[option.name] = v
-    return out
-
-
 # -- the options ----------------------------------------------------------------------------
 
 # The TLS option names of the official Pulsar clients and connectors, and the Client keyword
@@ -239,25 +204,78 @@ _TLS_FLAGS = {
 }
 _TLS = {**_TLS_PATHS, **_TLS_FLAGS}
 
-_KNOWN = {
-    "service_url", "serviceurl", "service.url", "admin_url", "adminurl", "admin.url", "topic", "topics",
-    "topicspattern", "startingoffsets", "endingoffsets", "startingtime", "endingtime", "maxmessagespertrigger",
-    "failondataloss", "polltimeoutms", "subscriptionname", "subscriptionprefix", "maxentriespersplit",
-    "authtoken", "auth_token", "authmethod", "auth_method", "authdata", "auth_data", "recordsperbatch",
-    *(k.lower() for k in _TLS),
+# Every option of the data source: its canonical spelling, and the other spellings taken
+# (Spark lower-cases option names, so lookups are by lower case).
+_OPTIONS: dict[str, tuple[str, ...]] = {
+    "service.url": ("service_url", "serviceUrl"),
+    "admin.url": ("admin_url", "adminUrl"),
+    "topic": (),
+    "topics": (),
+    "topicsPattern": (),
+    "startingOffsets": (),
+    "endingOffsets": (),
+    "startingTime": (),
+    "endingTime": (),
+    "maxMessagesPerTrigger": (),
+    "maxBytesPerTrigger": (),
+    "failOnDataLoss": (),
+    "pollTimeoutMs": (),
+    "subscriptionName": ("predefinedSubscription",),
+    "subscriptionPrefix": (),
+    "maxEntriesPerSplit": (),
+    "recordsPerBatch": (),
+    "metadataColumns": (),
+    "allowDifferentTopicSchemas": (),
+    "waitingForNonExistedTopic": (),
+    "authToken": ("auth_token",),
+    "authMethod": ("auth_method",),
+    "authData": ("auth_data",),
+    "authPluginClassName": (),
+    "authParams": (),
+    **{k: () for k in _TLS},
 }
-
-
+_CANONICAL = {alias.lower(): name for name, aliases in _OPTIONS.items() for alias in (name, *aliases)}
+# Options Spark itself puts among a data source's options.
 _SPARK = {"path", "checkpointlocation", "queryname", "outputmode"}
-_CANONICAL = {
-    "service_url": "service_url", "admin_url": "admin_url", "topicspattern": "topicsPattern",
-    "startingoffsets": "startingOffsets", "endingoffsets": "endingOffsets", "startingtime": "startingTime",
-    "endingtime": "endingTime", "maxmessagespertrigger": "maxMessagesPerTrigger",
-    "failondataloss": "failOnDataLoss", "polltimeoutms": "pollTimeoutMs", "subscriptionname": "subscriptionName",
-    "subscriptionprefix": "subscriptionPrefix", "maxentriespersplit": "maxEntriesPerSplit",
-    "authtoken": "authToken", "authmethod": "authMethod", "authdata": "authData", "recordsperbatch": "recordsPerBatch",
-    **{k.lower(): k for k in _TLS},
-}
+_PREFIXES = ("client.", "producer.", "reader.", "pulsar.client.", "pulsar.producer.", "pulsar.reader.")
+METADATA_NAMINGS = ("magnetar", "connector")
+
+
+def _check_names(original: Mapping[str, str]) -> None:
+    """Every option must be ours (or Spark's own): a misspelt or unsupported option is an error
+    with the closest known name, never silently dropped."""
+    known = sorted(_OPTIONS)
+    for k, name in original.items():
+        if k in _CANONICAL or k in _SPARK or k.startswith(_PREFIXES):
+            continue
+        if k.startswith("pulsar.consumer."):
+            raise _err(name, "the data source reads with readers, not consumers: use 'pulsar.reader.*'")
+        close = difflib.get_close_matches(k, [n.lower() for n in known] + list(_CANONICAL), n=1, cutoff=0.6)
+        hint = f"did you mean {_CANONICAL[close[0]]!r}? " if close else ""
+        raise _err(name, f"unknown option; {hint}(the options are listed in docs/spark.md)")
+
+
+def _auth(get: Any, opts: Mapping[str, str]) -> dict[str, Any]:
+    """The credentials, given one of three ways: ``authToken``; ``authMethod``/``authData``
+    (any plugin by its wire name); or the connector's ``authPluginClassName``/``authParams``
+    (also as ``pulsar.client.*``)."""
+    plugin = get("authPluginClassName") or opts.get("pulsar.client.authpluginclassname")
+    params = get("authParams") or opts.get("pulsar.client.authparams")
+    token, method = get("authToken"), get("authMethod")
+    given = [n for n, v in (("authToken", token), ("authMethod", method), ("authPluginClassName", plugin)) if v]
+    if len(given) > 1:
+        raise _err(given[1], f"give one way of authenticating, not {' and '.join(given)}")
+    if params and not plugin:
+        raise _err("authParams", "needs authPluginClassName")
+    if get("authData") and not method:
+        raise _err("authData", "needs authMethod")
+    if token is not None:
+        return {"auth_method": "token", "auth_data": token.strip().encode()}
+    if method is not None:
+        return {"auth_method": method.strip(), "auth_data": (get("authData") or "").encode()}
+    if plugin:
+        return _javaopts.auth_plugin(plugin, params)
+    return {}
 
 
 @dataclass(frozen=True)
@@ -274,12 +292,16 @@ class SourceOptions:
     starting_time: int | None = None
     ending_time: int | None = None
     max_messages_per_trigger: int | None = None
+    max_bytes_per_trigger: int | None = None
     fail_on_data_loss: bool = True
     poll_timeout_ms: int = 120_000
     subscription_name: str | None = None
     subscription_prefix: str = "magnetar-spark"
     max_entries_per_split: int | None = None
     records_per_batch: int = 10_000
+    metadata_columns: str = "magnetar"
+    allow_different_topic_schemas: bool = False
+    waiting_for_non_existed_topic: bool = False
     producer_options: tuple[tuple[str, Any], ...] = ()
     reader_options: tuple[tuple[str, Any], ...] = ()
     raw: tuple[tuple[str, str], ...] = field(default=(), repr=False)
@@ -288,50 +310,44 @@ class SourceOptions:
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:
         opts = {str(k).lower(): ("" if v is None else str(v)) for k, v in options.items()}
         original = {str(k).lower(): str(k) for k in options}
+        _check_names(original)
 
-        def get(*names: str) -> str | None:
-            for n in names:
-                if n in opts and opts[n].strip() != "":
-                    return opts[n]
-            return None
+        def get(name: str) -> str | None:
+            """The value of an option by its canonical name, under any of its spellings."""
+            given = [(a, opts[a.lower()]) for a in (name, *_OPTIONS[name])
+                     if a.lower() in opts and opts[a.lower()].strip() != ""]
+            if len({v for _, v in given}) > 1:
+                raise _err(name, f"given twice with different values ({', '.join(a for a, _ in given)})")
+            return given[0][1] if given else None
 
-        for k in opts:
-            if k not in _KNOWN and not k.startswith(("client.", "producer.", "reader.")):
-                # Spark passes its own options too (checkpointLocation, path, ...): ignore what
-                # is not ours, but catch misspellings of ours.
-                close = difflib.get_close_matches(k, sorted(_KNOWN | _SPARK), n=1, cutoff=0.85)
-                if close and close[0] not in _SPARK:
-                    raise _err(original[k], f"unknown option; did you mean {_CANONICAL.get(close[0], close[0])!r}?")
-                if k not in _SPARK:
-                    log.warning("pulsar data source: ignoring unknown option %r", original[k])
+        def prefixed(prefix: str) -> dict[str, str]:
+            return {original[k]: v for k, v in opts.items()
+                    if k.startswith(prefix) and not (prefix.count(".") == 1 and k.startswith("pulsar."))}
 
-        url = get("service_url", "serviceurl", "service.url")
+        url = get("service.url")
         if url is None:
-            raise _err("service_url", "required, e.g. .option('service_url', 'pulsar://localhost:6650')")
+            raise _err("service.url", "required, e.g. .option('service.url', 'pulsar://localhost:6650')")
 
-        client_kw: dict[str, Any] = _typed_kwargs(
-            "client.", ConnectionOptions, {original[k]: v for k, v in opts.items() if k.startswith("client.")})
-        token = get("authtoken", "auth_token")
-        method = get("authmethod", "auth_method")
-        if token is not None and method is not None:
-            raise _err("authToken", "give authToken or authMethod/authData, not both")
+        java_client = {k: v for k, v in prefixed("pulsar.client.").items()
+                       if k.lower()[len("pulsar.client."):] not in _javaopts.AUTH_NAMES}
+        client_kw: dict[str, Any] = _javaopts.java_kwargs("client", java_client)
+        for k, v in _javaopts.keyword_kwargs("client", prefixed("client.")).items():
+            if k in client_kw and client_kw[k] != v:
+                raise _err(f"client.{k}", "also given as a pulsar.client.* option, with another value")
+            client_kw[k] = v
         for option, kw in _TLS.items():
-            value = get(option.lower())
+            value = get(option)
             if value is not None:
                 client_kw[kw] = _parse_bool(option, value) if option in _TLS_FLAGS else value.strip()
+        client_kw.update(_auth(get, opts))
         try:
-            if token is not None:
-                client_kw["auth_method"], client_kw["auth_data"] = "token", token.encode()
-            elif method is not None:
-                client_kw["auth_method"] = method
-                client_kw["auth_data"] = (get("authdata", "auth_data") or "").encode()
             conf = ClientConfig(url.strip(), **client_kw)
         except InvalidConfiguration as e:
             raise InvalidConfiguration(f"pulsar data source: client options: {e}") from None
 
         topic = get("topic")
         topics = tuple(t for t in (get("topics") or "").split(",") if t.strip())
-        pattern = get("topicspattern")
+        pattern = get("topicsPattern")
         try:
             topic = normalize_topic(topic) if topic else None
             topics = tuple(normalize_topic(t) for t in topics)
@@ -343,38 +359,45 @@ class SourceOptions:
             except re.error as e:
                 raise _err("topicsPattern", f"not a regular expression: {e}") from None
 
-        max_per_trigger = _parse_int("maxMessagesPerTrigger", get("maxmessagespertrigger"))
+        max_per_trigger = _parse_int("maxMessagesPerTrigger", get("maxMessagesPerTrigger"))
+        max_bytes = _parse_int("maxBytesPerTrigger", get("maxBytesPerTrigger"))
         # Past 2**31 s a duration means "no limit" everywhere; capping there keeps the ms to
         # seconds division from overflowing a float on absurdly large values.
-        poll = min(_parse_int("pollTimeoutMs", get("polltimeoutms")) or 120_000, 2**31 * 1000)
-        split = _parse_int("maxEntriesPerSplit", get("maxentriespersplit"))
-        per_batch = _parse_int("recordsPerBatch", get("recordsperbatch")) or 10_000
-        fail = _parse_bool("failOnDataLoss", get("failondataloss") or "true")
+        poll = min(_parse_int("pollTimeoutMs", get("pollTimeoutMs")) or 120_000, 2**31 * 1000)
+        split = _parse_int("maxEntriesPerSplit", get("maxEntriesPerSplit"))
+        per_batch = _parse_int("recordsPerBatch", get("recordsPerBatch")) or 10_000
+        fail = _parse_bool("failOnDataLoss", get("failOnDataLoss") or "true")
+        naming = (get("metadataColumns") or "magnetar").strip().lower()
+        if naming not in METADATA_NAMINGS:
+            raise _err("metadataColumns", f"expected 'magnetar' (the default) or 'connector' (pulsar-spark's "
+                                          f"__key, __topic, ...), not {naming!r}")
 
-        starting = parse_offsets("startingOffsets", get("startingoffsets"), ("earliest", "latest"))
-        ending = parse_offsets("endingOffsets", get("endingoffsets"), ("latest",))
-        start_time = parse_time("startingTime", get("startingtime"))
-        end_time = parse_time("endingTime", get("endingtime"))
+        starting = parse_offsets("startingOffsets", get("startingOffsets"), ("earliest", "latest"))
+        ending = parse_offsets("endingOffsets", get("endingOffsets"), ("latest",))
+        start_time = parse_time("startingTime", get("startingTime"))
+        end_time = parse_time("endingTime", get("endingTime"))
         if starting is not None and start_time is not None:
             raise _err("startingTime", "give startingOffsets or startingTime, not both")
         if start_time is not None and end_time is not None and end_time <= start_time:
             raise _err("endingTime", f"must be after startingTime ({end_time} <= {start_time})")
 
-        producer_kw = _typed_kwargs("producer.", ProducerOptions,
-                                    {original[k]: v for k, v in opts.items() if k.startswith("producer.")},
-                                    skip=("properties",))
-        reader_kw = _typed_kwargs("reader.", ReaderOptions,
-                                  {original[k]: v for k, v in opts.items() if k.startswith("reader.")},
-                                  skip=("start_inclusive",))
-        sub = get("subscriptionname")
-        prefix = get("subscriptionprefix") or "magnetar-spark"
-        admin = get("admin_url", "adminurl", "admin.url")
+        producer_kw = _javaopts.java_kwargs("producer", prefixed("pulsar.producer."))
+        producer_kw.update(_javaopts.keyword_kwargs("producer", prefixed("producer.")))
+        reader_kw = _javaopts.java_kwargs("reader", prefixed("pulsar.reader."))
+        reader_kw.update(_javaopts.keyword_kwargs("reader", prefixed("reader.")))
+        admin = get("admin.url")
         return cls(
             client=conf, admin_url=admin.strip().rstrip("/") if admin else None, topic=topic, topics=topics,
             topics_pattern=pattern, starting_offsets=starting, ending_offsets=ending, starting_time=start_time,
-            ending_time=end_time, max_messages_per_trigger=max_per_trigger, fail_on_data_loss=fail,
-            poll_timeout_ms=poll, subscription_name=sub, subscription_prefix=prefix, max_entries_per_split=split,
-            records_per_batch=per_batch, producer_options=tuple(sorted(producer_kw.items())),
+            ending_time=end_time, max_messages_per_trigger=max_per_trigger, max_bytes_per_trigger=max_bytes,
+            fail_on_data_loss=fail, poll_timeout_ms=poll, subscription_name=get("subscriptionName"),
+            subscription_prefix=get("subscriptionPrefix") or "magnetar-spark", max_entries_per_split=split,
+            records_per_batch=per_batch, metadata_columns=naming,
+            allow_different_topic_schemas=_parse_bool("allowDifferentTopicSchemas",
+                                                      get("allowDifferentTopicSchemas") or "false"),
+            waiting_for_non_existed_topic=_parse_bool("waitingForNonExistedTopic",
+                                                      get("waitingForNonExistedTopic") or "false"),
+            producer_options=tuple(sorted(producer_kw.items())),
             reader_options=tuple(sorted(reader_kw.items())), raw=tuple(sorted(opts.items())),
         )
 
@@ -388,8 +411,6 @@ class SourceOptions:
             raise _err("topic", "a read needs one of 'topic', 'topics' or 'topicsPattern'")
         if len(given) > 1:
             raise _err(given[1], f"give only one of 'topic', 'topics', 'topicsPattern' (got {', '.join(given)})")
-        if self.topics_pattern and not self.admin_url:
-            raise _err("topicsPattern", "needs 'admin_url' (topics are listed with the admin REST API)")
         if streaming is None:
             for name, spec in (("startingOffsets", self.starting_offsets), ("endingOffsets", self.ending_offsets)):
                 if isinstance(spec, dict):
@@ -402,8 +423,10 @@ class SourceOptions:
             if self.starting_offsets is not None and self.starting_offsets not in ("earliest", "latest"):
                 self._check_offset_topics("startingOffsets", self.starting_offsets)
         else:
-            if self.max_messages_per_trigger is not None:
-                raise _err("maxMessagesPerTrigger", "only for streaming reads")
+            for name, value in (("maxMessagesPerTrigger", self.max_messages_per_trigger),
+                                ("maxBytesPerTrigger", self.max_bytes_per_trigger)):
+                if value is not None:
+                    raise _err(name, "only for streaming reads")
             for name, spec in (("startingOffsets", self.starting_offsets), ("endingOffsets", self.ending_offsets)):
                 if isinstance(spec, dict):
                     self._check_offset_topics(name, spec)

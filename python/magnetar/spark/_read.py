@@ -21,6 +21,7 @@ from .._core import MessageId, _duration_seconds
 from ..exceptions import ConnectError, InvalidConfiguration, PulsarError, Timeout
 from . import _workers
 from ._arrow import MessageBatchBuilder
+from ._coverage import Coverage
 from ._options import (
     INT32_MAX,
     PartitionRef,
@@ -94,18 +95,29 @@ def _topic_exists(opts: SourceOptions, topic: str) -> bool:
     return topic in listed
 
 
-def _pattern_topics(opts: SourceOptions) -> list[str]:
-    assert opts.admin_url and opts.topics_pattern
+def _pattern_topics(client: Client, opts: SourceOptions) -> list[str]:
+    """The topics whose full name matches ``topicsPattern``: listed with the binary protocol's
+    GetTopicsOfNamespace (persistent topics; no admin URL needed), or with the admin API for a
+    ``non-persistent://`` pattern."""
+    assert opts.topics_pattern
     pattern = opts.topics_pattern
     m = re.match(r"^(persistent|non-persistent)://([^/]+)/([^/]+)/", pattern)
     domain, tenant, ns = (m.group(1), m.group(2), m.group(3)) if m else ("persistent", "public", "default")
     if not m:
         pattern = f"{domain}://{tenant}/{ns}/" + pattern
     regex = re.compile(pattern)
-    names = set(_admin_get(opts.admin_url, f"/admin/v2/{domain}/{tenant}/{ns}/partitioned", opts) or [])
-    for t in _admin_get(opts.admin_url, f"/admin/v2/{domain}/{tenant}/{ns}", opts) or []:
-        base = re.sub(r"-partition-\d+$", "", t)
-        names.add(base if base in names else t)
+    names: set[str] = set()
+    if domain == "persistent":
+        for t in client.get_topics_of_namespace(f"{tenant}/{ns}"):
+            names.add(re.sub(r"-partition-\d+$", "", t))
+    else:
+        if not opts.admin_url:
+            raise InvalidConfiguration("pulsar data source: option 'topicsPattern': listing non-persistent "
+                                       "topics needs 'admin.url'")
+        names |= set(_admin_get(opts.admin_url, f"/admin/v2/{domain}/{tenant}/{ns}/partitioned", opts) or [])
+        for t in _admin_get(opts.admin_url, f"/admin/v2/{domain}/{tenant}/{ns}", opts) or []:
+            base = re.sub(r"-partition-\d+$", "", t)
+            names.add(base if base in names else t)
     return sorted(t for t in names if regex.fullmatch(t))
 
 
@@ -120,10 +132,10 @@ def check_topics_exist(opts: SourceOptions) -> None:
 def resolve_partitions(client: Client, opts: SourceOptions, *, check_exists: bool = True) -> list[PartitionRef]:
     """Every topic partition to read, in a stable order."""
     if opts.topics_pattern:
-        topics = _pattern_topics(opts)
+        topics = _pattern_topics(client, opts)
     else:
         topics = opts.read_topics()
-        if check_exists and opts.admin_url:
+        if check_exists and opts.admin_url and not opts.waiting_for_non_existed_topic:
             check_topics_exist(opts)
     refs = []
     for t in topics:
@@ -248,11 +260,28 @@ def _data_loss(opts: SourceOptions, what: str) -> None:
     log.warning("%s", msg)
 
 
+# A chunk run is written back to back by one producer; past the end of a range, the read
+# looks this long (publish time) for runs that started inside the range to complete.
+CHUNK_RUN_WINDOW_MS = 10_000
+
+
+def is_real_position(mid: MessageId) -> bool:
+    """Whether ``mid`` is the id of a message (an offset Spark checkpointed), not a position
+    made up between messages (``predecessor``, split boundaries, earliest)."""
+    return mid.ledger_id >= 0 and mid.entry_id >= 0 and mid.batch_index < INT32_MAX
+
+
 def read_split(opts: SourceOptions, arrow_schema: pa.Schema, split: PulsarSplit) -> Iterator[pa.RecordBatch]:
-    """The messages of ``split`` as Arrow record batches of ``arrow_schema``."""
+    """The messages of ``split`` as Arrow record batches of ``arrow_schema``.
+
+    A chunked message belongs to the split that holds its first chunk (see ``_coverage``).
+    A split that starts at a message id re-reads that message first: if it is gone and the
+    read resumes in a later ledger, retention (or a deleted topic) removed messages of the
+    range, which is data loss (``failOnDataLoss``)."""
     end = decode_id(split.end)
     assert isinstance(end, MessageId)
     end_key = id_key(end)
+    end_pos = (end.ledger_id, end.entry_id)
     start: MessageId | None = None
     if split.start is not None:
         s = decode_id(split.start)
@@ -264,20 +293,23 @@ def read_split(opts: SourceOptions, arrow_schema: pa.Schema, split: PulsarSplit)
     name = split.ref.name
     reader_kw = opts.reader_kwargs
     reader_kw.setdefault("receiver_queue_size", 1000)
+    verify = False
     if start is not None:
-        reader = client.create_reader(name, start=start, start_inclusive=False, **reader_kw)
+        verify = split.check_gaps and is_real_position(start)
+        reader = client.create_reader(name, start=start, start_inclusive=verify, **reader_kw)
         start_key = id_key(start)
-        prev = None if start.ledger_id < 0 else (start.ledger_id, start.entry_id)
+        coverage = Coverage((start.ledger_id, start.entry_id) if start.ledger_id >= 0 else None)
     else:
         reader = client.create_reader(name, start=split.start_time or 0, **reader_kw)
         start_key = (-2, -2, -2)
-        prev = None
+        coverage = Coverage(None)
     builder = MessageBatchBuilder(arrow_schema, split.topic, split.partition)
     per_batch = opts.records_per_batch
     poll = opts.poll_timeout_ms / 1000.0
     end_time = split.end_time
-    check = split.check_gaps
     last_key = start_key
+    past_end_since: int | None = None  # publish time of the first message read past the end
+    reached_end = False
     try:
         deadline = time.monotonic() + poll
         done = False
@@ -285,32 +317,48 @@ def read_split(opts: SourceOptions, arrow_schema: pa.Schema, split: PulsarSplit)
             msgs = reader.read_many(min(per_batch, 1000), timeout=0.2)
             if not msgs:
                 if not has_message_available(reader, poll):
-                    _data_loss(opts, f"{name}: the read ended at {last_key} before the end of its range {end}")
+                    if not reached_end:
+                        _data_loss(opts, f"{name}: the read ended at {last_key} before the end of its range {end}")
                     break
                 if time.monotonic() > deadline:
                     raise Timeout(f"pulsar data source: no message from {name} within pollTimeoutMs="
                                   f"{opts.poll_timeout_ms} (read up to {last_key}, range ends at {end})")
                 continue
             deadline = time.monotonic() + poll
-            i0, n = 0, len(msgs)
-            while i0 < n and id_key(msgs[i0].message_id) <= start_key:  # only before the range
-                i0 += 1
-            stop = n
-            for i in range(i0, n):
-                m = msgs[i]
+            keep = []
+            for m in msgs:
                 mid = m.message_id
                 k = (mid.ledger_id, mid.entry_id, mid.batch_index)
-                if (check and prev is not None and (k[0], k[1]) != prev
-                        and ((k[0] == prev[0] and k[1] != prev[1] + 1) or (k[0] != prev[0] and k[1] != 0))):
-                    _data_loss(opts, f"{name}: messages between entry {prev} and {k[:2]} are missing")
-                prev = (k[0], k[1])
+                if k < start_key or (k == start_key and not verify):
+                    continue
+                if verify:  # the first message at or after the start
+                    verify = False
+                    assert start is not None
+                    if k == start_key:
+                        continue
+                    if mid.ledger_id != start.ledger_id:
+                        _data_loss(opts, f"{name}: the range starts after {start}, which is gone (the read resumes "
+                                         f"at {mid}): retention or a deleted topic removed messages of the range")
+                first = m.first_chunk_message_id
+                first_pos = (mid.ledger_id, mid.entry_id) if first is None else (first.ledger_id, first.entry_id)
+                coverage.add(first_pos, (mid.ledger_id, mid.entry_id))
                 if end_time is not None and m.publish_time >= end_time:
-                    stop, done = i, True
+                    done = True
                     break
+                first_key = k if first is None else (first.ledger_id, first.entry_id, -1)
+                if first_key <= end_key:
+                    if first_key > start_key:  # else it belongs to the range before
+                        keep.append(m)
+                elif past_end_since is None:
+                    past_end_since = m.publish_time
                 if k >= end_key:
-                    stop, done = (i + 1 if k == end_key else i), True
-                    break
-            keep = msgs[i0:stop]
+                    reached_end = True
+                    if not coverage.open_before(end_pos):
+                        done = True
+                        break
+                    if past_end_since is not None and m.publish_time - past_end_since > CHUNK_RUN_WINDOW_MS:
+                        done = True  # whatever is still open there is not a chunk run of this range
+                        break
             if keep:
                 builder.add(keep)
                 last_key = id_key(keep[-1].message_id)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import logging
 import os
 import time
@@ -64,7 +65,7 @@ from ._read import (
 )
 from ._write import WRITE_COLUMNS, PulsarBatchWriter, PulsarStreamWriter, check_write_schema
 
-__all__ = ["READ_SCHEMA", "WRITE_COLUMNS", "PulsarDataSource"]
+__all__ = ["CONNECTOR_SCHEMA", "READ_SCHEMA", "WRITE_COLUMNS", "PulsarDataSource"]
 
 log = logging.getLogger("magnetar.spark")
 
@@ -81,7 +82,22 @@ READ_SCHEMA = StructType([
     StructField("sequence_id", LongType()),
     StructField("redelivery_count", IntegerType()),
 ])
-"""The rows of a read (the issue's schema)."""
+"""The rows of a read (``metadataColumns=magnetar``, the default)."""
+
+CONNECTOR_SCHEMA = StructType([
+    StructField("value", BinaryType()),
+    StructField("__key", BinaryType()),
+    StructField("__topic", StringType()),
+    StructField("__messageId", BinaryType()),
+    StructField("__publishTime", TimestampType()),
+    StructField("__eventTime", TimestampType()),
+    StructField("__messageProperties", MapType(StringType(), StringType())),
+])
+"""The rows of a read with ``metadataColumns=connector``: pulsar-spark's names and types."""
+
+
+def read_schema(opts: SourceOptions) -> StructType:
+    return CONNECTOR_SCHEMA if opts.metadata_columns == "connector" else READ_SCHEMA
 
 
 
@@ -91,12 +107,14 @@ def _arrow_schema(schema: StructType) -> Any:
     return to_arrow_schema(schema, timezone="UTC")
 
 
-def _check_read_schema(schema: StructType) -> None:
-    known = {f.name: f.dataType for f in READ_SCHEMA.fields}
+def _check_read_schema(opts: SourceOptions, schema: StructType) -> None:
+    known = {f.name: f.dataType for f in read_schema(opts).fields}
     for f in schema.fields:
         if f.name not in known:
-            raise InvalidConfiguration(f"pulsar data source: unknown column {f.name!r} in the given schema; "
-                                       f"the columns are {list(known)}")
+            close = difflib.get_close_matches(f.name, list(known), n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise InvalidConfiguration(f"pulsar data source: unknown column {f.name!r} in the given schema; {hint}"
+                                       f"the columns are {list(known)} (metadataColumns={opts.metadata_columns})")
         if f.dataType != known[f.name]:
             raise InvalidConfiguration(f"pulsar data source: column {f.name!r} must be {known[f.name].simpleString()}, "
                                        f"not {f.dataType.simpleString()}")
@@ -128,20 +146,20 @@ class PulsarDataSource(DataSource):
         # a topic that does not exist).
         opts = self.pulsar_options
         opts.check_read(streaming=None)
-        if opts.admin_url and not opts.topics_pattern:
+        if opts.admin_url and not opts.topics_pattern and not opts.waiting_for_non_existed_topic:
             from ._read import check_topics_exist
 
             check_topics_exist(opts)
-        return READ_SCHEMA
+        return read_schema(opts)
 
     def reader(self, schema: StructType) -> PulsarBatchReader:
         self.pulsar_options.check_read(streaming=False)
-        _check_read_schema(schema)
+        _check_read_schema(self.pulsar_options, schema)
         return PulsarBatchReader(self.pulsar_options, schema)
 
     def streamReader(self, schema: StructType) -> PulsarStreamReader:
         self.pulsar_options.check_read(streaming=True)
-        _check_read_schema(schema)
+        _check_read_schema(self.pulsar_options, schema)
         return PulsarStreamReader(self.pulsar_options, schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> PulsarBatchWriter:
@@ -160,7 +178,10 @@ class PulsarDataSource(DataSource):
 # -- batch read -----------------------------------------------------------------------------
 
 
-def _resolve_spec(spec: Any, ref: PartitionRef, last: MessageId, default: str) -> MessageId:
+def _resolve_spec(spec: Any, ref: PartitionRef, last: MessageId, default: str, *, start: bool = False) -> MessageId:
+    """The position an offsets option gives ``ref``. Ids are inclusive at both ends, as in the
+    connector and Spark's Kafka source, so a starting id becomes the exclusive position just
+    before it (Spark's own checkpointed offsets are exclusive starts)."""
     if isinstance(spec, dict):
         v = spec.get(ref.topic, {}).get(ref.index, default)
     else:
@@ -170,7 +191,7 @@ def _resolve_spec(spec: Any, ref: PartitionRef, last: MessageId, default: str) -
     if v == "latest":
         return last
     assert isinstance(v, MessageId)
-    return v
+    return predecessor(v) if start else v
 
 
 class PulsarBatchReader(DataSourceReader):
@@ -189,7 +210,7 @@ class PulsarBatchReader(DataSourceReader):
         splits: list[PulsarSplit] = []
         for ref in resolve_partitions(client, opts):
             last = last_message_id(client, ref)
-            start = _resolve_spec(opts.starting_offsets, ref, last, "earliest")
+            start = _resolve_spec(opts.starting_offsets, ref, last, "earliest", start=True)
             end = _resolve_spec(opts.ending_offsets, ref, last, "latest")
             if opts.starting_time is not None:
                 first = first_id_at(client, ref, opts.starting_time, timeout)
@@ -214,7 +235,8 @@ class PulsarBatchReader(DataSourceReader):
         return list(self.splits)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        assert isinstance(partition, PulsarSplit)
+        if not isinstance(partition, PulsarSplit):  # Spark's one placeholder partition when there are none
+            return iter(())
         return read_split(self.opts, _arrow_schema(self.schema), partition)
 
 
@@ -244,28 +266,30 @@ def _raw_offsets(offsets: dict[str, Any] | None) -> dict[PartitionRef, str]:
 
 
 class _Cursor:
-    """A driver-side reader of one partition that counts messages, for admission control:
-    it finds the id of the N-th message after a position."""
+    """A driver-side reader of one partition that counts messages and bytes, for admission
+    control: it finds the id of the N-th message (or the one that reaches a byte budget) after
+    a position."""
 
     def __init__(self, client: Client, ref: PartitionRef, after: MessageId, opts: SourceOptions) -> None:
         self.ref = ref
         self.reader: Reader = client.create_reader(ref.name, start=after, start_inclusive=False,
                                                    receiver_queue_size=1000)
         self.position = id_key(after)
-        self.pending: list[MessageId] = []  # read but beyond the last limit
+        self.pending: list[tuple[MessageId, int]] = []  # read but beyond the last limit
         self.poll = opts.poll_timeout_ms / 1000.0
 
-    def advance(self, n: int, limit: MessageId) -> tuple[MessageId | None, int, bool]:
-        """Moves over up to ``n`` messages not beyond ``limit``: (last id, count, reached limit)."""
+    def advance(self, n: float, max_bytes: float, limit: MessageId) -> tuple[MessageId | None, int, int, bool]:
+        """Moves over up to ``n`` messages and about ``max_bytes`` of payload (always at least
+        one message), not beyond ``limit``: (last id, count, bytes, reached limit)."""
         limit_key = id_key(limit)
         last: MessageId | None = None
-        count = 0
+        count = size = 0
         deadline = time.monotonic() + self.poll
-        while count < n and self.position < limit_key:
+        while count < n and size < max_bytes and self.position < limit_key:
             if self.pending:
                 ids, self.pending = self.pending, []
             else:
-                msgs = self.reader.read_many(min(1000, max(n - count, 1)), timeout=0.2)
+                msgs = self.reader.read_many(int(min(1000, max(n - count, 1))), timeout=0.2)
                 if not msgs:
                     if time.monotonic() > deadline:
                         raise Timeout(f"pulsar data source: {self.ref.name}: messages up to {limit} were not "
@@ -274,18 +298,19 @@ class _Cursor:
                         break
                     continue
                 deadline = time.monotonic() + self.poll
-                ids = [m.message_id for m in msgs]
-            for i, mid in enumerate(ids):
+                ids = [(m.message_id, len(m)) for m in msgs]
+            for i, (mid, nbytes) in enumerate(ids):
                 k = id_key(mid)
                 if k <= self.position:
                     continue
-                if k > limit_key or count >= n:
+                if k > limit_key or count >= n or (count and size + nbytes > max_bytes):
                     self.pending = ids[i:]  # kept for the next call
-                    return last, count, self.position >= limit_key
+                    return last, count, size, self.position >= limit_key
                 self.position = k
                 last = mid
                 count += 1
-        return last, count, self.position >= limit_key
+                size += nbytes
+        return last, count, size, self.position >= limit_key
 
     def close(self) -> None:
         try:
@@ -335,7 +360,10 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return resolve_partitions(self.client, self.opts, check_exists=False)
 
     def _latest(self, refs: list[PartitionRef]) -> dict[PartitionRef, MessageId]:
-        return {ref: last_message_id(self.client, ref) for ref in refs}
+        """The last message id of every partition, asked of the durable subscription's
+        consumers that stay open (no reader opened and closed per partition per trigger)."""
+        self._ensure_subscriptions(refs, {})
+        return {ref: self._subs[ref].get_last_message_id() for ref in refs}
 
     # -- offsets --------------------------------------------------------------------------
 
@@ -346,7 +374,7 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         out: dict[PartitionRef, str] = {}
         for ref in refs:
             spec = opts.starting_offsets if opts.starting_offsets is not None else "latest"
-            start = _resolve_spec(spec, ref, latest[ref], "earliest")
+            start = _resolve_spec(spec, ref, latest[ref], "earliest", start=True)
             if opts.starting_time is not None:
                 first = first_id_at(self.client, ref, opts.starting_time, opts.poll_timeout_ms / 1000.0)
                 start = predecessor(first) if first is not None else latest[ref]
@@ -385,8 +413,11 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             elif id_key(latest[ref]) > id_key(starts[ref]):
                 avail[ref] = latest[ref]
         max_rows = getattr(limit, "max_rows", None)
-        if max_rows is not None and avail:
-            for ref, mid in self._admit(starts, avail, max_rows).items():
+        max_bytes = self.opts.max_bytes_per_trigger
+        if (max_rows is not None or max_bytes is not None) and avail:
+            budget = (max_rows if max_rows is not None else float("inf"),
+                      max_bytes if max_bytes is not None else float("inf"))
+            for ref, mid in self._admit(starts, avail, budget).items():
                 ends[ref] = encode_id(mid, ref.index)
         else:
             for ref, mid in avail.items():
@@ -394,15 +425,18 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return _encode_offsets(ends)
 
     def _admit(self, starts: dict[PartitionRef, MessageId], avail: dict[PartitionRef, MessageId],
-               budget: int) -> dict[PartitionRef, MessageId]:
-        """Ends that cover at most ``budget`` messages, shared fairly between partitions."""
+               budget: tuple[float, float]) -> dict[PartitionRef, MessageId]:
+        """Ends that cover at most ``budget`` (messages, payload bytes), shared fairly between
+        partitions; every partition with messages moves by at least one while bytes remain."""
+        rows, nbytes = budget
         ends: dict[PartitionRef, MessageId] = {}
         candidates = sorted(avail)
-        while budget > 0 and candidates:
-            share = max(1, budget // len(candidates))
+        while rows > 0 and nbytes > 0 and candidates:
+            row_share = max(1, rows // len(candidates)) if rows != float("inf") else rows
+            byte_share = max(1, nbytes // len(candidates)) if nbytes != float("inf") else nbytes
             still = []
             for ref in candidates:
-                if budget <= 0:
+                if rows <= 0 or nbytes <= 0:
                     break
                 pos = ends.get(ref, starts[ref])
                 cur = self._cursors.get(ref)
@@ -410,10 +444,11 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     if cur is not None:
                         cur.close()
                     cur = self._cursors[ref] = _Cursor(self.client, ref, pos, self.opts)
-                last, count, reached = cur.advance(min(share, budget), avail[ref])
+                last, count, size, reached = cur.advance(min(row_share, rows), min(byte_share, nbytes), avail[ref])
                 if last is not None:
                     ends[ref] = last
-                    budget -= count
+                    rows -= count
+                    nbytes -= size
                 if not reached and count > 0:
                     still.append(ref)
             candidates = still
@@ -439,7 +474,8 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return splits
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        assert isinstance(partition, PulsarSplit)
+        if not isinstance(partition, PulsarSplit):  # Spark's one placeholder partition when there are none
+            return iter(())
         return read_split(self.opts, _arrow_schema(self.schema), partition)
 
     # -- the durable subscriptions ---------------------------------------------------------
@@ -459,7 +495,12 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     @staticmethod
     def _ack(consumer: Consumer, mid: MessageId) -> None:
-        consumer.ack_cumulative(MessageId(mid.ledger_id, mid.entry_id, -1, mid.batch_index))
+        """Moves the subscription to just before the entry of ``mid``: the next batch starts
+        inside that entry when ``mid`` is not its last message (acking ``mid`` would release
+        the whole entry), and it re-reads ``mid`` to check that nothing before the range was
+        deleted. An end at a ledger's first entry leaves the subscription where it is."""
+        if mid.entry_id >= 1:
+            consumer.ack_cumulative(MessageId(mid.ledger_id, mid.entry_id - 1, -1, -1))
 
     def commit(self, end: dict) -> None:
         ends = _decode_offsets(end)

@@ -3,9 +3,12 @@ every receipt awaited before a task ends (at-least-once)."""
 
 from __future__ import annotations
 
+import difflib
 import logging
 import os
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamWriter, WriterCommitMessage
@@ -27,10 +30,10 @@ except ImportError:  # pragma: no cover
 
 from ..exceptions import InvalidConfiguration, PulsarError
 from . import _workers
-from ._arrow import send_arrow
+from ._arrow import columns_of, send_lists
 from ._options import SourceOptions, normalize_topic
 
-__all__ = ["WRITE_COLUMNS", "PulsarBatchWriter", "PulsarCommitMessage", "PulsarStreamWriter", "check_write_schema"]
+__all__ = ["WRITE_COLUMNS", "PulsarBatchWriter", "PulsarCommitMessage", "PulsarStreamWriter", "check_write_schema", "write_columns"]
 
 log = logging.getLogger("magnetar.spark")
 
@@ -41,29 +44,57 @@ WRITE_COLUMNS: dict[str, tuple[type[DataType], ...]] = {
     "event_time": (TimestampType, TimestampNTZType, LongType),
     "topic": (StringType,),
 }
-"""The columns a write uses, with the Spark types accepted; other columns are ignored."""
+"""The columns a write takes, with the Spark types accepted (``metadataColumns=magnetar``)."""
+
+# The same roles under pulsar-spark's names (metadataColumns=connector).
+_CONNECTOR_NAMES = {"value": "value", "key": "__key", "properties": "__messageProperties",
+                    "event_time": "__eventTime", "topic": "__topic"}
+# Columns of a read that the broker sets: a write cannot give them.
+_READ_ONLY = {"partition", "message_id", "publish_time", "producer_name", "sequence_id", "redelivery_count",
+              "__messageId", "__publishTime"}
+
+
+def write_columns(opts: SourceOptions) -> dict[str, str]:
+    """role -> the column name that carries it, for the options' naming."""
+    if opts.metadata_columns == "connector":
+        return dict(_CONNECTOR_NAMES)
+    return {role: role for role in WRITE_COLUMNS}
 
 
 def check_write_schema(opts: SourceOptions, schema: StructType) -> None:
+    """Every column must be one the write uses; anything else is an error before the job starts."""
+    names = write_columns(opts)
+    role_of = {col: role for role, col in names.items()}
+    other = "magnetar" if opts.metadata_columns == "connector" else "connector"
+    other_names = set(_CONNECTOR_NAMES.values()) if other == "connector" else set(WRITE_COLUMNS)
     fields = {f.name: f.dataType for f in schema.fields}
-    if "value" not in fields:
+    if names["value"] not in fields:
         raise InvalidConfiguration(f"pulsar data source: a write needs a 'value' column (binary or string); "
                                    f"the columns are {list(fields)}")
-    for name, types in WRITE_COLUMNS.items():
-        t = fields.get(name)
-        if t is None:
-            continue
+    for col, t in fields.items():
+        role = role_of.get(col)
+        if role is None:
+            if col in _READ_ONLY:
+                why = "is set by the broker and cannot be written; drop it"
+            elif col in other_names:
+                why = f"is the column name of metadataColumns={other}; rename it or set that option"
+            else:
+                close = difflib.get_close_matches(col, list(role_of), n=1)
+                why = (f"is not a column a write uses; did you mean {close[0]!r}?" if close
+                       else f"is not a column a write uses ({', '.join(role_of)}); drop it")
+            raise InvalidConfiguration(f"pulsar data source: column {col!r} {why}")
+        types = WRITE_COLUMNS[role]
         if not isinstance(t, types):
             want = " or ".join(x.typeName() for x in types)
-            raise InvalidConfiguration(f"pulsar data source: column {name!r} must be {want}, not {t.simpleString()}")
-        if name == "properties":
+            raise InvalidConfiguration(f"pulsar data source: column {col!r} must be {want}, not {t.simpleString()}")
+        if role == "properties":
             assert isinstance(t, MapType)
             if not (isinstance(t.keyType, StringType) and isinstance(t.valueType, StringType)):
-                raise InvalidConfiguration(f"pulsar data source: column 'properties' must be map<string,string>, "
+                raise InvalidConfiguration(f"pulsar data source: column {col!r} must be map<string,string>, "
                                            f"not {t.simpleString()}")
-    if opts.topic is None and "topic" not in fields:
-        raise InvalidConfiguration("pulsar data source: option 'topic': a write needs the 'topic' option or a "
-                                   "'topic' column")
+    if opts.topic is None and names["topic"] not in fields:
+        raise InvalidConfiguration(f"pulsar data source: option 'topic': a write needs the 'topic' option or a "
+                                   f"{names['topic']!r} column")
     if opts.topics or opts.topics_pattern:
         raise InvalidConfiguration("pulsar data source: options 'topics'/'topicsPattern' are for reads; "
                                    "writes take 'topic' or a 'topic' column")
@@ -80,36 +111,58 @@ class PulsarCommitMessage(WriterCommitMessage):
         return f"PulsarCommitMessage({self.sent}, pid={self.pid})"
 
 
+# Arrow batches converted but not yet acknowledged, per task: the next batch is converted
+# (with the GIL) while the previous one waits for its receipts (without it).
+_IN_FLIGHT = 2
+
+
 def _write_batches(opts: SourceOptions, batches: Iterator[Any]) -> PulsarCommitMessage:
-    """Sends every row, waiting for every receipt before returning."""
+    """Sends every row, waiting for every receipt before returning. One batch's receipts are
+    awaited on a helper thread while the next batch is converted, in order per task."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     producer_kw = opts.producer_kwargs
+    names = write_columns(opts)
+    topic_col = names["topic"]
     sent: dict[str, int] = {}
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="magnetar-spark-send")
+    in_flight: deque[Future[Any]] = deque()
 
-    def send(topic: str, data: Any) -> None:
-        p = _workers.producer(opts.client, topic, **producer_kw)
+    def send_now(p: Any, rows: tuple[Any, ...]) -> None:
         try:
-            send_arrow(p, data)
+            send_lists(p, *rows)
         except PulsarError:
             _workers._forget_producer(p)  # a broken producer is rebuilt by the next task
             raise
+
+    def send(topic: str, data: Any) -> None:
+        p = _workers.producer(opts.client, topic, **producer_kw)
+        rows = columns_of(data, key=names["key"], properties=names["properties"], event_time=names["event_time"])
+        in_flight.append(pool.submit(send_now, p, rows))
+        while len(in_flight) > _IN_FLIGHT:
+            in_flight.popleft().result()
         sent[topic] = sent.get(topic, 0) + data.num_rows
 
-    for batch in batches:
-        if batch.num_rows == 0:
-            continue
-        if opts.topic is not None or "topic" not in batch.schema.names:
-            assert opts.topic is not None
-            send(opts.topic, batch)
-            continue
-        col = batch.column("topic")
-        if col.null_count:
-            raise InvalidConfiguration("pulsar data source: a row has a null 'topic' and no 'topic' option is set")
-        for t in pc.unique(col).to_pylist():
-            sub = batch.filter(pc.equal(col, pa.scalar(t, col.type)))
-            send(normalize_topic(t), sub)
+    try:
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            if opts.topic is not None or topic_col not in batch.schema.names:
+                assert opts.topic is not None
+                send(opts.topic, batch)
+                continue
+            col = batch.column(topic_col)
+            if col.null_count:
+                raise InvalidConfiguration(f"pulsar data source: a row has a null {topic_col!r} and no 'topic' "
+                                           "option is set")
+            for t in pc.unique(col).to_pylist():
+                sub = batch.filter(pc.equal(col, pa.scalar(t, col.type)))
+                send(normalize_topic(t), sub)
+        while in_flight:
+            in_flight.popleft().result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
     return PulsarCommitMessage(sent, os.getpid())
 
 
@@ -117,7 +170,7 @@ def _rows_to_batches(rows: Iterator[Any], schema: StructType, size: int = 10_000
     """Rows (the non-Arrow writer interface) to Arrow batches."""
     import pyarrow as pa
 
-    names = [f.name for f in schema.fields if f.name in WRITE_COLUMNS]
+    names = [f.name for f in schema.fields]
     buf: list[Any] = []
 
     def flush() -> Any:
@@ -125,9 +178,9 @@ def _rows_to_batches(rows: Iterator[Any], schema: StructType, size: int = 10_000
         arrays = []
         for n in names:
             v = cols[n]
-            if n == "properties":
+            if n in ("properties", "__messageProperties"):
                 arrays.append(pa.array(v, type=pa.map_(pa.string(), pa.string())))
-            elif n == "event_time" and v and isinstance(next((x for x in v if x is not None), 0), int):
+            elif n in ("event_time", "__eventTime") and v and isinstance(next((x for x in v if x is not None), 0), int):
                 arrays.append(pa.array(v, type=pa.int64()))
             else:
                 arrays.append(pa.array(v))

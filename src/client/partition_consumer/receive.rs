@@ -26,11 +26,17 @@ impl Actor {
         }
         let mut payload = payload;
         let chunked = payload.metadata.num_chunks_from_msg.unwrap_or(0) > 1;
+        let mut first_chunk = None;
         if chunked {
             match self.on_chunk(&id_data, &payload.metadata, std::mem::take(&mut payload.data)) {
                 Some(whole) => payload.data = whole,
                 None => return,
             }
+            first_chunk = self
+                .chunk_entries
+                .get(&(id_data.ledger_id as i64, id_data.entry_id as i64))
+                .and_then(|entries| entries.first())
+                .map(|first| Box::new((first.ledger_id as i64, first.entry_id as i64)));
         }
         let meta = Arc::new(payload.metadata);
         if self.not_before_ms.is_some_and(|t| meta.publish_time < t) {
@@ -84,6 +90,7 @@ impl Actor {
                 single: e.single,
                 redelivery_count,
                 origin: self.shared.index,
+                first_chunk: first_chunk.clone(),
                 epoch,
             });
         }
@@ -144,6 +151,7 @@ impl Actor {
             single: None,
             redelivery_count: 0,
             origin: self.shared.index,
+            first_chunk: None,
             epoch: self.shared.epoch.load(Ordering::Acquire),
         };
         self.dead_letter(vec![msg]).await;

@@ -1,0 +1,199 @@
+"""The options a user of the pulsar-spark connector already has: ``pulsar.client.*``,
+``pulsar.producer.*`` and ``pulsar.reader.*`` with the Java client's names, units and enum
+values, and ``authPluginClassName``/``authParams``. Everything here turns them into the
+keywords of :mod:`magnetar._options`, the one declaration of every option."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from .._options import ConnectionOptions, Declared, ProducerOptions, ReaderOptions, declared
+from ..exceptions import InvalidConfiguration
+
+__all__ = ["auth_plugin", "java_kwargs", "keyword_kwargs"]
+
+
+def _err(option: str, why: str) -> InvalidConfiguration:
+    return InvalidConfiguration(f"pulsar data source: option '{option}': {why}")
+
+
+# The Java name's suffix is its unit; magnetar's keywords take seconds.
+_UNITS = (("Nanos", 1e-9), ("Micros", 1e-6), ("Millis", 1e-3), ("Ms", 1e-3), ("Seconds", 1.0))
+
+# Java enum spellings -> magnetar's values (lower-cased lookups).
+_JAVA_VALUES: dict[str, dict[str, str | None]] = {
+    "compression": {"none": None, "lz4": "lz4", "zlib": "zlib", "zstd": "zstd", "snappy": "snappy"},
+    "hashing_scheme": {"javastringhash": "java_string", "murmur3_32hash": "murmur3"},
+    "routing_mode": {"roundrobinpartition": "round_robin", "singlepartition": "single_partition"},
+    "access_mode": {"shared": "shared", "exclusive": "exclusive", "waitforexclusive": "wait_for_exclusive",
+                    "exclusivewithfencing": "exclusive_with_fencing"},
+    "batching_type": {"default": "default", "key_based": "key_based"},
+}
+
+# Java names of the client with no alias in the declarations (the Java client spells them so),
+# and those the data source takes itself rather than passing on.
+_CLIENT_EXTRA = {"operationTimeoutMs": "operation_timeout",
+                 "tlsHostnameVerificationEnable": "tls_validate_hostname",
+                 "tlsKeyFilePath": "tls_private_key_file_path"}
+AUTH_NAMES = ("authpluginclassname", "authparams")
+
+_DECLARATIONS: dict[str, tuple[type, tuple[str, ...]]] = {
+    "client": (ConnectionOptions, ()),
+    "producer": (ProducerOptions, ("properties",)),
+    "reader": (ReaderOptions, ("start_inclusive",)),
+}
+
+
+def _textual(kind: str) -> dict[str, Declared]:
+    declaration, skip = _DECLARATIONS[kind]
+    return {n: d for n, d in declared(declaration).items() if n not in skip and d.textual}
+
+
+def _convert(option: str, d: Declared, text: str, scale: float = 1.0) -> Any:
+    kind = d.kind()
+    t = text.strip()
+    if kind is bool:
+        if t.lower() in ("true", "1", "yes"):
+            return True
+        if t.lower() in ("false", "0", "no"):
+            return False
+        raise _err(option, f"expected true or false, not {text!r}")
+    if kind is int:
+        try:
+            return int(t)
+        except ValueError:
+            raise _err(option, f"expected an integer, not {text!r}") from None
+    if kind is float:
+        try:
+            return float(t) * scale
+        except ValueError:
+            raise _err(option, f"expected a number, not {text!r}") from None
+    return t
+
+
+def _unknown(option: str, name: str, known: list[str], prefix: str) -> InvalidConfiguration:
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    hint = f"did you mean '{prefix}{close[0]}'? " if close else ""
+    return _err(option, f"unknown option; {hint}known: {', '.join(prefix + k for k in sorted(known))}")
+
+
+def keyword_kwargs(kind: str, given: Mapping[str, str]) -> dict[str, Any]:
+    """``client.*``/``producer.*``/``reader.*``: magnetar's keywords (snake_case, or without the
+    underscores since Spark lower-cases names), durations in seconds."""
+    decl = _textual(kind)
+    by_key = {n.replace("_", ""): d for n, d in decl.items()}
+    java = {a.lower(): a for d in decl.values() for a in d.aliases}
+    out: dict[str, Any] = {}
+    for option, v in given.items():
+        name = option.split(".", 1)[1]
+        d = by_key.get(re.sub(r"[_-]", "", name.lower()))
+        if d is None:
+            if name.lower() in java:  # a Java name under the keyword prefix: its unit would be wrong
+                raise _err(option, f"'{java[name.lower()]}' is a Java client name: give it as "
+                                   f"'pulsar.{kind}.{java[name.lower()]}' (Java units), or use the keyword")
+            raise _unknown(option, name, list(decl), f"{kind}.")
+        out[d.name] = _keyword_value(option, d, v)
+    return out
+
+
+def _keyword_value(option: str, d: Declared, text: str) -> Any:
+    if d.unit == "s" and text.strip().lower() == "inf":
+        return float("inf")
+    return _convert(option, d, text)
+
+
+def java_kwargs(kind: str, given: Mapping[str, str]) -> dict[str, Any]:
+    """``pulsar.client.*``/``pulsar.producer.*``/``pulsar.reader.*``: the Java client's names,
+    units (the name's suffix: ``Ms``, ``Micros``, ``Nanos``, ``Seconds``) and enum values."""
+    decl = _textual(kind)
+    by_alias: dict[str, tuple[Declared, str]] = {}
+    for d in decl.values():
+        for alias in d.aliases:
+            by_alias[alias.lower()] = (d, alias)
+    if kind == "client":
+        for alias, name in _CLIENT_EXTRA.items():
+            by_alias[alias.lower()] = (decl[name], alias)
+    known = sorted({a for _, a in by_alias.values()} | ({"authPluginClassName", "authParams"} if kind == "client" else set()))
+    out: dict[str, Any] = {}
+    for option, v in given.items():
+        name = option.split(".", 2)[2]
+        hit = by_alias.get(name.lower())
+        if hit is None:
+            raise _unknown(option, name, known, f"pulsar.{kind}.")
+        d, alias = hit
+        scale = 1.0
+        if d.unit == "s":
+            scale = next((f for suffix, f in _UNITS if alias.endswith(suffix)), 1.0)
+        values = _JAVA_VALUES.get(d.name)
+        if values is not None:
+            key = v.strip().lower()
+            if key not in values:
+                raise _err(option, f"expected one of {', '.join(sorted(values))} (any case), not {v!r}")
+            out[d.name] = values[key]
+        else:
+            out[d.name] = _convert(option, d, v, scale)
+    return out
+
+
+# -- authentication ---------------------------------------------------------------------------
+
+_TOKEN = ("org.apache.pulsar.client.impl.auth.authenticationtoken", "token")
+_TLS = ("org.apache.pulsar.client.impl.auth.authenticationtls", "tls")
+_LATER = ("org.apache.pulsar.client.impl.auth.authenticationbasic", "basic",
+          "org.apache.pulsar.client.impl.auth.oauth2.authenticationoauth2", "oauth2")
+
+
+def _params(option: str, text: str) -> dict[str, str]:
+    """The Java plugins' parameters: JSON, or ``k1:v1,k2:v2``."""
+    t = text.strip()
+    if t.startswith("{"):
+        try:
+            data = json.loads(t)
+        except json.JSONDecodeError as e:
+            raise _err(option, f"malformed JSON: {e.msg}") from None
+        return {str(k): str(v) for k, v in data.items()}
+    out = {}
+    for part in t.split(","):
+        if ":" not in part:
+            raise _err(option, "expected JSON or 'key:value,key:value'")
+        k, v = part.split(":", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def auth_plugin(plugin: str, params: str | None) -> dict[str, Any]:
+    """``authPluginClassName`` + ``authParams`` -> ClientConfig keywords (token and TLS)."""
+    cls = plugin.strip().lower()
+    params = params or ""
+    if cls in _TOKEN:
+        token = params.strip()
+        if token.startswith("{"):
+            token = _params("authParams", token).get("token", "")
+        elif token.startswith("token:"):
+            token = token[len("token:"):]
+        elif token.startswith("file:"):
+            path = token[len("file:"):].removeprefix("//")
+            try:
+                token = Path(path).read_text().strip()
+            except OSError as e:
+                raise _err("authParams", f"cannot read the token file {path!r}: {e.strerror}") from None
+        if not token:
+            raise _err("authParams", "token authentication needs a token ('token:<jwt>', 'file:///path' or the jwt)")
+        return {"auth_method": "token", "auth_data": token.encode()}
+    if cls in _TLS:
+        p = _params("authParams", params)
+        cert, key = p.get("tlsCertFile"), p.get("tlsKeyFile")
+        if not cert or not key:
+            raise _err("authParams", "TLS authentication needs 'tlsCertFile:<path>,tlsKeyFile:<path>'")
+        return {"auth_method": "tls", "auth_data": b"", "tls_certificate_file_path": cert,
+                "tls_private_key_file_path": key}
+    if cls in _LATER:
+        raise _err("authPluginClassName", f"{plugin!r} is not supported yet (token and TLS are)")
+    raise _err("authPluginClassName", f"unknown authentication plugin {plugin!r}; supported: "
+                                      "org.apache.pulsar.client.impl.auth.AuthenticationToken, "
+                                      "org.apache.pulsar.client.impl.auth.AuthenticationTls")
