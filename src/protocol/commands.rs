@@ -57,6 +57,20 @@ pub fn connect(auth_method: Option<&str>, auth_data: Option<Vec<u8>>, proxy_to: 
     })
 }
 
+/// `AuthResponse`: the credential asked for by the broker's `AuthChallenge`.
+pub fn auth_response(auth_method: &str, auth_data: Vec<u8>) -> BaseCommand {
+    command!(AuthResponse {
+        auth_response: pb::CommandAuthResponse {
+            client_version: Some(super::CLIENT_VERSION.to_string()),
+            response: Some(pb::AuthData {
+                auth_method_name: Some(auth_method.to_string()),
+                auth_data: Some(auth_data.into()),
+            }),
+            protocol_version: Some(super::PROTOCOL_VERSION),
+        }
+    })
+}
+
 /// `Ping` (keepalive probe).
 pub fn ping() -> BaseCommand {
     command!(Ping {
