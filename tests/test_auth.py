@@ -315,7 +315,7 @@ def test_credentials_travel_as_text(tmp_path):
         assert magnetar.Authentication.from_params(plugin, params) == auth, auth
         assert pickle.loads(pickle.dumps(auth)) == auth
     conf = magnetar.ClientConfig("pulsar://127.0.0.1:6650", authentication=cases[1])
-    assert conf.auth_plugin == "token" and conf.authentication == cases[1]
+    assert conf.auth_plugin == "token" and conf.authentication == cases[1]  # type: ignore[attr-defined]
     assert pickle.loads(pickle.dumps(conf)) == conf
     assert magnetar.ClientConfig("pulsar://h:1", auth_plugin="token", auth_params="token:a.b.c") == \
         magnetar.ClientConfig("pulsar://h:1", authentication=cases[0])
@@ -349,7 +349,7 @@ def test_auth_options_reach_the_cli_and_spark():
     opts = SourceOptions.parse({"service_url": "pulsar://127.0.0.1:6650", "topic": "t",
                                 "client.authPluginClassName": "basic",
                                 "client.authParams": '{"userId": "u", "password": "p"}'})
-    assert opts.client.authentication == magnetar.Authentication.basic("u", "p")
+    assert opts.client.authentication == magnetar.Authentication.basic("u", "p")  # type: ignore[attr-defined]
 
 
 def test_repr_never_shows_secrets(tmp_path: Path):
