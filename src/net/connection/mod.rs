@@ -148,19 +148,23 @@ impl Connection {
     /// A credential the broker refuses (typically one that expired while the client was
     /// away) is asked for again and tried once more when the provider can renew it; only a
     /// refused renewed credential is final.
+    ///
+    /// With `proxy_to`, `addr` is a Pulsar proxy and `proxy_to` (`host:port`) the broker it
+    /// forwards this connection to, named in `Connect`.
     pub async fn connect(
         addr: &str,
         opts: &ConnectionOptions,
         tls: Option<&TlsConnector>,
+        proxy_to: Option<&str>,
     ) -> Result<Connection, NetError> {
         let attempts = async {
-            match Self::connect_once(addr, opts, tls).await {
+            match Self::connect_once(addr, opts, tls, proxy_to).await {
                 Err(NetError::Server {
                     code: ServerError::AuthenticationError,
                     message,
                 }) if opts.auth.as_ref().is_some_and(|a| a.renews()) => {
                     log::info!("{addr} refused the credential ({message}); trying once more with a fresh one");
-                    Self::connect_once(addr, opts, tls).await
+                    Self::connect_once(addr, opts, tls, proxy_to).await
                 }
                 other => other,
             }
@@ -174,6 +178,7 @@ impl Connection {
         addr: &str,
         opts: &ConnectionOptions,
         tls: Option<&TlsConnector>,
+        proxy_to: Option<&str>,
     ) -> Result<Connection, NetError> {
         let opening = async {
             let tcp = TcpStream::connect(addr).await.map_err(|e| connect_err(addr, e))?;
@@ -182,7 +187,7 @@ impl Connection {
                 // Plain TCP keeps tokio's owned halves, which need no lock between them.
                 None => {
                     let (rd, wr) = tcp.into_split();
-                    Self::start(addr, opts, rd, wr, false).await.map_err(|e| match e {
+                    Self::start(addr, opts, rd, wr, false, proxy_to).await.map_err(|e| match e {
                         // What a TLS port does with a plain Connect: say so.
                         NetError::Connect { addr, reason } if reason == CLOSED_IN_HANDSHAKE => NetError::Connect {
                             addr,
@@ -195,7 +200,7 @@ impl Connection {
                 // flushed.
                 Some(tls) => {
                     let (rd, wr) = tokio::io::split(tls.connect(addr, tcp).await?);
-                    Self::start(addr, opts, rd, wr, true).await
+                    Self::start(addr, opts, rd, wr, true, proxy_to).await
                 }
             }
         };
@@ -209,6 +214,7 @@ impl Connection {
         mut rd: R,
         mut wr: W,
         flush_writes: bool,
+        proxy_to: Option<&str>,
     ) -> Result<Connection, NetError>
     where
         R: AsyncRead + Unpin + Send + 'static,
@@ -220,7 +226,7 @@ impl Connection {
             None => (None, None),
         };
         let mut out = BytesMut::new();
-        frame::encode_command(&commands::connect(method, data, None), &mut out);
+        frame::encode_command(&commands::connect(method, data, proxy_to), &mut out);
         wr.write_all(&out).await.map_err(|e| handshake_err(addr, e))?;
         wr.flush().await.map_err(|e| handshake_err(addr, e))?;
         let mut leftover = BytesMut::with_capacity(4096);
@@ -547,7 +553,7 @@ mod tests {
             auth: Some(Arc::new(Counting(Default::default()))),
             ..Default::default()
         };
-        let conn = Connection::start("peer:1", &opts, rd, wr, false).await.unwrap();
+        let conn = Connection::start("peer:1", &opts, rd, wr, false, None).await.unwrap();
         let (in_handshake, later, _server) = tokio::time::timeout(Duration::from_secs(10), peer)
             .await
             .unwrap()
@@ -565,7 +571,7 @@ mod tests {
         let peer = tokio::spawn(peer(server));
         let (rd, wr) = tokio::io::split(client);
         let opts = ConnectionOptions::default();
-        let conn = Connection::start("peer:1", &opts, rd, BufWriter::with_capacity(1 << 20, wr), true)
+        let conn = Connection::start("peer:1", &opts, rd, BufWriter::with_capacity(1 << 20, wr), true, None)
             .await
             .unwrap();
         conn.send_command(&commands::ping()).unwrap();
