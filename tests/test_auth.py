@@ -1,5 +1,6 @@
 """Authentication against one real broker that runs the token, basic and TLS providers at once,
 challenges expired credentials every second, and accepts tokens from a local OAuth2 endpoint.
+It also advertises a second listener (``external``, on 127.0.0.2), for ``listener_name``.
 
 The broker's key signs every token here: the admin's and the short-lived ones
 (``Standalone.make_token``, HS256 as ``pulsar tokens create`` makes), and one comes from the
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
+import re
 import pickle
 import threading
 import time
@@ -38,7 +41,7 @@ SHORT_LIFETIME = 3
 def secured() -> Iterator[Standalone]:
     broker = Standalone(port=0, tls=True, tls_names=("127.0.0.1",), auth=True, auth_refresh_check_seconds=1,
                         super_users=(TOKEN_ROLE, BASIC_USER, TLS_ROLE, OAUTH_ROLE, "tool-made"),
-                        basic_users={BASIC_USER: BASIC_PASSWORD})
+                        basic_users={BASIC_USER: BASIC_PASSWORD}, listeners={"external": "127.0.0.2"})
     with broker:
         # A JVM takes seconds to start: the tool runs while the other tests do.
         broker.tool = broker.tokens_tool("tool-made")  # type: ignore[attr-defined]
@@ -115,16 +118,17 @@ def test_a_token_supplier_is_asked_on_every_connect(secured, topic):
 def test_an_expired_credential_is_renewed_before_giving_up(secured, topic):
     # What a reconnect after a long outage meets: the credential expired meanwhile. The client
     # asks once more and succeeds with the renewed one.
-    tokens = iter([secured.make_token(TOKEN_ROLE, -60), secured.make_token(TOKEN_ROLE)])
     calls: list[int] = []
 
     def supplier() -> str:
         calls.append(1)
-        return next(tokens)
+        # The first answer expired a minute ago; renewed ones are valid.
+        return secured.make_token(TOKEN_ROLE, -60 if len(calls) == 1 else 600)
 
     with magnetar.Client(secured.service_url, authentication=magnetar.Authentication.token(supplier)) as client:
         round_trip(client, topic)
-    assert len(calls) == 2
+        # Each connection asked once, and the first connect once more.
+        assert len(calls) == client.stats()["connections_opened"] + 1
     # A renewed credential that is refused too is final, with the broker's reason.
     error = connect_error(secured, topic, authentication=magnetar.Authentication.token(
         lambda: secured.make_token(TOKEN_ROLE, -60)))
@@ -296,6 +300,32 @@ def test_producers_and_consumers_outlive_their_tokens(secured, topic, issuer, tm
         stop.set()
         for c in clients.values():
             c.close()
+
+
+# -- advertised listeners --------------------------------------------------------------------
+
+
+def test_listener_name_picks_the_addresses_lookups_return(secured, topic, caplog):
+    external = secured.listener_urls["external"]
+    assert external.startswith("pulsar://127.0.0.2:")
+    auth = magnetar.Authentication.token(secured.make_token(TOKEN_ROLE))
+
+    def brokers(url: str, **options: Any) -> set[str]:
+        """The hosts of the brokers the client's connections were for."""
+        caplog.clear()
+        with caplog.at_level(logging.DEBUG, logger="magnetar"), \
+                magnetar.Client(url, authentication=auth, **options) as client:
+            round_trip(client, topic)
+        found = (re.match(r"connected to (\S+)(?: for broker (\S+))? ", r.getMessage()) for r in caplog.records)
+        return {(m.group(2) or m.group(1)).rsplit(":", 1)[0] for m in found if m}
+
+    # Lookups answer with the addresses of the listener a connection came in on, unless the
+    # client names one. (Asked on another listener's port, the broker answers with
+    # proxyThroughServiceUrl: the connection stays where it is and names the broker, as the
+    # official clients do.)
+    assert brokers(secured.service_url) == {"127.0.0.1"}
+    assert "127.0.0.2" in brokers(secured.service_url, listener_name="external")
+    assert brokers(external) == {"127.0.0.2"}
 
 
 # -- configuration ---------------------------------------------------------------------------

@@ -68,6 +68,7 @@ class ClientConfig:
     auth_plugin: str | None = _default("auth_plugin")
     """Credentials that are not fixed data (a token file, TLS, OAuth2), in their text form."""
     auth_params: str | None = field(default=None, kw_only=True, repr=False)
+    listener_name: str | None = _default("listener_name")
     tls_trust_certs_file_path: str | None = _default("tls_trust_certs_file_path")
     """PEM file of the CA certificates that sign the brokers' certificates (``pulsar+ssl://``)."""
     tls_allow_insecure_connection: bool = _default("tls_allow_insecure_connection")

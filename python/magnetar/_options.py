@@ -146,6 +146,7 @@ class ConnectionOptions(TypedDict, total=False):
     initial_backoff: Annotated[float, Opt(0.1, "First wait before a reconnect, doubled up to ``max_backoff``.", "s", ("initialBackoffIntervalNanos",))]
     max_backoff: Annotated[float, Opt(60.0, "Longest wait between reconnect attempts.", "s", ("maxBackoffIntervalNanos",))]
     stats_interval: Annotated[Seconds, Opt(None, "Period of the statistics line each producer and consumer logs at INFO on ``magnetar.producer`` / ``magnetar.consumer`` (the official client's ``stats_interval_in_seconds``, 600 there); None or 0: never.", "s", ("statsIntervalSeconds",))]
+    listener_name: Annotated[Union[str, None], Opt(None, "The broker listener (of its ``advertisedListeners``) whose addresses lookups return: for clients on another network than the brokers' internal one.", aliases=("listenerName",))]
     tls_trust_certs_file_path: Annotated[Union[str, "os.PathLike[str]", None], Opt(None, "PEM file of the CA certificates that sign the brokers' certificates (``pulsar+ssl://``); default: the Mozilla roots. A missing file raises InvalidConfiguration at once.", aliases=("tlsTrustCertsFilePath",))]
     tls_allow_insecure_connection: Annotated[bool, Opt(False, "Accept any broker certificate: encrypted, but the broker is not authenticated (tests only).", aliases=("tlsAllowInsecureConnection",))]
     tls_validate_hostname: Annotated[bool, Opt(True, "Require the broker's certificate to name the host of the URL (the official client has this off); ``False`` checks the chain only.", aliases=("tlsValidateHostname",))]

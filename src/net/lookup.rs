@@ -28,7 +28,10 @@ async fn lookup_topic_uncounted(pool: &ConnectionPool, topic: &str) -> Result<Co
     let mut conn = pool.get_service().await?;
     let mut authoritative = false;
     for _ in 0..MAX_REDIRECTS {
-        let frame = conn.request(|id| commands::lookup(topic, id, authoritative)).await?;
+        let listener = pool.options().listener_name.as_deref();
+        let frame = conn
+            .request(|id| commands::lookup(topic, id, authoritative, listener))
+            .await?;
         let resp = frame
             .command
             .lookup_topic_response

@@ -86,12 +86,13 @@ pub fn pong() -> BaseCommand {
 }
 
 /// `Lookup` of the broker serving `topic`.
-pub fn lookup(topic: &str, request_id: u64, authoritative: bool) -> BaseCommand {
+pub fn lookup(topic: &str, request_id: u64, authoritative: bool, listener_name: Option<&str>) -> BaseCommand {
     command!(Lookup {
         lookup_topic: pb::CommandLookupTopic {
             topic: topic.to_string(),
             request_id,
             authoritative: Some(authoritative),
+            advertised_listener_name: listener_name.map(str::to_string),
             ..Default::default()
         }
     })

@@ -136,6 +136,7 @@ pub fn client_options(d: &Bound<'_, PyDict>) -> PyResult<ClientOptions> {
             "tls_validate_hostname",
             "tls_certificate_file_path",
             "tls_private_key_file_path",
+            "listener_name",
         ]
         .contains(&k.as_str())
         {
@@ -173,6 +174,7 @@ pub fn client_options(d: &Bound<'_, PyDict>) -> PyResult<ClientOptions> {
         }
     }
     o.connection.auth = auth_provider(d)?;
+    o.connection.listener_name = get::<String>(d, "listener_name")?.filter(|n| !n.is_empty());
     let path =
         |key: &str| -> PyResult<Option<PathBuf>> { Ok(get::<PathBuf>(d, key)?.filter(|p| !p.as_os_str().is_empty())) };
     o.connection.tls = TlsOptions {

@@ -134,6 +134,9 @@ class Standalone(Admin):
             (``authenticationRefreshCheckSeconds``) and challenges the client.
         super_users: roles with every permission (``admin`` is always one).
         basic_users: user -> password of the htpasswd file (default: one random user).
+        listeners: more broker listeners (``advertisedListeners``), name -> loopback address
+            (say ``{"external": "127.0.0.2"}``), each on a free port of its own
+            (:attr:`listener_urls`); the usual ports form the listener ``internal``.
     """
 
     def __init__(self, *, version: str = DEFAULT_VERSION, cache_dir: str | os.PathLike[str] | None = None,
@@ -145,7 +148,7 @@ class Standalone(Admin):
                  tls: bool = False, tls_port: int | None = None,
                  tls_names: Sequence[str] = DEFAULT_TLS_NAMES, auth: bool = False,
                  auth_refresh_check_seconds: int = 60, super_users: Sequence[str] = (),
-                 basic_users: Mapping[str, str] | None = None) -> None:
+                 basic_users: Mapping[str, str] | None = None, listeners: Mapping[str, str] | None = None) -> None:
         super().__init__("http://127.0.0.1:0", token=admin_token)
         self.version = version
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
@@ -172,6 +175,9 @@ class Standalone(Admin):
         self.auth_refresh_check_seconds = auth_refresh_check_seconds
         self.super_users = ("admin", *(u for u in super_users if u != "admin"))
         self.basic_users = dict(basic_users) if basic_users is not None else {"magnetar-basic": os.urandom(9).hex()}
+        self.listeners = dict(listeners or {})
+        self.listener_urls: dict[str, str] = {}
+        """``pulsar://host:port`` of each extra listener, once started."""
         self.auth_secret_key: bytes | None = None
         """The HS256 key the broker checks tokens with (``auth=True``)."""
         self.startup_seconds: float | None = None
@@ -304,6 +310,17 @@ class Standalone(Admin):
             self.token = self.make_token("admin")
             conf.update(auth_conf(files, self.token, tls=self.tls, super_users=self.super_users,
                                   refresh_check_seconds=self.auth_refresh_check_seconds))
+        if self.listeners:
+            extra = pick_ports([(0, 0)] * len(self.listeners))
+            self.listener_urls = {name: f"pulsar://{host}:{p}"
+                                  for (name, host), p in zip(self.listeners.items(), extra, strict=True)}
+            internal = [f"internal:pulsar://127.0.0.1:{port}",
+                        *([f"internal:pulsar+ssl://127.0.0.1:{self.tls_port}"] if self.tls else [])]
+            conf.update({
+                "advertisedListeners": ",".join([*internal, *(f"{n}:{u}" for n, u in self.listener_urls.items())]),
+                "internalListenerName": "internal",
+                "bindAddresses": ",".join(f"{n}:{u}" for n, u in self.listener_urls.items()),
+            })
         if bk:  # otherwise BKCluster picks a free bookie port itself (allowEphemeralPorts=false)
             conf["allowEphemeralPorts"] = "true"
         conf.update(self.extra_conf)

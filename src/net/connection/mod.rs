@@ -50,6 +50,8 @@ pub struct ConnectionOptions {
     pub auth: Option<Arc<dyn AuthProvider>>,
     /// TLS settings, used when the service URL is `pulsar+ssl://`.
     pub tls: TlsOptions,
+    /// The broker listener (`advertisedListeners`) whose addresses lookups answer with.
+    pub listener_name: Option<String>,
 }
 
 impl Default for ConnectionOptions {
@@ -60,6 +62,7 @@ impl Default for ConnectionOptions {
             keepalive_interval: Duration::from_secs(30),
             auth: None,
             tls: TlsOptions::default(),
+            listener_name: None,
         }
     }
 }
@@ -74,6 +77,7 @@ impl std::fmt::Debug for ConnectionOptions {
             keepalive_interval,
             auth,
             tls,
+            listener_name,
         } = self;
         f.debug_struct("ConnectionOptions")
             .field("connect_timeout", connect_timeout)
@@ -81,6 +85,7 @@ impl std::fmt::Debug for ConnectionOptions {
             .field("keepalive_interval", keepalive_interval)
             .field("auth", auth)
             .field("tls", tls)
+            .field("listener_name", listener_name)
             .finish()
     }
 }
@@ -187,14 +192,16 @@ impl Connection {
                 // Plain TCP keeps tokio's owned halves, which need no lock between them.
                 None => {
                     let (rd, wr) = tcp.into_split();
-                    Self::start(addr, opts, rd, wr, false, proxy_to).await.map_err(|e| match e {
-                        // What a TLS port does with a plain Connect: say so.
-                        NetError::Connect { addr, reason } if reason == CLOSED_IN_HANDSHAKE => NetError::Connect {
-                            addr,
-                            reason: format!("{reason} (if this is a TLS port, use pulsar+ssl://)"),
-                        },
-                        other => other,
-                    })
+                    Self::start(addr, opts, rd, wr, false, proxy_to)
+                        .await
+                        .map_err(|e| match e {
+                            // What a TLS port does with a plain Connect: say so.
+                            NetError::Connect { addr, reason } if reason == CLOSED_IN_HANDSHAKE => NetError::Connect {
+                                addr,
+                                reason: format!("{reason} (if this is a TLS port, use pulsar+ssl://)"),
+                            },
+                            other => other,
+                        })
                 }
                 // rustls may keep ciphertext after accepting plaintext, so these writes are
                 // flushed.
@@ -305,8 +312,9 @@ impl Connection {
             closed,
         };
         tokio::spawn(actor.run(rd, wr, flush_writes, leftover, rx));
+        let through = proxy_to.map(|b| format!(" for broker {b}")).unwrap_or_default();
         log::debug!(
-            "connected to {addr} (protocol {}, max message {max_message_size})",
+            "connected to {addr}{through} (protocol {}, max message {max_message_size})",
             shared.protocol_version
         );
         Ok(Connection { shared })
