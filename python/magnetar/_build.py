@@ -36,11 +36,8 @@ def connection(options: Mapping[str, Any], call: str = "Client") -> dict[str, An
     """The engine's client options from :class:`ConnectionOptions` (``on_state_change``, which
     only the Python client uses, must not be among them)."""
     opts = resolve(ConnectionOptions, options, call)
-    auth = opts.pop("authentication")
-    if auth is not None and not isinstance(auth, Authentication):
-        raise InvalidConfiguration("authentication must be a magnetar.Authentication")
-    opts["auth_method"] = auth.method if auth else None
-    opts["auth_data"] = auth.data if auth else None
+    auth = _authentication(opts.pop("authentication"), opts.pop("auth_plugin"), opts.pop("auth_params"))
+    opts.update(auth._engine() if auth else {"auth_method": None, "auth_data": None})
     for name in _TLS_PATHS:
         path = opts[name]
         value = os.fspath(path) if isinstance(path, os.PathLike) else path
@@ -50,9 +47,32 @@ def connection(options: Mapping[str, Any], call: str = "Client") -> dict[str, An
     for name in _TLS_FLAGS:
         if not isinstance(opts[name], bool):
             raise InvalidConfiguration(f"{name} must be True or False, not {opts[name]!r}")
+    tls_files = auth._tls_files if auth else None
+    if tls_files is not None:
+        given = (opts["tls_certificate_file_path"], opts["tls_private_key_file_path"])
+        if given != (None, None) and given != tls_files:
+            raise InvalidConfiguration("Authentication.tls names the client certificate: leave tls_certificate_file_path "
+                                       "and tls_private_key_file_path out, or give the same files")
+        opts["tls_certificate_file_path"], opts["tls_private_key_file_path"] = tls_files
     if (opts["tls_certificate_file_path"] is None) != (opts["tls_private_key_file_path"] is None):
         raise InvalidConfiguration("tls_certificate_file_path and tls_private_key_file_path must be given together")
     return opts
+
+
+def _authentication(auth: Any, plugin: Any, params: Any) -> Authentication | None:
+    """The credentials of ``authentication=``, or of their text form ``auth_plugin``/``auth_params``."""
+    if auth is not None and not isinstance(auth, Authentication):
+        raise InvalidConfiguration("authentication must be a magnetar.Authentication")
+    if plugin is None and params is None:
+        return auth
+    if auth is not None:
+        raise InvalidConfiguration("give authentication or auth_plugin/auth_params, not both")
+    for name, value in (("auth_plugin", plugin), ("auth_params", params)):
+        if value is not None and not isinstance(value, str):
+            raise InvalidConfiguration(f"{name} must be a str, not {value!r}")
+    if plugin is None:
+        raise InvalidConfiguration("auth_params needs an auth_plugin")
+    return Authentication.from_params(plugin, params)
 
 
 def client(options: Mapping[str, Any]) -> tuple[dict[str, Any], Any]:

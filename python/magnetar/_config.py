@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 __all__ = ["ClientConfig"]
 
 _DECLARED = declared(ConnectionOptions)
+# Kept as auth_method/auth_data (fixed data) or auth_plugin/auth_params (the rest).
+_CREDENTIALS = ("authentication", "auth_plugin", "auth_params")
 
 
 def _default(name: str) -> Any:
@@ -43,8 +45,9 @@ class ClientConfig:
     as in :class:`magnetar.Client`, TLS options included (``tls_trust_certs_file_path``,
     ``tls_allow_insecure_connection``, ``tls_validate_hostname``, ``tls_certificate_file_path``,
     ``tls_private_key_file_path``; paths are kept as ``str`` and must exist where the client is
-    created). Credentials are kept as ``auth_method`` + ``auth_data``
-    (pass ``authentication=`` for convenience); :attr:`authentication` rebuilds the
+    created). Credentials are kept as ``auth_method`` + ``auth_data`` when they are fixed data, else
+    in their text form ``auth_plugin`` + ``auth_params`` (pass ``authentication=`` for
+    convenience; a callable token supplier cannot travel); :attr:`authentication` rebuilds the
     :class:`~magnetar.Authentication`. Options are validated at construction and raise
     :class:`~magnetar.InvalidConfiguration`.
 
@@ -62,6 +65,10 @@ class ClientConfig:
     stats_interval: float | None = _default("stats_interval")
     auth_method: str | None = field(default=None, kw_only=True)
     auth_data: bytes | None = field(default=None, kw_only=True, repr=False)
+    auth_plugin: str | None = _default("auth_plugin")
+    """Credentials that are not fixed data (a token file, TLS, OAuth2), in their text form."""
+    auth_params: str | None = field(default=None, kw_only=True, repr=False)
+    listener_name: str | None = _default("listener_name")
     tls_trust_certs_file_path: str | None = _default("tls_trust_certs_file_path")
     """PEM file of the CA certificates that sign the brokers' certificates (``pulsar+ssl://``)."""
     tls_allow_insecure_connection: bool = _default("tls_allow_insecure_connection")
@@ -77,13 +84,27 @@ class ClientConfig:
     def __post_init__(self, authentication: Authentication | None) -> None:
         if not isinstance(self.service_url, str) or not self.service_url.strip():
             raise InvalidConfiguration(f"service_url must be a non-empty string, not {self.service_url!r}")
+        if self.auth_plugin is not None or self.auth_params is not None:
+            if authentication is not None or self.auth_method is not None:
+                raise InvalidConfiguration("give authentication, auth_method/auth_data or auth_plugin/auth_params, not two")
+            authentication = _build._authentication(None, self.auth_plugin, self.auth_params)
+            object.__setattr__(self, "auth_plugin", None)
+            object.__setattr__(self, "auth_params", None)
         if authentication is not None:
             if not isinstance(authentication, Authentication):
                 raise InvalidConfiguration("authentication must be a magnetar.Authentication")
             if self.auth_method is not None or self.auth_data is not None:
                 raise InvalidConfiguration("give authentication or auth_method/auth_data, not both")
-            object.__setattr__(self, "auth_method", authentication.method)
-            object.__setattr__(self, "auth_data", authentication.data)
+            if authentication._kind == "static":
+                object.__setattr__(self, "auth_method", authentication.method)
+                object.__setattr__(self, "auth_data", authentication.data)
+            else:
+                text = authentication.params()
+                if text is None:
+                    raise InvalidConfiguration("a ClientConfig cannot carry a callable token supplier (it must travel "
+                                               "as text); use Authentication.token_file or Authentication.oauth2")
+                object.__setattr__(self, "auth_plugin", text[0])
+                object.__setattr__(self, "auth_params", text[1])
         if self.auth_data is not None:
             if isinstance(self.auth_data, str):
                 object.__setattr__(self, "auth_data", self.auth_data.encode())
@@ -101,22 +122,24 @@ class ClientConfig:
             raise InvalidConfiguration(f"memory_limit must be a non-negative int, not {self.memory_limit!r}")
 
     def _authentication(self) -> Authentication | None:
+        if self.auth_plugin is not None:
+            return Authentication.from_params(self.auth_plugin, self.auth_params)
         if self.auth_method is None:
             return None
         return Authentication(self.auth_method, self.auth_data or b"")
 
     def client_kwargs(self) -> dict[str, Any]:
         """The keyword arguments of :class:`magnetar.Client` (without ``service_url``)."""
-        kwargs = {name: getattr(self, name) for name in _DECLARED if name != "authentication"}
+        kwargs = {name: getattr(self, name) for name in _DECLARED if name not in _CREDENTIALS}
         kwargs["authentication"] = self._authentication()
         return kwargs
 
     def replace(self, **changes: Any) -> ClientConfig:
         """A copy with some fields changed. ``authentication=`` replaces the credentials."""
-        if changes.get("authentication") is not None:
-            changes.setdefault("auth_method", None)
-            changes.setdefault("auth_data", None)
-        else:
+        if changes.get("authentication") is not None or changes.get("auth_plugin") is not None:
+            for name in ("auth_method", "auth_data", "auth_plugin", "auth_params"):
+                changes.setdefault(name, None)
+        if changes.get("authentication") is None:
             changes["authentication"] = None
         return dataclasses.replace(self, **changes)
 

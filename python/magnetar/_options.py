@@ -18,6 +18,7 @@ import typing
 from dataclasses import dataclass
 from typing import Annotated, Any, Awaitable, Callable, Mapping, NamedTuple, Sequence, TypedDict, Union
 
+from ._auth import Authentication
 from ._core import Message, MessageId
 from .exceptions import InvalidConfiguration
 from .schema import Schema
@@ -119,30 +120,6 @@ class BatchingType(_Choice):
     KEY_BASED = "key_based"
 
 
-class Authentication:
-    """Credentials sent when connecting.
-
-    Use :meth:`token` for JWT token authentication (the broker's
-    ``AuthenticationProviderToken``).
-    """
-
-    def __init__(self, method: str, data: bytes | str = b"") -> None:
-        if not method:
-            raise InvalidConfiguration("authentication method must not be empty")
-        self.method = method
-        self.data = data.encode() if isinstance(data, str) else bytes(data)
-
-    @classmethod
-    def token(cls, token: str) -> "Authentication":
-        """Token authentication with a JWT."""
-        if not token:
-            raise InvalidConfiguration("token must not be empty")
-        return cls("token", token)
-
-    def __repr__(self) -> str:
-        return f"Authentication({self.method!r}, <{len(self.data)} bytes>)"
-
-
 class Opt(NamedTuple):
     """What a declaration says of one option besides its name and type."""
 
@@ -163,10 +140,13 @@ class ConnectionOptions(TypedDict, total=False):
     connect_timeout: Annotated[Seconds, Opt(10.0, "Limit of each TCP (and TLS) connection attempt.", "s", ("connectionTimeoutMs",))]
     keepalive_interval: Annotated[Seconds, Opt(30.0, "Ping period; a broker silent for two periods is dropped.", "s", ("keepAliveIntervalSeconds",))]
     memory_limit: Annotated[int, Opt(64 * 1024 * 1024, "Bytes of pending outgoing payloads, all producers together; 0: no limit.", "bytes", ("memoryLimitBytes",))]
-    authentication: Annotated[Union["Authentication", None], Opt(None, "Credentials sent when connecting.")]
+    authentication: Annotated[Union["Authentication", None], Opt(None, "Credentials sent when connecting and whenever the broker asks (see :class:`~magnetar.Authentication`).")]
+    auth_plugin: Annotated[Union[str, None], Opt(None, "Credentials as text, the official clients' way: ``token``, ``basic``, ``tls``, ``oauth2`` (or the Java class name), with ``auth_params``; instead of ``authentication``.", aliases=("authPluginClassName",))]
+    auth_params: Annotated[Union[str, None], Opt(None, "Parameters of ``auth_plugin``: ``token:<jwt>`` or ``file:///path``; ``{\"userId\": ..., \"password\": ...}``; ``tlsCertFile:<path>,tlsKeyFile:<path>``; ``{\"issuerUrl\": ..., \"privateKey\": ..., \"audience\": ..., \"scope\": ...}``.", aliases=("authParams",))]
     initial_backoff: Annotated[float, Opt(0.1, "First wait before a reconnect, doubled up to ``max_backoff``.", "s", ("initialBackoffIntervalNanos",))]
     max_backoff: Annotated[float, Opt(60.0, "Longest wait between reconnect attempts.", "s", ("maxBackoffIntervalNanos",))]
     stats_interval: Annotated[Seconds, Opt(None, "Period of the statistics line each producer and consumer logs at INFO on ``magnetar.producer`` / ``magnetar.consumer`` (the official client's ``stats_interval_in_seconds``, 600 there); None or 0: never.", "s", ("statsIntervalSeconds",))]
+    listener_name: Annotated[Union[str, None], Opt(None, "The broker listener (of its ``advertisedListeners``) whose addresses lookups return: for clients on another network than the brokers' internal one.", aliases=("listenerName",))]
     tls_trust_certs_file_path: Annotated[Union[str, "os.PathLike[str]", None], Opt(None, "PEM file of the CA certificates that sign the brokers' certificates (``pulsar+ssl://``); default: the Mozilla roots. A missing file raises InvalidConfiguration at once.", aliases=("tlsTrustCertsFilePath",))]
     tls_allow_insecure_connection: Annotated[bool, Opt(False, "Accept any broker certificate: encrypted, but the broker is not authenticated (tests only).", aliases=("tlsAllowInsecureConnection",))]
     tls_validate_hostname: Annotated[bool, Opt(True, "Require the broker's certificate to name the host of the URL (the official client has this off); ``False`` checks the chain only.", aliases=("tlsValidateHostname",))]

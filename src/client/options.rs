@@ -260,7 +260,7 @@ mod tests {
 
     fn with_token() -> ClientOptions {
         let mut o = ClientOptions::default();
-        o.connection.auth = Some(("token".into(), TOKEN.as_bytes().to_vec()));
+        o.connection.auth = Some(std::sync::Arc::new(crate::net::StaticAuth::new("token", TOKEN)));
         o.connection.tls.private_key_file = Some("/etc/pulsar/client.key.pem".into());
         o
     }

@@ -28,21 +28,21 @@ async fn lookup_topic_uncounted(pool: &ConnectionPool, topic: &str) -> Result<Co
     let mut conn = pool.get_service().await?;
     let mut authoritative = false;
     for _ in 0..MAX_REDIRECTS {
-        let frame = conn.request(|id| commands::lookup(topic, id, authoritative)).await?;
+        let listener = pool.options().listener_name.as_deref();
+        let frame = conn
+            .request(|id| commands::lookup(topic, id, authoritative, listener))
+            .await?;
         let resp = frame
             .command
             .lookup_topic_response
             .ok_or_else(|| NetError::UnexpectedResponse("LookupResponse without its body".into()))?;
+        // Behind a Pulsar proxy the broker is reached through the proxy that answered.
+        let proxy = (resp.proxy_through_service_url == Some(true)).then(|| conn.addr().to_string());
         match LookupType::try_from(resp.response.unwrap_or(LookupType::Failed as i32)) {
-            Ok(LookupType::Connect) => {
-                if resp.proxy_through_service_url == Some(true) {
-                    return Ok(conn);
-                }
-                return pool.get(&broker_of(pool, &resp)?).await;
-            }
+            Ok(LookupType::Connect) => return pool.get_via(&broker_of(pool, &resp)?, proxy.as_deref()).await,
             Ok(LookupType::Redirect) => {
                 authoritative = resp.authoritative.unwrap_or(false);
-                conn = pool.get(&broker_of(pool, &resp)?).await?;
+                conn = pool.get_via(&broker_of(pool, &resp)?, proxy.as_deref()).await?;
             }
             _ => return Err(NetError::refused(resp.error, resp.message, "lookup failed")),
         }

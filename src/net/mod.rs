@@ -3,6 +3,7 @@
 //! sockets for `pulsar+ssl://`. This layer knows frames and request ids, never what a producer
 //! or consumer means by them.
 
+pub mod auth;
 pub mod backoff;
 pub mod connection;
 pub mod error;
@@ -12,6 +13,7 @@ pub mod stats;
 pub mod tls;
 pub mod url;
 
+pub use auth::{AuthProvider, StaticAuth, TokenFile};
 pub use connection::{Connection, ConnectionOptions, Event, HandlerId};
 pub use error::NetError;
 pub use pool::ConnectionPool;

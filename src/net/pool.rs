@@ -58,9 +58,20 @@ impl ConnectionPool {
 
     /// The open connection to `addr`, dialling it if there is none.
     pub async fn get(&self, addr: &str) -> Result<Connection, NetError> {
+        self.get_via(addr, None).await
+    }
+
+    /// The open connection to the broker `addr`, through the Pulsar proxy `proxy` when given
+    /// (a lookup answered `proxyThroughServiceUrl`): the socket goes to the proxy and
+    /// `Connect` names the broker, as the Java and C++ clients do.
+    pub async fn get_via(&self, addr: &str, proxy: Option<&str>) -> Result<Connection, NetError> {
+        let key = match proxy {
+            Some(p) => format!("{addr} via {p}"),
+            None => addr.to_string(),
+        };
         let slot = {
             let mut slots = self.slots.lock().expect("pool lock");
-            slots.entry(addr.to_string()).or_default().clone()
+            slots.entry(key).or_default().clone()
         };
         let mut slot = slot.lock().await;
         if let Some(conn) = slot.as_ref() {
@@ -68,7 +79,11 @@ impl ConnectionPool {
                 return Ok(conn.clone());
             }
         }
-        let conn = Connection::connect(addr, &self.opts, self.tls.as_ref())
+        let (dial, proxy_to) = match proxy {
+            Some(p) => (p, Some(addr)),
+            None => (addr, None),
+        };
+        let conn = Connection::connect(dial, &self.opts, self.tls.as_ref(), proxy_to)
             .await
             .inspect_err(|_| bump(&self.counters.connections_failed))?;
         bump(&self.counters.connections_opened);

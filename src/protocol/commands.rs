@@ -57,6 +57,20 @@ pub fn connect(auth_method: Option<&str>, auth_data: Option<Vec<u8>>, proxy_to: 
     })
 }
 
+/// `AuthResponse`: the credential asked for by the broker's `AuthChallenge`.
+pub fn auth_response(auth_method: &str, auth_data: Vec<u8>) -> BaseCommand {
+    command!(AuthResponse {
+        auth_response: pb::CommandAuthResponse {
+            client_version: Some(super::CLIENT_VERSION.to_string()),
+            response: Some(pb::AuthData {
+                auth_method_name: Some(auth_method.to_string()),
+                auth_data: Some(auth_data.into()),
+            }),
+            protocol_version: Some(super::PROTOCOL_VERSION),
+        }
+    })
+}
+
 /// `Ping` (keepalive probe).
 pub fn ping() -> BaseCommand {
     command!(Ping {
@@ -72,12 +86,13 @@ pub fn pong() -> BaseCommand {
 }
 
 /// `Lookup` of the broker serving `topic`.
-pub fn lookup(topic: &str, request_id: u64, authoritative: bool) -> BaseCommand {
+pub fn lookup(topic: &str, request_id: u64, authoritative: bool, listener_name: Option<&str>) -> BaseCommand {
     command!(Lookup {
         lookup_topic: pb::CommandLookupTopic {
             topic: topic.to_string(),
             request_id,
             authoritative: Some(authoritative),
+            advertised_listener_name: listener_name.map(str::to_string),
             ..Default::default()
         }
     })
@@ -296,7 +311,8 @@ mod tests {
             connect(Some("token"), Some(b"abc".to_vec()), None),
             ping(),
             pong(),
-            lookup("persistent://public/default/t", 7, true),
+            lookup("persistent://public/default/t", 7, true, Some("external")),
+            auth_response("token", b"fresh".to_vec()),
             partitioned_metadata("t", 8),
             producer("t", 1, 9),
             send(1, 0, 1),

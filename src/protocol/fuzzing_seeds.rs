@@ -61,7 +61,7 @@ fn seed_commands() -> Vec<BaseCommand> {
         commands::ping(),
         commands::pong(),
         commands::connect(Some("token"), Some(b"secret".to_vec()), None),
-        commands::lookup("persistent://public/default/t", 1, false),
+        commands::lookup("persistent://public/default/t", 1, false, None),
         commands::subscribe("t", "s", pb::command_subscribe::SubType::Shared, 1, 2),
         commands::flow(1, 1000),
         commands::ack(1, AckType::Individual, vec![id.clone()], None, Some(3)),

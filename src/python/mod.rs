@@ -1,6 +1,7 @@
 //! The PyO3 surface: `magnetar._core`. Only this folder knows Python; it converts values,
 //! waits on the engine (blocking or asyncio), and maps errors in one place (`errors.rs`).
 
+mod auth;
 mod client;
 mod codec;
 mod codec_json;

@@ -2,15 +2,18 @@
 //! builds: every key read here with its type, range and meaning of "no limit".
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use pyo3::conversion::FromPyObjectOwned;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
+use super::auth::PySupplier;
 use super::convert::{duration_option, get, payload, string_pairs, NoLimit};
 use super::errors::invalid;
 use crate::client::options::TlsOptions;
 use crate::client::{ClientOptions, ConsumerOptions, HashingScheme, InitialPosition, ProducerOptions, RoutingMode};
+use crate::net::{AuthProvider, StaticAuth, TokenFile};
 use crate::protocol::compression::parse_codec;
 use crate::protocol::pb::{command_subscribe::SubType, ProducerAccessMode};
 
@@ -123,6 +126,8 @@ pub fn client_options(d: &Bound<'_, PyDict>) -> PyResult<ClientOptions> {
             "memory_limit",
             "auth_method",
             "auth_data",
+            "auth_supplier",
+            "auth_token_file",
             "initial_backoff",
             "max_backoff",
             "stats_interval",
@@ -131,6 +136,7 @@ pub fn client_options(d: &Bound<'_, PyDict>) -> PyResult<ClientOptions> {
             "tls_validate_hostname",
             "tls_certificate_file_path",
             "tls_private_key_file_path",
+            "listener_name",
         ]
         .contains(&k.as_str())
         {
@@ -167,16 +173,8 @@ pub fn client_options(d: &Bound<'_, PyDict>) -> PyResult<ClientOptions> {
             o.memory_limit = n as usize;
         }
     }
-    if let Some(m) = d.get_item("auth_method")? {
-        if !m.is_none() {
-            let method: String = m.extract()?;
-            let data: Vec<u8> = match d.get_item("auth_data")? {
-                Some(v) if !v.is_none() => payload(&v)?.to_vec(),
-                _ => Vec::new(),
-            };
-            o.connection.auth = Some((method, data));
-        }
-    }
+    o.connection.auth = auth_provider(d)?;
+    o.connection.listener_name = get::<String>(d, "listener_name")?.filter(|n| !n.is_empty());
     let path =
         |key: &str| -> PyResult<Option<PathBuf>> { Ok(get::<PathBuf>(d, key)?.filter(|p| !p.as_os_str().is_empty())) };
     o.connection.tls = TlsOptions {
@@ -187,6 +185,37 @@ pub fn client_options(d: &Bound<'_, PyDict>) -> PyResult<ClientOptions> {
         private_key_file: path("tls_private_key_file_path")?,
     };
     Ok(o)
+}
+
+/// The credential source: `auth_method` with fixed `auth_data`, a callable `auth_supplier`
+/// (called for each connect and challenge), or an `auth_token_file` read each time.
+fn auth_provider(d: &Bound<'_, PyDict>) -> PyResult<Option<Arc<dyn AuthProvider>>> {
+    let method = get::<String>(d, "auth_method")?;
+    let supplier = d.get_item("auth_supplier")?.filter(|v| !v.is_none());
+    let token_file = get::<PathBuf>(d, "auth_token_file")?;
+    Ok(Some(match (method, supplier, token_file) {
+        (None, None, None) => return Ok(None),
+        (Some(m), _, _) if m.is_empty() => return Err(invalid("auth_method must not be empty")),
+        (_, Some(_), Some(_)) => return Err(invalid("give auth_supplier or auth_token_file, not both")),
+        (None, Some(_), None) => return Err(invalid("auth_supplier needs an auth_method")),
+        (m, None, Some(path)) => match m.as_deref() {
+            None | Some("token") => Arc::new(TokenFile::new(path)),
+            Some(_) => return Err(invalid("auth_token_file holds a token: its auth_method is \"token\"")),
+        },
+        (Some(m), Some(supplier), None) => {
+            if !supplier.is_callable() {
+                return Err(invalid("auth_supplier must be a callable returning str or bytes"));
+            }
+            Arc::new(PySupplier::new(m, supplier.unbind()))
+        }
+        (Some(m), None, None) => {
+            let data = match d.get_item("auth_data")? {
+                Some(v) if !v.is_none() => payload(&v)?.to_vec(),
+                _ => Vec::new(),
+            };
+            Arc::new(StaticAuth::new(m, data))
+        }
+    }))
 }
 
 /// Producer options from the keyword arguments of `create_producer`.

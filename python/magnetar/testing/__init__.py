@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._admin import Admin
+from ._auth import hs256_token, tool_output
 from ._distribution import DEFAULT_VERSION, default_cache_dir, ensure_distribution
 from ._errors import AdminError, StandaloneError
 from ._tls import make_tls_files
@@ -32,7 +33,9 @@ __all__ = [
     "StandaloneError",
     "default_cache_dir",
     "ensure_distribution",
+    "hs256_token",
     "make_tls_files",
+    "tool_output",
 ]
 
 

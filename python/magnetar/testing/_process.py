@@ -26,12 +26,14 @@ def find_tool(name: str, purpose: str) -> str:
     return path
 
 
-def run_tool(cmd: Sequence[str], what: str, cwd: Path | None = None) -> None:
-    """Run ``cmd`` to completion; on failure raise :class:`StandaloneError` with its output's tail."""
+def run_tool(cmd: Sequence[str], what: str, cwd: Path | None = None) -> str:
+    """Run ``cmd`` to completion and return its stdout; on failure raise :class:`StandaloneError`
+    with its output's tail."""
     proc = subprocess.run(list(cmd), cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-30:])
         raise StandaloneError(f"{what} failed (exit {proc.returncode}): {' '.join(cmd)}\n{tail}")
+    return proc.stdout
 
 
 def port_free(port: int) -> bool:

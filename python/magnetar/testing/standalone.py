@@ -45,6 +45,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ._admin import Admin
+from ._auth import auth_conf, hs256_token, make_auth_files, make_client_certificate, tokens_tool
 from ._distribution import DEFAULT_VERSION, default_cache_dir, ensure_distribution
 from ._errors import AdminError as AdminError  # noqa: F401  (importable from here, as before the split)
 from ._errors import StandaloneError
@@ -124,6 +125,18 @@ class Standalone(Admin):
         tls_port: the TLS binary protocol port, like ``port`` (None: 6651 if free; 0: free).
             The HTTPS port is always a free one.
         tls_names: host names and IP addresses the server certificate is valid for.
+        auth: turn authentication on with the token, basic and (with ``tls``) TLS providers at
+            once, and authorization (:attr:`super_users` may do anything). The files live in
+            ``<data_dir>/auth``; :meth:`token` signs JWTs with the broker's key,
+            :attr:`basic_users` holds the htpasswd users, :meth:`client_certificate` makes
+            certificates for TLS authentication. The admin helpers authenticate as ``admin``.
+        auth_refresh_check_seconds: how often the broker checks for expired credentials
+            (``authenticationRefreshCheckSeconds``) and challenges the client.
+        super_users: roles with every permission (``admin`` is always one).
+        basic_users: user -> password of the htpasswd file (default: one random user).
+        listeners: more broker listeners (``advertisedListeners``), name -> loopback address
+            (say ``{"external": "127.0.0.2"}``), each on a free port of its own
+            (:attr:`listener_urls`); the usual ports form the listener ``internal``.
     """
 
     def __init__(self, *, version: str = DEFAULT_VERSION, cache_dir: str | os.PathLike[str] | None = None,
@@ -133,7 +146,9 @@ class Standalone(Admin):
                  heap: str = "1g", jvm_args: Sequence[str] = (), keep_data: bool = False,
                  wipe_data: bool = False, die_with_parent: bool = True, admin_token: str | None = None,
                  tls: bool = False, tls_port: int | None = None,
-                 tls_names: Sequence[str] = DEFAULT_TLS_NAMES) -> None:
+                 tls_names: Sequence[str] = DEFAULT_TLS_NAMES, auth: bool = False,
+                 auth_refresh_check_seconds: int = 60, super_users: Sequence[str] = (),
+                 basic_users: Mapping[str, str] | None = None, listeners: Mapping[str, str] | None = None) -> None:
         super().__init__("http://127.0.0.1:0", token=admin_token)
         self.version = version
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
@@ -156,6 +171,15 @@ class Standalone(Admin):
         self.keep_data = keep_data
         self.wipe_data = wipe_data
         self.die_with_parent = die_with_parent
+        self.auth = auth
+        self.auth_refresh_check_seconds = auth_refresh_check_seconds
+        self.super_users = ("admin", *(u for u in super_users if u != "admin"))
+        self.basic_users = dict(basic_users) if basic_users is not None else {"magnetar-basic": os.urandom(9).hex()}
+        self.listeners = dict(listeners or {})
+        self.listener_urls: dict[str, str] = {}
+        """``pulsar://host:port`` of each extra listener, once started."""
+        self.auth_secret_key: bytes | None = None
+        """The HS256 key the broker checks tokens with (``auth=True``)."""
         self.startup_seconds: float | None = None
         self.pid: int | None = None
         self._proc: subprocess.Popen[bytes] | None = None
@@ -188,6 +212,28 @@ class Standalone(Admin):
     def log_path(self) -> Path | None:
         """The broker's combined stdout/stderr (``<data_dir>/broker.log``)."""
         return self.data_dir / LOG_FILE if self.data_dir else None
+
+    def make_token(self, subject: str, expires_in: float | None = None) -> str:
+        """A JWT for the role ``subject`` signed with the broker's key (``auth=True``),
+        expiring ``expires_in`` seconds from now (negative: already expired; None: never)."""
+        if self.auth_secret_key is None:
+            raise StandaloneError("this broker was not started with auth=True")
+        return hs256_token(self.auth_secret_key, subject, None if expires_in is None else time.time() + expires_in)
+
+    def client_certificate(self, common_name: str) -> tuple[Path, Path]:
+        """(certificate, key) PEM files for the role ``common_name``, signed by the broker's CA,
+        for TLS authentication (``tls=True``)."""
+        if not self.tls or self.data_dir is None:
+            raise StandaloneError("this broker was not started with tls=True")
+        return make_client_certificate(self.data_dir / "tls", self.data_dir / "clients", common_name)
+
+    def tokens_tool(self, subject: str) -> subprocess.Popen[str]:
+        """``bin/pulsar tokens create`` for ``subject`` with the broker's key file, started in
+        the background (it is a JVM); :func:`magnetar.testing.tool_output` reads the token."""
+        if not self.auth or self.data_dir is None:
+            raise StandaloneError("this broker was not started with auth=True")
+        return tokens_tool(ensure_distribution(self.version, self.cache_dir), self.data_dir / "auth" / "secret.key",
+                           subject)
 
     def __repr__(self) -> str:
         state = "running" if self.is_running() else "stopped"
@@ -257,6 +303,23 @@ class Standalone(Admin):
                 "tlsCertificateFilePath": str(files["cert"]), "tlsKeyFilePath": str(files["key"]),
                 "tlsTrustCertsFilePath": str(files["ca_cert"]), "tlsAllowInsecureConnection": "false",
                 "tlsRequireTrustedClientCertOnConnect": "false",
+            })
+        if self.auth:
+            files = make_auth_files(data / "auth", self.basic_users)
+            self.auth_secret_key = files["secret_key"].read_bytes()
+            self.token = self.make_token("admin")
+            conf.update(auth_conf(files, self.token, tls=self.tls, super_users=self.super_users,
+                                  refresh_check_seconds=self.auth_refresh_check_seconds))
+        if self.listeners:
+            extra = pick_ports([(0, 0)] * len(self.listeners))
+            self.listener_urls = {name: f"pulsar://{host}:{p}"
+                                  for (name, host), p in zip(self.listeners.items(), extra, strict=True)}
+            internal = [f"internal:pulsar://127.0.0.1:{port}",
+                        *([f"internal:pulsar+ssl://127.0.0.1:{self.tls_port}"] if self.tls else [])]
+            conf.update({
+                "advertisedListeners": ",".join([*internal, *(f"{n}:{u}" for n, u in self.listener_urls.items())]),
+                "internalListenerName": "internal",
+                "bindAddresses": ",".join(f"{n}:{u}" for n, u in self.listener_urls.items()),
             })
         if bk:  # otherwise BKCluster picks a free bookie port itself (allowEphemeralPorts=false)
             conf["allowEphemeralPorts"] = "true"

@@ -10,6 +10,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 
 use super::*;
+use crate::net::auth::AuthFuture;
 
 /// The task that owns the socket: writes what the handles post, routes what the broker
 /// sends to the request waiting for it or the handler registered for it, and keeps the
@@ -18,7 +19,9 @@ pub(super) struct Actor {
     pub(super) addr: String,
     pub(super) max_frame_size: usize,
     pub(super) keepalive: Duration,
-    pub(super) auth: Option<(String, Vec<u8>)>,
+    pub(super) auth: Option<Arc<dyn AuthProvider>>,
+    /// The credential being fetched for the broker's latest `AuthChallenge`.
+    pub(super) challenge: Option<AuthFuture>,
     pub(super) pending: HashMap<u64, oneshot::Sender<Result<Frame, NetError>>>,
     pub(super) handlers: HashMap<HandlerId, mpsc::UnboundedSender<Event>>,
     pub(super) closed: Arc<AtomicBool>,
@@ -84,6 +87,18 @@ impl Actor {
                         }
                         if out.len() > 1 << 20 { break; }
                         match rx.try_recv() { Ok(m) => next = Some(m), Err(_) => break }
+                    }
+                },
+                data = async { self.challenge.as_mut().expect("guarded").await }, if self.challenge.is_some() => {
+                    self.challenge = None;
+                    match data {
+                        Ok(data) => {
+                            let method = self.auth.as_ref().map_or("", |a| a.method());
+                            frame::encode_command(&commands::auth_response(method, data), &mut out);
+                        }
+                        // The broker drops a connection whose credential is not renewed;
+                        // closing now says why, and the reconnect asks the provider again.
+                        Err(e) => reason = Some(e),
                     }
                 },
                 _ = ping.tick() => {
@@ -169,7 +184,11 @@ impl Actor {
                 return Ok(());
             }
             Type::AuthChallenge => {
-                self.answer_challenge(out);
+                // A later challenge supersedes one still being answered.
+                self.challenge = Some(match &self.auth {
+                    Some(auth) => auth.auth_data(),
+                    None => Box::pin(async { Ok(Vec::new()) }),
+                });
                 return Ok(());
             }
             Type::SendReceipt => cmd.send_receipt.as_ref().map(|c| Producer(c.producer_id)),
@@ -235,22 +254,5 @@ impl Actor {
             None => log::debug!("{}: {kind:?} without its body", self.addr),
         }
         Ok(())
-    }
-
-    fn answer_challenge(&mut self, out: &mut BytesMut) {
-        let (method, data) = self.auth.clone().unwrap_or_default();
-        let cmd = BaseCommand {
-            r#type: Type::AuthResponse as i32,
-            auth_response: Some(crate::protocol::pb::CommandAuthResponse {
-                client_version: Some(crate::protocol::CLIENT_VERSION.to_string()),
-                response: Some(crate::protocol::pb::AuthData {
-                    auth_method_name: Some(method),
-                    auth_data: Some(data.into()),
-                }),
-                protocol_version: Some(crate::protocol::PROTOCOL_VERSION),
-            }),
-            ..Default::default()
-        };
-        frame::encode_command(&cmd, out);
     }
 }

@@ -15,6 +15,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 
+use super::auth::AuthProvider;
 use super::tls::{tls_verdict, TlsConnector, TlsOptions};
 use super::NetError;
 use crate::protocol::commands::{self, response_request_id};
@@ -30,6 +31,9 @@ const MAX_WRITE_BACKLOG: usize = 16 * 1024 * 1024;
 
 const CLOSED_IN_HANDSHAKE: &str = "closed by the broker during the handshake";
 
+/// Challenges answered before `Connected`: a broker asking more often is not making progress.
+const MAX_HANDSHAKE_CHALLENGES: usize = 8;
+
 /// How long closing waits for the socket to take its last bytes.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
 
@@ -42,10 +46,12 @@ pub struct ConnectionOptions {
     pub operation_timeout: Duration,
     /// Interval between our pings; a connection whose pong is missing at the next ping closes.
     pub keepalive_interval: Duration,
-    /// Authentication method name and data, sent in `Connect` and in answers to challenges.
-    pub auth: Option<(String, Vec<u8>)>,
+    /// Where the credentials sent in `Connect` and in answers to challenges come from.
+    pub auth: Option<Arc<dyn AuthProvider>>,
     /// TLS settings, used when the service URL is `pulsar+ssl://`.
     pub tls: TlsOptions,
+    /// The broker listener (`advertisedListeners`) whose addresses lookups answer with.
+    pub listener_name: Option<String>,
 }
 
 impl Default for ConnectionOptions {
@@ -56,6 +62,7 @@ impl Default for ConnectionOptions {
             keepalive_interval: Duration::from_secs(30),
             auth: None,
             tls: TlsOptions::default(),
+            listener_name: None,
         }
     }
 }
@@ -70,13 +77,15 @@ impl std::fmt::Debug for ConnectionOptions {
             keepalive_interval,
             auth,
             tls,
+            listener_name,
         } = self;
         f.debug_struct("ConnectionOptions")
             .field("connect_timeout", connect_timeout)
             .field("operation_timeout", operation_timeout)
             .field("keepalive_interval", keepalive_interval)
-            .field("auth", &auth.as_ref().map(|(method, _)| (method, "<redacted>")))
+            .field("auth", auth)
             .field("tls", tls)
+            .field("listener_name", listener_name)
             .finish()
     }
 }
@@ -140,10 +149,41 @@ impl std::fmt::Debug for Connection {
 impl Connection {
     /// Opens a TCP connection to `addr` (`host:port`), wraps it in TLS when `tls` is given,
     /// and performs the Pulsar handshake, all within the connect timeout.
+    ///
+    /// A credential the broker refuses (typically one that expired while the client was
+    /// away) is asked for again and tried once more when the provider can renew it; only a
+    /// refused renewed credential is final.
+    ///
+    /// With `proxy_to`, `addr` is a Pulsar proxy and `proxy_to` (`host:port`) the broker it
+    /// forwards this connection to, named in `Connect`.
     pub async fn connect(
         addr: &str,
         opts: &ConnectionOptions,
         tls: Option<&TlsConnector>,
+        proxy_to: Option<&str>,
+    ) -> Result<Connection, NetError> {
+        let attempts = async {
+            match Self::connect_once(addr, opts, tls, proxy_to).await {
+                Err(NetError::Server {
+                    code: ServerError::AuthenticationError,
+                    message,
+                }) if opts.auth.as_ref().is_some_and(|a| a.renews()) => {
+                    log::info!("{addr} refused the credential ({message}); trying once more with a fresh one");
+                    Self::connect_once(addr, opts, tls, proxy_to).await
+                }
+                other => other,
+            }
+        };
+        tokio::time::timeout(opts.connect_timeout, attempts)
+            .await
+            .map_err(|_| NetError::Timeout("connect"))?
+    }
+
+    async fn connect_once(
+        addr: &str,
+        opts: &ConnectionOptions,
+        tls: Option<&TlsConnector>,
+        proxy_to: Option<&str>,
     ) -> Result<Connection, NetError> {
         let opening = async {
             let tcp = TcpStream::connect(addr).await.map_err(|e| connect_err(addr, e))?;
@@ -152,26 +192,26 @@ impl Connection {
                 // Plain TCP keeps tokio's owned halves, which need no lock between them.
                 None => {
                     let (rd, wr) = tcp.into_split();
-                    Self::start(addr, opts, rd, wr, false).await.map_err(|e| match e {
-                        // What a TLS port does with a plain Connect: say so.
-                        NetError::Connect { addr, reason } if reason == CLOSED_IN_HANDSHAKE => NetError::Connect {
-                            addr,
-                            reason: format!("{reason} (if this is a TLS port, use pulsar+ssl://)"),
-                        },
-                        other => other,
-                    })
+                    Self::start(addr, opts, rd, wr, false, proxy_to)
+                        .await
+                        .map_err(|e| match e {
+                            // What a TLS port does with a plain Connect: say so.
+                            NetError::Connect { addr, reason } if reason == CLOSED_IN_HANDSHAKE => NetError::Connect {
+                                addr,
+                                reason: format!("{reason} (if this is a TLS port, use pulsar+ssl://)"),
+                            },
+                            other => other,
+                        })
                 }
                 // rustls may keep ciphertext after accepting plaintext, so these writes are
                 // flushed.
                 Some(tls) => {
                     let (rd, wr) = tokio::io::split(tls.connect(addr, tcp).await?);
-                    Self::start(addr, opts, rd, wr, true).await
+                    Self::start(addr, opts, rd, wr, true, proxy_to).await
                 }
             }
         };
-        tokio::time::timeout(opts.connect_timeout, opening)
-            .await
-            .map_err(|_| NetError::Timeout("connect"))?
+        opening.await
     }
 
     /// The `Connect`/`Connected` exchange on an open stream, then the actor that owns it.
@@ -181,20 +221,23 @@ impl Connection {
         mut rd: R,
         mut wr: W,
         flush_writes: bool,
+        proxy_to: Option<&str>,
     ) -> Result<Connection, NetError>
     where
         R: AsyncRead + Unpin + Send + 'static,
         W: AsyncWrite + Unpin + Send + 'static,
     {
-        let (method, data) = match &opts.auth {
-            Some((m, d)) => (Some(m.as_str()), Some(d.clone())),
+        let auth = opts.auth.as_deref();
+        let (method, data) = match auth {
+            Some(p) => (Some(p.method()), Some(p.auth_data().await?)),
             None => (None, None),
         };
         let mut out = BytesMut::new();
-        frame::encode_command(&commands::connect(method, data, None), &mut out);
+        frame::encode_command(&commands::connect(method, data, proxy_to), &mut out);
         wr.write_all(&out).await.map_err(|e| handshake_err(addr, e))?;
         wr.flush().await.map_err(|e| handshake_err(addr, e))?;
         let mut leftover = BytesMut::with_capacity(4096);
+        let mut challenges = 0;
         let connected = 'handshake: loop {
             // The first frame settles the handshake, whatever it is.
             if let Some(f) = frame::decode(&mut leftover, DEFAULT_MAX_MESSAGE_SIZE + FRAME_PADDING)? {
@@ -205,10 +248,26 @@ impl Connection {
                         return Err(NetError::refused(Some(e.error), Some(e.message), ""));
                     }
                     Ok(Type::AuthChallenge) => {
-                        return Err(NetError::Server {
-                            code: ServerError::AuthenticationError,
-                            message: "broker asked for authentication the client is not configured for".into(),
-                        });
+                        let Some(auth) = auth else {
+                            return Err(NetError::Server {
+                                code: ServerError::AuthenticationError,
+                                message: "broker asked for authentication the client is not configured for".into(),
+                            });
+                        };
+                        challenges += 1;
+                        if challenges > MAX_HANDSHAKE_CHALLENGES {
+                            return Err(NetError::UnexpectedResponse(format!(
+                                "more than {MAX_HANDSHAKE_CHALLENGES} authentication challenges in the handshake"
+                            )));
+                        }
+                        let mut out = BytesMut::new();
+                        frame::encode_command(
+                            &commands::auth_response(auth.method(), auth.auth_data().await?),
+                            &mut out,
+                        );
+                        wr.write_all(&out).await.map_err(|e| handshake_err(addr, e))?;
+                        wr.flush().await.map_err(|e| handshake_err(addr, e))?;
+                        continue 'handshake;
                     }
                     _ => {
                         return Err(NetError::UnexpectedResponse(format!(
@@ -247,13 +306,15 @@ impl Connection {
             max_frame_size: max_message_size + FRAME_PADDING,
             keepalive: opts.keepalive_interval,
             auth: opts.auth.clone(),
+            challenge: None,
             pending: HashMap::new(),
             handlers: HashMap::new(),
             closed,
         };
         tokio::spawn(actor.run(rd, wr, flush_writes, leftover, rx));
+        let through = proxy_to.map(|b| format!(" for broker {b}")).unwrap_or_default();
         log::debug!(
-            "connected to {addr} (protocol {}, max message {max_message_size})",
+            "connected to {addr}{through} (protocol {}, max message {max_message_size})",
             shared.protocol_version
         );
         Ok(Connection { shared })
@@ -437,6 +498,79 @@ mod tests {
         next(&mut buf, &mut stream).await
     }
 
+    /// Hands out `cred-1`, `cred-2`, ... so a test sees which answer is fresh.
+    struct Counting(std::sync::atomic::AtomicUsize);
+
+    impl AuthProvider for Counting {
+        fn method(&self) -> &str {
+            "token"
+        }
+        fn auth_data(&self) -> crate::net::auth::AuthFuture {
+            let n = self.0.fetch_add(1, Ordering::Relaxed) + 1;
+            Box::pin(async move { Ok(format!("cred-{n}").into_bytes()) })
+        }
+    }
+
+    fn challenge() -> BaseCommand {
+        BaseCommand {
+            r#type: Type::AuthChallenge as i32,
+            auth_challenge: Some(crate::protocol::pb::CommandAuthChallenge {
+                challenge: Some(crate::protocol::pb::AuthData {
+                    auth_method_name: Some("token".into()),
+                    auth_data: Some(b"refresh".to_vec().into()),
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn answered(f: &Frame) -> Vec<u8> {
+        assert_eq!(f.command.r#type, Type::AuthResponse as i32);
+        let r = f.command.auth_response.as_ref().unwrap().response.as_ref().unwrap();
+        assert_eq!(r.auth_method_name.as_deref(), Some("token"));
+        r.auth_data.clone().unwrap().to_vec()
+    }
+
+    /// Challenges during the handshake and after it are answered with fresh data each time.
+    #[tokio::test]
+    async fn challenges_are_answered_with_fresh_credentials_at_any_time() {
+        let (client, mut server) = tokio::io::duplex(1 << 16);
+        let peer = tokio::spawn(async move {
+            let mut buf = BytesMut::new();
+            let connect = next(&mut buf, &mut server).await;
+            assert_eq!(connect.command.connect.unwrap().auth_data.unwrap().as_ref(), b"cred-1");
+            let mut out = BytesMut::new();
+            frame::encode_command(&challenge(), &mut out);
+            server.write_all(&out).await.unwrap();
+            let in_handshake = answered(&next(&mut buf, &mut server).await);
+            let mut out = BytesMut::new();
+            let connected = BaseCommand {
+                r#type: Type::Connected as i32,
+                connected: Some(CommandConnected::default()),
+                ..Default::default()
+            };
+            frame::encode_command(&connected, &mut out);
+            frame::encode_command(&challenge(), &mut out);
+            server.write_all(&out).await.unwrap();
+            let later = answered(&next(&mut buf, &mut server).await);
+            (in_handshake, later, server)
+        });
+        let (rd, wr) = tokio::io::split(client);
+        let opts = ConnectionOptions {
+            auth: Some(Arc::new(Counting(Default::default()))),
+            ..Default::default()
+        };
+        let conn = Connection::start("peer:1", &opts, rd, wr, false, None).await.unwrap();
+        let (in_handshake, later, _server) = tokio::time::timeout(Duration::from_secs(10), peer)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(in_handshake, b"cred-2");
+        assert_eq!(later, b"cred-3");
+        assert!(!conn.is_closed());
+    }
+
     /// rustls may keep ciphertext after it has accepted plaintext, as a `BufWriter` keeps
     /// bytes: a frame written with nothing after it still reaches the peer.
     #[tokio::test]
@@ -445,7 +579,7 @@ mod tests {
         let peer = tokio::spawn(peer(server));
         let (rd, wr) = tokio::io::split(client);
         let opts = ConnectionOptions::default();
-        let conn = Connection::start("peer:1", &opts, rd, BufWriter::with_capacity(1 << 20, wr), true)
+        let conn = Connection::start("peer:1", &opts, rd, BufWriter::with_capacity(1 << 20, wr), true, None)
             .await
             .unwrap();
         conn.send_command(&commands::ping()).unwrap();
