@@ -1,0 +1,122 @@
+"""The official client's schema classes on magnetar's schemas (and its engine's Avro codec):
+``BytesSchema``, ``StringSchema``, ``JsonSchema(Record)`` and ``AvroSchema(Record | None,
+schema_definition)``."""
+
+from __future__ import annotations
+
+import json
+from enum import Enum
+from typing import Any
+
+from ... import _core
+from ...schema import _schemas as _native
+from ...schema._schemas import Schema, SchemaType
+from .definition import Array, CustomEnum, Map, Record
+
+__all__ = ["AvroSchema", "BytesSchema", "JsonSchema", "Schema", "StringSchema"]
+
+
+class BytesSchema(_native.BytesSchema):
+    """Raw bytes (nothing registered)."""
+
+    def schema_info(self) -> _native.SchemaInfo:
+        return self.info
+
+
+class StringSchema(_native.StringSchema):
+    """UTF-8 strings."""
+
+    def schema_info(self) -> _native.SchemaInfo:
+        return self.info
+
+
+def _classes(record_cls: type[Record], out: dict[str, Any]) -> dict[str, Any]:
+    """Every record and enum class a record class's definition names, by name."""
+    out.setdefault(record_cls.__name__, record_cls)
+    for field in record_cls._fields.values():
+        _field_classes(field, out)
+    return out
+
+
+def _field_classes(field: Any, out: dict[str, Any]) -> None:
+    if isinstance(field, Record):
+        if type(field).__name__ not in out:
+            _classes(type(field), out)
+    elif isinstance(field, CustomEnum):
+        out.setdefault(field.enum_type.__name__, field.enum_type)
+    elif isinstance(field, Array):
+        _field_classes(field.array_type, out)
+    elif isinstance(field, Map):
+        _field_classes(field.value_type, out)
+    elif isinstance(field, type) and issubclass(field, Record):
+        _classes(field, out)
+
+
+class _RecordSchema:
+    """What JSON and Avro record schemas share: the definition from the record class, values
+    checked to be of that class (TypeError otherwise, as in the official client)."""
+
+    _record_cls: Any
+
+    def _setup(self, record_cls: Any) -> None:
+        self._record_cls = record_cls
+        if record_cls is not None:
+            classes = _classes(record_cls, {})
+            ctors = {name: (cls if isinstance(cls, type) and issubclass(cls, Record) else _enum_ctor(cls))
+                     for name, cls in classes.items()}
+            self._classes = classes
+            self._codec = _core._AvroCodec(self.definition.decode(), ctors)
+
+    def _check(self, value: Any) -> Any:
+        if self._record_cls is not None and not isinstance(value, self._record_cls):
+            raise TypeError(f"Invalid record obj of type {type(value)} - expected type is {self._record_cls}")
+        return value
+
+    def schema_info(self) -> _native.SchemaInfo:
+        return self.info  # type: ignore[attr-defined,no-any-return]
+
+
+def _enum_ctor(cls: type[Enum]) -> Any:
+    return lambda symbol: cls[symbol]
+
+
+class JsonSchema(_RecordSchema, _native.JsonSchema):
+    """JSON payloads of a :class:`Record` class."""
+
+    def __init__(self, record_cls: type[Record]) -> None:
+        if not (isinstance(record_cls, type) and issubclass(record_cls, Record)):
+            raise TypeError("JsonSchema takes a Record class")
+        _native.JsonSchema.__init__(self, None, record_cls.schema())
+        self._setup(record_cls)
+
+    def encode(self, value: Any) -> bytes:
+        return self._codec.encode_json(self._check(value))
+
+    def decode(self, data: bytes) -> Any:
+        return self._codec.decode_json(data)
+
+
+class AvroSchema(_RecordSchema, _native.AvroSchema):
+    """Avro payloads of a :class:`Record` class, or of an explicit definition (dicts)."""
+
+    def __init__(self, record_cls: type[Record] | None, schema_definition: dict[str, Any] | None = None) -> None:
+        if record_cls is None and schema_definition is None:
+            raise AssertionError("The param record_cls and schema_definition shouldn't be both None")
+        if record_cls is not None and not (isinstance(record_cls, type) and issubclass(record_cls, Record)):
+            raise TypeError("AvroSchema takes a Record class")
+        definition = record_cls.schema() if record_cls is not None else schema_definition
+        _native.AvroSchema.__init__(self, None, definition)
+        self._setup(record_cls)
+
+    def encode(self, value: Any) -> bytes:
+        if self._record_cls is None and not isinstance(value, dict):
+            raise TypeError(f"Invalid type {type(value)} - expected a dict")
+        return self._codec.encode(self._check(value))
+
+
+def _schema_type_name(schema: Schema) -> str:
+    return SchemaType(schema.info.type).name if hasattr(schema, "info") else "NONE"
+
+
+__all__ += ["SchemaType"]
+_ = json  # the definitions are JSON text
