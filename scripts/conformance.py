@@ -53,7 +53,9 @@ LEFT_OUT = {"oauth2_test.py": "its OAuth2 issuer is a hosted service"}
 DESELECT = {"pulsar_test.py": ["PulsarTest::test_connect_timeout"]}  # dials 192.0.2.1
 FIXED_PORTS = (6650, 6651, 8080, 8443)
 OFFICIAL_VENV = ROOT / ".venv-official"
-OFFICIAL_PACKAGES = ["pulsar-client==3.13.0", "pytest>=8", "pytest-timeout>=2.3", "fastavro>=1.9", "requests", "protobuf"]
+# What their tests import besides the client (schema_test: fastavro, requests, protobuf).
+SUITE_PACKAGES = ["pytest>=8", "pytest-timeout>=2.3", "fastavro>=1.9", "requests", "protobuf"]
+OFFICIAL_PACKAGES = ["pulsar-client==3.13.0", *SUITE_PACKAGES]
 TEST_TIMEOUT = 300  # seconds per test: a hang fails that test instead of the run
 # Broker keys of standalone-ssl.conf that do not apply to this launcher's broker: the metadata
 # store is local, and the launcher's own bind address (loopback) and memory sizing stay.
@@ -231,7 +233,12 @@ def main() -> int:
     for f in files:
         if f in LEFT_OUT:
             sys.exit(f"conformance: {f} is left out: {LEFT_OUT[f]}")
-    py = official_python() if args.official else Path(sys.executable)
+    if args.official:
+        py = official_python()
+    else:
+        py = Path(sys.executable)
+        subprocess.run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", *SUITE_PACKAGES],
+                       check=True)
     work = Path(tempfile.mkdtemp(prefix="magnetar-conformance-"))
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)

@@ -286,7 +286,7 @@ class Client:
             raise _unsupported("Key_Shared sticky ranges and out-of-order delivery")
         if regex_subscription_mode != RegexSubscriptionMode.PersistentOnly:
             raise _unsupported("regex_subscription_mode other than PersistentOnly")
-        if dead_letter_policy is not None and dead_letter_policy.initial_subscription_name():
+        if dead_letter_policy is not None and dead_letter_policy.initial_subscription_name:
             raise _unsupported("initial_subscription_name of a dead letter policy")
         self._check_auth()
         options: dict[str, Any] = {
@@ -300,8 +300,8 @@ class Client:
             "schema": _native_schema(schema),
         }
         if dead_letter_policy is not None:
-            options["max_redeliver_count"] = dead_letter_policy.max_redeliver_count()
-            options["dead_letter_topic"] = dead_letter_policy.dead_letter_topic() or None
+            options["max_redeliver_count"] = dead_letter_policy.max_redeliver_count
+            options["dead_letter_topic"] = dead_letter_policy.dead_letter_topic or None
         return self._new_consumer(topic, subscription_name, schema, options, message_listener,
                                   batch_receive_policy)
 
@@ -309,7 +309,7 @@ class Client:
                       listener: Any, policy: Any) -> Any:
         with mapped():
             native = self._client.subscribe(topic, subscription, **options)
-        return Consumer(native, schema, listener, policy)
+        return Consumer(native, schema, listener, policy, options)
 
     def create_reader(self, topic: str, start_message_id: MessageId, schema: Schema = _BYTES,
                       reader_listener: Callable[[Reader, Message], Any] | None = None, receiver_queue_size: int = 1000,

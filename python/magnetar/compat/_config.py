@@ -120,7 +120,11 @@ class AuthenticationBasic(Authentication):
         self._refused, self._tls = None, None
         if auth_params_string is not None:
             check_type(str, auth_params_string, "auth_params_string")
-            p = _params(auth_params_string)
+            try:
+                p = json.loads(auth_params_string)
+            except ValueError:
+                # As the official client, whose C++ parser throws here.
+                raise RuntimeError(f"invalid basic authentication parameters: {auth_params_string!r}") from None
             username, password, method = p.get("username"), p.get("password"), p.get("method", "basic")
         check_type(str, username, "username")
         check_type(str, password, "password")
@@ -166,12 +170,15 @@ class ConsumerDeadLetterPolicy:
         check_type_or_none(str, initial_subscription_name, "initial_subscription_name")
         self._max, self._topic, self._initial = max_redeliver_count, dead_letter_topic, initial_subscription_name
 
+    @property
     def dead_letter_topic(self) -> str:
         return self._topic or ""
 
+    @property
     def max_redeliver_count(self) -> int:
         return self._max
 
+    @property
     def initial_subscription_name(self) -> str:
         return self._initial or ""
 

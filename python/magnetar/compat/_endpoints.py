@@ -13,7 +13,7 @@ from .._core import MessageId as _NativeId
 from ._client import Message, _result_of
 from ._config import ConsumerBatchReceivePolicy, check_type, check_type_or_none
 from ._pulsar import MessageId, Result, native_id
-from .exceptions import InvalidConfiguration, mapped
+from .exceptions import CumulativeAcknowledgementNotAllowedError, InvalidConfiguration, OperationNotSupported, mapped
 from .schema import Schema
 from ..schema import BytesSchema as _NativeBytes
 
@@ -187,12 +187,14 @@ class _Receiving:
 class Consumer(_Receiving):
     """Receives the messages of a subscription; timeouts in milliseconds."""
 
-    __slots__ = ("_policy",)
+    __slots__ = ("_policy", "_name", "_individual_only")
 
     def __init__(self, native: _native.Consumer, schema: Schema, listener: Any,
-                 policy: ConsumerBatchReceivePolicy | None) -> None:
+                 policy: ConsumerBatchReceivePolicy | None, options: dict[str, Any]) -> None:
         super().__init__(native, schema)
         self._policy = policy
+        self._name = options.get("consumer_name") or ""
+        self._individual_only = options.get("subscription_type") in ("shared", "key_shared")
         if listener is not None:
             self._listen(listener)
 
@@ -200,7 +202,7 @@ class Consumer(_Receiving):
         return self._c.subscription
 
     def consumer_name(self) -> str:
-        return self._c._core.consumer_name if hasattr(self._c._core, "consumer_name") else ""
+        return self._name
 
     def unsubscribe(self) -> None:
         with mapped():
@@ -218,11 +220,23 @@ class Consumer(_Receiving):
             msgs = self._c.receive_many(most, wait)
         return [Message(m, self._schema) for m in msgs]
 
+    def _checked(self, message: Any) -> Any:
+        target = _target(message)
+        if isinstance(target, _NativeId) and target.topic is None and len(self._c.topics) > 1:
+            raise OperationNotSupported("a message id without its topic cannot be acknowledged on a consumer of "
+                                        "several topics (MessageId.deserialize(data, topic=...) gives one)")
+        return target
+
     def acknowledge(self, message: Any) -> None:
+        target = self._checked(message)
         with mapped():
-            self._c._core.ack(_target(message))
+            self._c._core.ack(target)
 
     def acknowledge_cumulative(self, message: Any) -> None:
+        if self._individual_only:
+            raise CumulativeAcknowledgementNotAllowedError(
+                "cumulative acknowledgement is not allowed on Shared and Key_Shared subscriptions")
+        self._checked(message)
         with mapped():
             self._c._core.ack_cumulative(_target(message))
 

@@ -7,7 +7,7 @@ import enum
 from typing import Any
 
 from .. import _core
-from ..schema import SchemaInfo, SchemaType
+from ..schema import SchemaType
 from .exceptions import *  # noqa: F403  (``_pulsar`` holds the exception classes too)
 from .exceptions import InvalidConfiguration, __all__ as _exceptions
 
@@ -222,6 +222,28 @@ def native_id(value: Any, what: str = "message id") -> _core.MessageId:
     if isinstance(value, _core.MessageId):
         return value
     raise ValueError(f"{what} must be a MessageId, not {type(value).__name__}")
+
+
+class SchemaInfo:
+    """What a schema registers, with the official accessor methods."""
+
+    def __init__(self, schema_type: SchemaType, name: str, schema: str | bytes,
+                 properties: dict[str, str] | None = None) -> None:
+        self._type, self._name = SchemaType(schema_type), name
+        self._schema = schema.decode() if isinstance(schema, bytes) else schema
+        self._properties = dict(properties or {})
+
+    def schema_type(self) -> SchemaType:
+        return self._type
+
+    def name(self) -> str:
+        return self._name
+
+    def schema(self) -> str:
+        return self._schema
+
+    def properties(self) -> dict[str, str]:
+        return dict(self._properties)
 
 
 class BatchReceivePolicy:

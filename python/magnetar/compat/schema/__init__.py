@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from .definition import (Array, Boolean, Bytes, CustomEnum, Double, Field, Float, Integer, Long, Map, Null,
                          Record, String)
-from .schema import AvroSchema, BytesSchema, JsonSchema, Schema, SchemaType, StringSchema
+from .schema import AvroSchema, BytesSchema, JsonSchema, ProtobufNativeSchema, Schema, SchemaType, StringSchema
 
 __all__ = ["Array", "AvroSchema", "Boolean", "Bytes", "BytesSchema", "CustomEnum", "Double", "Field", "Float",
-           "Integer", "JsonSchema", "Long", "Map", "Null", "Record", "Schema", "SchemaType", "String",
+           "Integer", "JsonSchema", "Long", "Map", "Null", "ProtobufNativeSchema", "Record", "Schema", "SchemaType", "String",
            "StringSchema"]

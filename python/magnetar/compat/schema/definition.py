@@ -184,7 +184,7 @@ class Array(Field):
         if val is not None:
             for x in val:
                 if not isinstance(x, self.array_type.python_type()):
-                    raise TypeError(f"Array field '{name}' items should all be of type {self.array_type.type()}")
+                    raise TypeError(f"Array field {name} items should all be of type {self.array_type.type()}")
         return val
 
     def schema_info(self, defined_names: set[str]) -> Any:
@@ -272,8 +272,8 @@ class Record(metaclass=RecordMeta):
             if k not in self._fields:
                 raise AttributeError(f"Cannot set undeclared field {k} on record")
         for name, field in self._fields.items():
-            value = kwargs.get(name)
-            object.__setattr__(self, name, field.validate_type(name, value))
+            value = field.validate_type(name, kwargs[name]) if name in kwargs else field.default()
+            object.__setattr__(self, name, value)
 
     @classmethod
     def schema(cls) -> dict[str, Any]:
@@ -282,9 +282,10 @@ class Record(metaclass=RecordMeta):
     @classmethod
     def schema_info(cls, defined_names: set[str]) -> Any:
         name = cls.__name__
-        if name in defined_names:
-            return name
-        defined_names.add(name)
+        full = f"{cls._avro_namespace}.{name}" if cls._avro_namespace else name
+        if full in defined_names:
+            return full
+        defined_names.add(full)
         schema: dict[str, Any] = {"type": "record", "name": name, "fields": []}
         if cls._avro_namespace is not None:
             schema["namespace"] = cls._avro_namespace

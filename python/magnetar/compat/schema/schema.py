@@ -4,6 +4,7 @@ schema_definition)``."""
 
 from __future__ import annotations
 
+import base64
 import json
 from enum import Enum
 from typing import Any
@@ -11,23 +12,72 @@ from typing import Any
 from ... import _core
 from ...schema import _schemas as _native
 from ...schema._schemas import Schema, SchemaType
+from .._pulsar import SchemaInfo
 from .definition import Array, CustomEnum, Map, Record
 
-__all__ = ["AvroSchema", "BytesSchema", "JsonSchema", "Schema", "StringSchema"]
+__all__ = ["AvroSchema", "BytesSchema", "JsonSchema", "ProtobufNativeSchema", "Schema", "StringSchema"]
+
+
+def _info(schema: Schema) -> SchemaInfo:
+    i = schema.info()
+    return SchemaInfo(SchemaType.NONE if i.type == SchemaType.BYTES else i.type, i.name, i.definition, i.properties)
 
 
 class BytesSchema(_native.BytesSchema):
     """Raw bytes (nothing registered)."""
 
-    def schema_info(self) -> _native.SchemaInfo:
-        return self.info
+    def schema_info(self) -> SchemaInfo:
+        return _info(self)
 
 
 class StringSchema(_native.StringSchema):
     """UTF-8 strings."""
 
-    def schema_info(self) -> _native.SchemaInfo:
-        return self.info
+    def schema_info(self) -> SchemaInfo:
+        return _info(self)
+
+
+class ProtobufNativeSchema(Schema[Any]):
+    """Protocol Buffers messages of one generated class, registered with its file descriptors."""
+
+    type, name = SchemaType.PROTOBUF_NATIVE, "PROTOBUF_NATIVE"
+
+    def __init__(self, message_cls: Any) -> None:
+        from google.protobuf import descriptor_pb2
+        from google.protobuf.message import Message as _PbMessage
+
+        if not (isinstance(message_cls, type) and issubclass(message_cls, _PbMessage)):
+            raise TypeError(f"ProtobufNativeSchema takes a protobuf message class, not {message_cls!r}")
+        self._cls = message_cls
+        descriptor = message_cls.DESCRIPTOR
+        files = descriptor_pb2.FileDescriptorSet()
+        seen: set[str] = set()
+
+        def add(fd: Any) -> None:
+            if fd.name in seen:
+                return
+            seen.add(fd.name)
+            for dep in fd.dependencies:
+                add(dep)
+            fd.CopyToProto(files.file.add())
+
+        add(descriptor.file)
+        self.definition = json.dumps({
+            "fileDescriptorSet": base64.b64encode(files.SerializeToString()).decode(),
+            "rootMessageTypeName": descriptor.full_name,
+            "rootFileDescriptorName": descriptor.file.name,
+        }).encode()
+
+    def encode(self, value: Any) -> bytes:
+        if not isinstance(value, self._cls):
+            raise TypeError(f"expected a {self._cls.__name__}, not {type(value).__name__}")
+        return value.SerializeToString()  # type: ignore[no-any-return]
+
+    def decode(self, data: bytes) -> Any:
+        return self._cls.FromString(data)
+
+    def schema_info(self) -> SchemaInfo:
+        return _info(self)
 
 
 def _classes(record_cls: type[Record], out: dict[str, Any]) -> dict[str, Any]:
@@ -72,8 +122,8 @@ class _RecordSchema:
             raise TypeError(f"Invalid record obj of type {type(value)} - expected type is {self._record_cls}")
         return value
 
-    def schema_info(self) -> _native.SchemaInfo:
-        return self.info  # type: ignore[attr-defined,no-any-return]
+    def schema_info(self) -> SchemaInfo:
+        return _info(self)  # type: ignore[arg-type]
 
 
 def _enum_ctor(cls: type[Enum]) -> Any:
@@ -114,9 +164,4 @@ class AvroSchema(_RecordSchema, _native.AvroSchema):
         return self._codec.encode(self._check(value))
 
 
-def _schema_type_name(schema: Schema) -> str:
-    return SchemaType(schema.info.type).name if hasattr(schema, "info") else "NONE"
-
-
 __all__ += ["SchemaType"]
-_ = json  # the definitions are JSON text
