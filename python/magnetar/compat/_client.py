@@ -160,7 +160,11 @@ class Client:
         self._refused: str | None = None
         if authentication is not None:
             self._refused = authentication._refused
-            options.update(authentication._options())
+            try:
+                options.update(authentication._options())
+            except Exception as e:
+                # A token supplier that fails: every connection attempt fails to authenticate.
+                self._refused = f"cannot get the authentication data: {e}"
         _set_logger(logger)
         self._service_url = service_url
         self._client = self._connect(service_url, options)

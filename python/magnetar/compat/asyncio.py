@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from typing import Any, AsyncIterator
 
 from .. import _async as _native
@@ -77,6 +78,8 @@ class Producer:
             await self._p.flush()
 
     async def close(self) -> None:
+        if self._p._core.closed:
+            raise PulsarException(Result.AlreadyClosed, "the producer is closed")
         async with _mapped():
             await self._p.close()
 
@@ -178,8 +181,17 @@ class Client(_SyncClient):
         async with _mapped():
             return Producer(await self._client.create_producer(topic, **options), schema)
 
-    def subscribe(self, topic: Any, subscription_name: str, *args: Any, **kwargs: Any) -> Any:
+    def _check_auth(self) -> None:
+        if self._refused is not None:
+            raise PulsarException(Result.AuthenticationError, self._refused)
+
+    def subscribe(self, topic: Any, subscription_name: str, *args: Any, is_pattern_topic: bool = False,
+                  **kwargs: Any) -> Any:
+        """As ``pulsar.Client.subscribe`` (no listener); ``is_pattern_topic=True`` reads ``topic``
+        as a regular expression."""
         check_type_or_none(type(None), kwargs.get("message_listener"), "message_listener")
+        if is_pattern_topic:
+            topic = re.compile(topic)
         return super().subscribe(topic, subscription_name, *args, **kwargs)
 
     async def _new_consumer(self, topic: Any, subscription: str, schema: Schema, options: dict[str, Any],
@@ -200,5 +212,9 @@ class Client(_SyncClient):
         async with _mapped():
             await self._client.close()
 
-    async def shutdown(self) -> None:  # type: ignore[override]
-        await self.close()
+    def shutdown(self) -> None:
+        """Closes at once, without awaiting (as the official asyncio client's)."""
+        try:
+            self._client._core.close()
+        except _nexc.PulsarError as e:
+            raise translate(e) from e
