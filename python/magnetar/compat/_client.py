@@ -10,6 +10,7 @@ import threading
 from datetime import timedelta
 from typing import Any, Callable
 
+from .. import _build
 from .. import _client as _native
 from .. import exceptions as _nexc
 from .._core import Message as _NativeMessage
@@ -18,6 +19,7 @@ from ._config import (Authentication, AutoClusterFailover, ConsoleLogger, Consum
                       ConsumerDeadLetterPolicy, ConsumerKeySharedPolicy, CryptoKeyReader, ServiceInfo,
                       ServiceInfoProvider, check_type, check_type_or_none)
 from ._pulsar import (BatchingType, CompressionType, ConsumerCryptoFailureAction, ConsumerType, InitialPosition,
+                      KeySharedMode,
                       MessageId, PartitionsRoutingMode, ProducerAccessMode, RegexSubscriptionMode, Result, native_id)
 from .exceptions import AuthenticationError, InvalidConfiguration, PulsarException, mapped, translate
 from .schema import BytesSchema, Schema
@@ -167,6 +169,7 @@ class Client:
                 self._refused = f"cannot get the authentication data: {e}"
         _set_logger(logger)
         self._service_url = service_url
+        self._live: set[Any] = set()
         self._client = self._connect(service_url, options)
 
     def _connect(self, service_url: str, options: dict[str, Any]) -> Any:
@@ -232,7 +235,14 @@ class Client:
 
     def _new_producer(self, topic: str, schema: Schema, options: dict[str, Any]) -> Any:
         with mapped():
-            return Producer(self._client.create_producer(topic, **options), schema)
+            return self._keep(Producer(self._client.create_producer(topic, **options), schema))
+
+    def _keep(self, handle: Any) -> Any:
+        # As in the official client, a producer or consumer lives until it or the client is
+        # closed, even when the application keeps no reference to it.
+        self._live.add(handle)
+        handle._owner = self._live
+        return handle
 
     def subscribe(self, topic: Any, subscription_name: str, consumer_type: ConsumerType = ConsumerType.Exclusive,
                   schema: Schema = _BYTES, message_listener: Callable[[Consumer, Message], Any] | None = None,
@@ -283,10 +293,8 @@ class Client:
             raise _unsupported("end-to-end encryption (crypto_key_reader)")
         if replicate_subscription_state_enabled:
             raise _unsupported("replicate_subscription_state_enabled")
-        if start_message_id_inclusive:
-            raise _unsupported("start_message_id_inclusive on a consumer (readers have it)")
-        if key_shared_policy is not None and (key_shared_policy.key_shared_mode() != 0
-                                              or key_shared_policy.allow_out_of_order_delivery()):
+        if key_shared_policy is not None and (key_shared_policy.key_shared_mode != KeySharedMode.AutoSplit
+                                              or key_shared_policy.allow_out_of_order_delivery):
             raise _unsupported("Key_Shared sticky ranges and out-of-order delivery")
         if regex_subscription_mode != RegexSubscriptionMode.PersistentOnly:
             raise _unsupported("regex_subscription_mode other than PersistentOnly")
@@ -296,7 +304,10 @@ class Client:
         options: dict[str, Any] = {
             "subscription_type": _SUBSCRIPTION[consumer_type],
             "initial_position": "earliest" if initial_position == InitialPosition.Earliest else "latest",
-            "pattern": pattern, "consumer_name": consumer_name, "receiver_queue_size": receiver_queue_size,
+            # The engine prefetches at least one message; the official zero queue fetches one
+            # on each receive.
+            "pattern": pattern, "consumer_name": consumer_name, "receiver_queue_size": max(receiver_queue_size, 1),
+            "start_inclusive": start_message_id_inclusive,
             "nack_redelivery_delay": negative_ack_redelivery_delay_ms / 1000,
             "ack_timeout": (unacked_messages_timeout_ms or 0) / 1000, "read_compacted": is_read_compacted,
             "properties": properties, "discovery_period": float(pattern_auto_discovery_period),
@@ -311,9 +322,13 @@ class Client:
 
     def _new_consumer(self, topic: Any, subscription: str, schema: Schema, options: dict[str, Any],
                       listener: Any, policy: Any) -> Any:
+        inclusive = options.pop("start_inclusive")
         with mapped():
-            native = self._client.subscribe(topic, subscription, **options)
-        return Consumer(native, schema, listener, policy, options)
+            args, _, _ = _build.consumer(topic, subscription, options)
+            # The engine's own option (readers use it too): whether a seek target is included.
+            args[2]["start_inclusive"] = inclusive
+            native = _native.Consumer(self._client._core.subscribe(*args))
+        return self._keep(Consumer(native, schema, listener, policy, options, inclusive))
 
     def create_reader(self, topic: str, start_message_id: MessageId, schema: Schema = _BYTES,
                       reader_listener: Callable[[Reader, Message], Any] | None = None, receiver_queue_size: int = 1000,
@@ -340,7 +355,7 @@ class Client:
 
     def _new_reader(self, topic: str, start: Any, schema: Schema, options: dict[str, Any], listener: Any) -> Any:
         with mapped():
-            reader = Reader(self._client.create_reader(topic, start, **options), schema)
+            reader = Reader(self._client.create_reader(topic, start, **options), schema, options["start_inclusive"])
         if listener is not None:
             reader._listen(listener)
         return reader
@@ -362,6 +377,7 @@ class Client:
     def close(self) -> None:
         with mapped():
             self._client.close()
+        self._live.clear()
 
 
 def partition_names(topic: str, n: int) -> list[str]:

@@ -205,12 +205,15 @@ class ConsumerKeySharedPolicy:
             raise ValueError("When key_shared_mode is KeySharedMode.Sticky, sticky_ranges must be specified")
         self._mode, self._ooo, self._ranges = key_shared_mode, allow_out_of_order_delivery, sticky_ranges or []
 
+    @property
     def key_shared_mode(self) -> KeySharedMode:
         return self._mode
 
+    @property
     def allow_out_of_order_delivery(self) -> bool:
         return self._ooo
 
+    @property
     def sticky_ranges(self) -> list[tuple[int, int]]:
         return list(self._ranges)
 

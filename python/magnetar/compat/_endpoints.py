@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from datetime import timedelta
 from typing import Any, Callable
 
@@ -57,11 +58,12 @@ class Producer:
     """Publishes to a topic. ``send`` waits for the broker's receipt; ``send_async`` calls
     ``callback(result, msg_id)`` on the client's dispatch thread."""
 
-    __slots__ = ("_p", "_schema", "_bytes", "__weakref__")
+    __slots__ = ("_p", "_schema", "_bytes", "_owner", "__weakref__")
 
     def __init__(self, native: _native.Producer, schema: Schema) -> None:
         self._p, self._schema = native, schema
         self._bytes = isinstance(schema, _NativeBytes)
+        self._owner: set[Any] | None = None
 
     def topic(self) -> str:
         return self._p.topic
@@ -119,6 +121,8 @@ class Producer:
             self._p.flush()
 
     def close(self) -> None:
+        if self._owner is not None:
+            self._owner.discard(self)
         with mapped():
             self._p.close()
 
@@ -127,10 +131,15 @@ class Producer:
 
 
 class _Receiving:
-    __slots__ = ("_c", "_schema", "_thread", "__weakref__")
+    __slots__ = ("_c", "_schema", "_thread", "_inclusive", "_floor", "_owner", "__weakref__")
 
-    def __init__(self, native: Any, schema: Schema) -> None:
+    def __init__(self, native: Any, schema: Schema, inclusive: bool = False) -> None:
         self._c, self._schema, self._thread = native, schema, None
+        self._inclusive = inclusive
+        # After a seek to a message id, messages up to it are skipped unless the consumer or
+        # reader includes its start (start_message_id_inclusive), as in the official client.
+        self._floor: _NativeId | None = None
+        self._owner: set[Any] | None = None
 
     def topic(self) -> str:
         topics = self._c.topics
@@ -160,8 +169,15 @@ class _Receiving:
         check_type_or_none(int, timeout_millis, "timeout_millis")
         if self._thread is not None:
             raise InvalidConfiguration("receive() is not allowed while a message listener is set")
+        timeout = None if timeout_millis is None else timeout_millis / 1000
         with mapped():
-            msg = self._c._core.receive(None if timeout_millis is None else timeout_millis / 1000)
+            msg = self._c._core.receive(timeout)
+            if self._floor is not None:
+                deadline = None if timeout is None else time.monotonic() + timeout
+                while _not_after(msg.message_id, self._floor):
+                    left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+                    msg = self._c._core.receive(left)
+                self._floor = None
         return Message(msg, self._schema)
 
     def seek(self, messageid: Any) -> None:
@@ -173,11 +189,15 @@ class _Receiving:
             raise ValueError(f"invalid seek_arg type {type(messageid)}")
         with mapped():
             self._c._core.seek(target)
+        special = isinstance(target, int) or target in (_NativeId.earliest, _NativeId.latest)
+        self._floor = None if self._inclusive or special else target
 
     def is_connected(self) -> bool:
         return not self._c._core.closed and self._c._core.is_connected
 
     def close(self) -> None:
+        if self._owner is not None:
+            self._owner.discard(self)
         with mapped():
             self._c.close()
         if self._thread is not None and self._thread is not threading.current_thread():
@@ -190,8 +210,8 @@ class Consumer(_Receiving):
     __slots__ = ("_policy", "_name", "_individual_only")
 
     def __init__(self, native: _native.Consumer, schema: Schema, listener: Any,
-                 policy: ConsumerBatchReceivePolicy | None, options: dict[str, Any]) -> None:
-        super().__init__(native, schema)
+                 policy: ConsumerBatchReceivePolicy | None, options: dict[str, Any], inclusive: bool = False) -> None:
+        super().__init__(native, schema, inclusive)
         self._policy = policy
         self._name = options.get("consumer_name") or ""
         self._individual_only = options.get("subscription_type") in ("shared", "key_shared")
@@ -257,6 +277,14 @@ class Consumer(_Receiving):
     def get_last_message_id(self) -> MessageId:
         with mapped():
             return MessageId._of(self._c.get_last_message_id())
+
+
+def _not_after(msg_id: _NativeId, floor: _NativeId) -> bool:
+    """Whether a message is at or before a seek target (same partition only)."""
+    if msg_id.partition != floor.partition:
+        return False
+    return (msg_id.ledger_id, msg_id.entry_id, msg_id.batch_index) <= (floor.ledger_id, floor.entry_id,
+                                                                      floor.batch_index)
 
 
 def _target(message: Any) -> Any:

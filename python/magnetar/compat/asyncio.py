@@ -10,6 +10,8 @@ import re
 from typing import Any, AsyncIterator
 
 from .. import _async as _native
+from .. import _build
+from .._aio import call
 from .. import exceptions as _nexc
 from ._client import Client as _SyncClient
 from ._client import Message, partition_names
@@ -196,8 +198,11 @@ class Client(_SyncClient):
 
     async def _new_consumer(self, topic: Any, subscription: str, schema: Schema, options: dict[str, Any],
                             listener: Any, policy: Any) -> Consumer:
+        inclusive = options.pop("start_inclusive")
         async with _mapped():
-            return Consumer(await self._client.subscribe(topic, subscription, **options), schema)
+            args, _, _ = _build.consumer(topic, subscription, options)
+            args[2]["start_inclusive"] = inclusive  # the engine's option, as in the blocking twin
+            return Consumer(_native.AsyncConsumer(await call(self._client._core.subscribe, *args)), schema)
 
     async def _new_reader(self, topic: str, start: Any, schema: Schema, options: dict[str, Any],
                           listener: Any) -> Reader:
