@@ -263,7 +263,8 @@ class Client:
                   crypto_failure_action: ConsumerCryptoFailureAction = ConsumerCryptoFailureAction.FAIL) -> Consumer:
         pattern = isinstance(topic, _retype)
         if pattern:
-            topic = topic.pattern
+            # As the official client: a pattern without a domain means persistent topics.
+            topic = topic.pattern if "://" in topic.pattern else f"persistent://{topic.pattern}"
         elif isinstance(topic, list):
             for t in topic:
                 check_type(str, t, "topic")

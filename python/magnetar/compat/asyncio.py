@@ -16,7 +16,8 @@ from .. import exceptions as _nexc
 from ._client import Client as _SyncClient
 from ._client import Message, partition_names
 from ._config import check_type_or_none
-from ._endpoints import _fields, _target
+from .._core import MessageId as _NativeId
+from ._endpoints import _fields, _not_after, _target
 from ._pulsar import MessageId, Result
 from .exceptions import PulsarException as _CompatException
 from .exceptions import translate
@@ -64,6 +65,9 @@ class Producer:
 
     def __init__(self, native: _native.AsyncProducer, schema: Schema) -> None:
         self._p, self._schema = native, schema
+        # Tasks with a send in flight: flush() returns once they are done, as the official one
+        # (whose sends complete before its flush does).
+        self._inflight: set[asyncio.Task[Any]] = set()
 
     async def send(self, content: Any, properties: dict[str, str] | None = None, partition_key: str | None = None,
                    ordering_key: str | None = None, sequence_id: int | None = None,
@@ -72,12 +76,21 @@ class Producer:
                    deliver_after: Any = None) -> MessageId:
         fields = _fields(properties, partition_key, ordering_key, sequence_id, replication_clusters,
                          disable_replication, event_timestamp, deliver_at, deliver_after)
-        async with _mapped():
-            return MessageId._of(await self._p.send(content, **fields))
+        task = asyncio.current_task()
+        if task is not None:
+            self._inflight.add(task)
+        try:
+            async with _mapped():
+                return MessageId._of(await self._p.send(content, **fields))
+        finally:
+            self._inflight.discard(task)  # type: ignore[arg-type]
 
     async def flush(self) -> None:
         async with _mapped():
             await self._p.flush()
+        others = self._inflight - {asyncio.current_task()}
+        if others:
+            await asyncio.wait(others)
 
     async def close(self) -> None:
         if self._p._core.closed:
@@ -99,8 +112,17 @@ class Producer:
 
 
 class _Receiving:
-    def __init__(self, native: Any, schema: Schema) -> None:
-        self._c, self._schema = native, schema
+    def __init__(self, native: Any, schema: Schema, inclusive: bool = False) -> None:
+        self._c, self._schema, self._inclusive = native, schema, inclusive
+        self._floor: Any = None  # see the blocking twin (_endpoints._Receiving)
+
+    async def _next(self, receive: Any) -> Message:
+        async with _mapped():
+            msg = await receive()
+            while self._floor is not None and _not_after(msg.message_id, self._floor):
+                msg = await receive()
+            self._floor = None
+        return Message(msg, self._schema)
 
     def topic(self) -> str:
         topics = self._c.topics
@@ -115,6 +137,8 @@ class _Receiving:
             raise ValueError(f"invalid seek_arg type {type(messageid)}")
         async with _mapped():
             await self._c.seek(target)
+        special = isinstance(target, int) or target in (_NativeId.earliest, _NativeId.latest)
+        self._floor = None if self._inclusive or special else target
 
     def is_connected(self) -> bool:
         return not self._c._core.closed and self._c._core.is_connected
@@ -128,8 +152,7 @@ class Consumer(_Receiving):
     """Receives; there is no receive timeout (use ``asyncio.wait_for``), as in the official API."""
 
     async def receive(self) -> Message:
-        async with _mapped():
-            return Message(await self._c.receive(), self._schema)
+        return await self._next(self._c.receive)
 
     async def acknowledge(self, message: Any) -> None:
         async with _mapped():
@@ -159,8 +182,7 @@ class Consumer(_Receiving):
 
 class Reader(_Receiving):
     async def read_next(self) -> Message:
-        async with _mapped():
-            return Message(await self._c.read_next(), self._schema)
+        return await self._next(self._c.read_next)
 
     async def has_message_available(self) -> bool:
         async with _mapped():
@@ -202,12 +224,12 @@ class Client(_SyncClient):
         async with _mapped():
             args, _, _ = _build.consumer(topic, subscription, options)
             args[2]["start_inclusive"] = inclusive  # the engine's option, as in the blocking twin
-            return Consumer(_native.AsyncConsumer(await call(self._client._core.subscribe, *args)), schema)
+            return Consumer(_native.AsyncConsumer(await call(self._client._core.subscribe, *args)), schema, inclusive)
 
     async def _new_reader(self, topic: str, start: Any, schema: Schema, options: dict[str, Any],
                           listener: Any) -> Reader:
         async with _mapped():
-            return Reader(await self._client.create_reader(topic, start, **options), schema)
+            return Reader(await self._client.create_reader(topic, start, **options), schema, options["start_inclusive"])
 
     async def get_topic_partitions(self, topic: str) -> list[str]:  # type: ignore[override]
         async with _mapped():
