@@ -205,3 +205,10 @@ def test_asyncio_api(service_url: str, topic: str) -> None:
         await client.close()
 
     asyncio.run(main())
+
+
+def test_dead_letter_initial_subscription_is_created(compat: pulsar.Client, topic: str, broker: Any) -> None:
+    dlq = f"{topic}-dlq"
+    compat.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared,
+                     dead_letter_policy=pulsar.ConsumerDeadLetterPolicy(3, dlq, "keeper"))
+    assert "keeper" in broker.topic_stats(dlq)["subscriptions"]

@@ -299,8 +299,6 @@ class Client:
             raise _unsupported("Key_Shared sticky ranges and out-of-order delivery")
         if regex_subscription_mode != RegexSubscriptionMode.PersistentOnly:
             raise _unsupported("regex_subscription_mode other than PersistentOnly")
-        if dead_letter_policy is not None and dead_letter_policy.initial_subscription_name:
-            raise _unsupported("initial_subscription_name of a dead letter policy")
         self._check_auth()
         options: dict[str, Any] = {
             "subscription_type": _SUBSCRIPTION[consumer_type],
@@ -315,16 +313,29 @@ class Client:
             "max_pending_chunked_messages": max_pending_chunked_message, "batch_index_ack": batch_index_ack_enabled,
             "schema": _native_schema(schema),
         }
+        initial = None
         if dead_letter_policy is not None:
             options["max_redeliver_count"] = dead_letter_policy.max_redeliver_count
             options["dead_letter_topic"] = dead_letter_policy.dead_letter_topic or None
+            if dead_letter_policy.initial_subscription_name:
+                if not isinstance(topic, str) or pattern:
+                    raise _unsupported("initial_subscription_name with several topics")
+                # The subscription the dead letter topic starts with, so that nothing sent there
+                # is lost before someone subscribes: created up front rather than with the
+                # first dead letter, to the same effect.
+                dlq = dead_letter_policy.dead_letter_topic or f"{topic}-{subscription_name}-DLQ"
+                initial = (dlq, dead_letter_policy.initial_subscription_name)
+        options["_initial_dead_letter_subscription"] = initial
         return self._new_consumer(topic, subscription_name, schema, options, message_listener,
                                   batch_receive_policy)
 
     def _new_consumer(self, topic: Any, subscription: str, schema: Schema, options: dict[str, Any],
                       listener: Any, policy: Any) -> Any:
         inclusive = options.pop("start_inclusive")
+        initial = options.pop("_initial_dead_letter_subscription")
         with mapped():
+            if initial is not None:
+                self._client.subscribe(initial[0], initial[1], initial_position="earliest").close()
             args, _, _ = _build.consumer(topic, subscription, options)
             # The engine's own option (readers use it too): whether a seek target is included.
             args[2]["start_inclusive"] = inclusive
