@@ -38,6 +38,7 @@ import tempfile
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "python"))  # magnetar.testing needs only the standard library
@@ -130,7 +131,7 @@ def start_broker(work: Path) -> tuple[Standalone, str]:
     broker.start()
     anonymous = {"auth_policies": {"namespace_auth": {"anonymous": ["produce", "consume"]}},
                  "replication_clusters": ["standalone"]}
-    steps = [
+    steps: list[tuple[str, dict[str, Any]]] = [
         ("clusters/standalone", {"serviceUrl": "http://localhost:8080/", "serviceUrlTls": "https://localhost:8443/",
                                  "brokerServiceUrl": "pulsar://localhost:6650/",
                                  "brokerServiceUrlTls": "pulsar+ssl://localhost:6651/"}),
@@ -151,7 +152,7 @@ def start_broker(work: Path) -> tuple[Standalone, str]:
     return broker, test_token
 
 
-def _put(broker: Standalone, path: str, body: dict) -> None:
+def _put(broker: Standalone, path: str, body: dict[str, Any]) -> None:
     """Their script's `PUT /admin/v2/<path>`; what the standalone created itself already (409) is
     updated to the same policies instead."""
     try:
@@ -200,7 +201,7 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def run_file(py: Path, tests: Path, name: str, env: dict[str, str], out: Path, k: str | None) -> dict:
+def run_file(py: Path, tests: Path, name: str, env: dict[str, str], out: Path, k: str | None) -> dict[str, Any]:
     xml = out / f"{name}.xml"
     # pytest-timeout's signal method: its thread method would add a thread, which the logger
     # tests count. A test stuck inside native code is ended by the file's timeout instead.
@@ -215,22 +216,27 @@ def run_file(py: Path, tests: Path, name: str, env: dict[str, str], out: Path, k
             proc = subprocess.run(cmd, cwd=tests, env=env, stdout=log, stderr=subprocess.STDOUT,
                                   stdin=subprocess.DEVNULL, check=False, timeout=FILE_TIMEOUT,
                                   preexec_fn=_default_sigint)
-            returncode = proc.returncode
+            returncode: int | str = proc.returncode
         except subprocess.TimeoutExpired:
             returncode = f"nothing (killed after {FILE_TIMEOUT} s)"
-    result = {"file": name, "passed": [], "failed": {}, "skipped": {}, "seconds": round(time.monotonic() - t0, 1)}
+    passed: list[str] = []
+    failed: dict[str, str] = {}
+    skipped: dict[str, str] = {}
+    result: dict[str, Any] = {"file": name, "passed": passed, "failed": failed, "skipped": skipped,
+                              "seconds": round(time.monotonic() - t0, 1)}
     if not xml.exists():
-        result["failed"][name] = f"pytest exited with {returncode} and no report (see {out / (name + '.log')})"
+        failed[name] = f"pytest exited with {returncode} and no report (see {out / (name + '.log')})"
         return result
     for case in ET.parse(xml).getroot().iter("testcase"):
         test = f"{case.get('classname', '').rsplit('.', 1)[-1]}::{case.get('name')}"
         bad = case.find("failure") if case.find("failure") is not None else case.find("error")
+        skip = case.find("skipped")
         if bad is not None:
-            result["failed"][test] = (bad.get("message") or "").splitlines()[0][:300] if bad.get("message") else ""
-        elif case.find("skipped") is not None:
-            result["skipped"][test] = case.find("skipped").get("message", "")
+            failed[test] = (bad.get("message") or "").splitlines()[0][:300] if bad.get("message") else ""
+        elif skip is not None:
+            skipped[test] = skip.get("message", "")
         else:
-            result["passed"].append(test)
+            passed.append(test)
     return result
 
 

@@ -90,7 +90,7 @@ class Producer:
         with mapped():
             return MessageId._of(self._p.send(data, **fields))
 
-    def send_async(self, content: Any, callback: Callable[[Result, MessageId | None], Any] | None,
+    def send_async(self, content: Any, callback: Callable[[Result, Any], Any] | None,
                    properties: dict[str, str] | None = None, partition_key: str | None = None,
                    ordering_key: str | None = None, sequence_id: int | None = None,
                    replication_clusters: list[str] | None = None, disable_replication: bool = False,
@@ -134,7 +134,8 @@ class _Receiving:
     __slots__ = ("_c", "_schema", "_thread", "_inclusive", "_floor", "_owner", "__weakref__")
 
     def __init__(self, native: Any, schema: Schema, inclusive: bool = False) -> None:
-        self._c, self._schema, self._thread = native, schema, None
+        self._c, self._schema = native, schema
+        self._thread: threading.Thread | None = None
         self._inclusive = inclusive
         # After a seek to a message id, messages up to it are skipped unless the consumer or
         # reader includes its start (start_message_id_inclusive), as in the official client.
@@ -162,8 +163,9 @@ class _Receiving:
                 except Exception:
                     _log.exception("message listener raised; the message is neither acked nor nacked")
 
-        self._thread = threading.Thread(target=run, name="magnetar-compat-listener", daemon=True)
-        self._thread.start()
+        thread = threading.Thread(target=run, name="magnetar-compat-listener", daemon=True)
+        self._thread = thread
+        thread.start()
 
     def _receive(self, timeout_millis: int | None) -> Message:
         check_type_or_none(int, timeout_millis, "timeout_millis")

@@ -198,8 +198,10 @@ class Client(_SyncClient):
         except _nexc.PulsarError as e:
             raise translate(e) from e
 
-    def create_producer(self, topic: str, *args: Any, batching_enabled: bool = True, **kwargs: Any) -> Any:
-        return super().create_producer(topic, *args, batching_enabled=batching_enabled, **kwargs)
+    def create_producer(self, topic: str, *args: Any, **kwargs: Any) -> Any:
+        """As ``pulsar.Client.create_producer``, but batching by default."""
+        kwargs.setdefault("batching_enabled", True)
+        return super().create_producer(topic, *args, **kwargs)
 
     async def _new_producer(self, topic: str, schema: Schema, options: dict[str, Any]) -> Producer:
         async with _mapped():

@@ -262,6 +262,9 @@ class Record(metaclass=RecordMeta):
     _fields: dict[str, Any] = {}
     _sorted_fields = False
     _avro_namespace: str | None = None
+    _default: Any
+    _required: bool
+    _required_default: bool
 
     def __init__(self, default: Any = None, required_default: bool = False, required: bool = False,
                  *args: Any, **kwargs: Any) -> None:

@@ -20,7 +20,8 @@ __all__ = ["AvroSchema", "BytesSchema", "JsonSchema", "ProtobufNativeSchema", "S
 
 def _info(schema: Schema) -> SchemaInfo:
     i = schema.info()
-    return SchemaInfo(SchemaType.NONE if i.type == SchemaType.BYTES else i.type, i.name, i.definition, i.properties)
+    kind = SchemaType.NONE if i.type == SchemaType.BYTES else SchemaType(i.type)
+    return SchemaInfo(kind, i.name, i.definition, i.properties)
 
 
 class BytesSchema(_native.BytesSchema):
@@ -43,13 +44,14 @@ class ProtobufNativeSchema(Schema[Any]):
     type, name = SchemaType.PROTOBUF_NATIVE, "PROTOBUF_NATIVE"
 
     def __init__(self, message_cls: Any) -> None:
-        from google.protobuf import descriptor_pb2
-        from google.protobuf.message import Message as _PbMessage
+        from google.protobuf import descriptor_pb2  # type: ignore[import-untyped,unused-ignore]
+        from google.protobuf.message import Message as _PbMessage  # type: ignore[import-untyped,unused-ignore]
 
         if not (isinstance(message_cls, type) and issubclass(message_cls, _PbMessage)):
             raise TypeError(f"ProtobufNativeSchema takes a protobuf message class, not {message_cls!r}")
-        self._cls = message_cls
-        descriptor = message_cls.DESCRIPTOR
+        cls: Any = message_cls
+        self._cls = cls
+        descriptor = cls.DESCRIPTOR
         files = descriptor_pb2.FileDescriptorSet()
         seen: set[str] = set()
 
@@ -71,7 +73,7 @@ class ProtobufNativeSchema(Schema[Any]):
     def encode(self, value: Any) -> bytes:
         if not isinstance(value, self._cls):
             raise TypeError(f"expected a {self._cls.__name__}, not {type(value).__name__}")
-        return value.SerializeToString()  # type: ignore[no-any-return]
+        return bytes(value.SerializeToString())
 
     def decode(self, data: bytes) -> Any:
         return self._cls.FromString(data)
@@ -107,6 +109,7 @@ class _RecordSchema:
     checked to be of that class (TypeError otherwise, as in the official client)."""
 
     _record_cls: Any
+    definition: bytes
 
     def _setup(self, record_cls: Any) -> None:
         self._record_cls = record_cls
