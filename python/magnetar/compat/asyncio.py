@@ -165,7 +165,8 @@ class Consumer(_Receiving):
     async def negative_acknowledge(self, message: Any) -> None:
         self._c._core.nack(_target(message))
 
-    async def redeliver_unacknowledged_messages(self) -> None:
+    def redeliver_unacknowledged_messages(self) -> None:
+        """Not a coroutine, as in the official asyncio API."""
         self._c._core.redeliver_unacknowledged()
 
     async def get_last_message_id(self) -> MessageId:
