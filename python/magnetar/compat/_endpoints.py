@@ -10,11 +10,13 @@ from typing import Any, Callable
 
 from .. import _client as _native
 from .. import exceptions as _nexc
+from .. import telemetry as _tm
 from .._core import MessageId as _NativeId
 from ._client import Message, _result_of
 from ._config import ConsumerBatchReceivePolicy, check_type, check_type_or_none
 from ._pulsar import MessageId, Result, native_id
-from .exceptions import CumulativeAcknowledgementNotAllowedError, InvalidConfiguration, OperationNotSupported, mapped
+from .exceptions import (CumulativeAcknowledgementNotAllowedError, Interrupted, InvalidConfiguration,
+                         OperationNotSupported, mapped, translate)
 from .schema import Schema
 from ..schema import BytesSchema as _NativeBytes
 
@@ -97,10 +99,17 @@ class Producer:
                    event_timestamp: int | None = None, deliver_at: int | None = None,
                    deliver_after: timedelta | None = None) -> None:
         data = self._content(content)
-        fields = _fields(properties, partition_key, ordering_key, sequence_id, replication_clusters,
-                         disable_replication, event_timestamp, deliver_at, deliver_after)
-        with mapped():
-            future = self._p.send_async(data, **fields)
+        if (properties is None and partition_key is None and ordering_key is None and sequence_id is None
+                and replication_clusters is None and disable_replication is False and event_timestamp is None
+                and deliver_at is None and deliver_after is None):
+            fields = None  # the common case, kept short: this runs once per message
+        else:
+            fields = _fields(properties, partition_key, ordering_key, sequence_id, replication_clusters,
+                             disable_replication, event_timestamp, deliver_at, deliver_after)
+        try:
+            future = self._p.send_async(data) if fields is None else self._p.send_async(data, **fields)
+        except _nexc.PulsarError as e:
+            raise translate(e) from e
         if callback is not None:
             def done(f: Any) -> None:
                 error = f.exception()
@@ -168,18 +177,28 @@ class _Receiving:
         thread.start()
 
     def _receive(self, timeout_millis: int | None) -> Message:
-        check_type_or_none(int, timeout_millis, "timeout_millis")
+        # Once per message: plain try/except rather than mapped() (a generator context manager).
+        if timeout_millis is None:
+            timeout = None
+        elif isinstance(timeout_millis, int) and not isinstance(timeout_millis, bool):
+            timeout = timeout_millis / 1000
+        else:
+            raise ValueError(f"Argument timeout_millis is expected to be of type 'int' and not "
+                             f"'{type(timeout_millis).__name__}'")
         if self._thread is not None:
             raise InvalidConfiguration("receive() is not allowed while a message listener is set")
-        timeout = None if timeout_millis is None else timeout_millis / 1000
-        with mapped():
-            msg = self._c._core.receive(timeout)
+        try:
+            msg = self._c.receive(timeout) if isinstance(self._c, _native.Consumer) else self._c.read_next(timeout)
             if self._floor is not None:
                 deadline = None if timeout is None else time.monotonic() + timeout
                 while _not_after(msg.message_id, self._floor):
                     left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
                     msg = self._c._core.receive(left)
                 self._floor = None
+        except _nexc.PulsarError as e:
+            raise translate(e) from e
+        except KeyboardInterrupt as e:
+            raise Interrupted("interrupted") from e
         return Message(msg, self._schema)
 
     def seek(self, messageid: Any) -> None:
@@ -232,6 +251,16 @@ class Consumer(_Receiving):
 
     def receive(self, timeout_millis: int | None = None) -> Message:
         """The next message; raises ``Timeout`` after ``timeout_millis`` milliseconds."""
+        if self._floor is None and self._thread is None and _tm._tracer is None and (
+                timeout_millis is None or type(timeout_millis) is int):
+            # The common case, kept short: this runs once per message.
+            try:
+                return Message(self._c._core.receive(None if timeout_millis is None else timeout_millis / 1000),
+                               self._schema)
+            except _nexc.PulsarError as e:
+                raise translate(e) from e
+            except KeyboardInterrupt as e:
+                raise Interrupted("interrupted") from e
         return self._receive(timeout_millis)
 
     def batch_receive(self) -> list[Message]:
@@ -250,9 +279,14 @@ class Consumer(_Receiving):
         return target
 
     def acknowledge(self, message: Any) -> None:
-        target = self._checked(message)
-        with mapped():
+        if type(message) is Message:
+            target: Any = message._m  # the common case, kept short: this runs once per message
+        else:
+            target = self._checked(message)
+        try:
             self._c._core.ack(target)
+        except _nexc.PulsarError as e:
+            raise translate(e) from e
 
     def acknowledge_cumulative(self, message: Any) -> None:
         if self._individual_only:
