@@ -408,6 +408,11 @@ class _RoutedMessage:
     def partition_key(self) -> str:
         return self._key or ""
 
+    def data(self) -> bytes:
+        raise InvalidConfiguration("a message_router sees only the message's partition_key() in magnetar")
+
+    value = data
+
 
 def _set_logger(logger: Any) -> None:
     if logger is None:

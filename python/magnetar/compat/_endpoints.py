@@ -77,6 +77,8 @@ class Producer:
         return self._p.last_sequence_id
 
     def _content(self, content: Any) -> Any:
+        if content is None:
+            raise InvalidConfiguration("null values (content=None, tombstones) are not available in magnetar")
         if self._bytes and not isinstance(content, (bytes, bytearray, memoryview)):
             raise TypeError(f"content must be bytes, not {type(content).__name__}")
         return content
