@@ -1,0 +1,447 @@
+"""The official client's ``Client``, ``Producer``, ``Consumer``, ``Reader`` and ``Message`` on
+magnetar's blocking API: names, positional orders, millisecond units, methods instead of
+properties, ``(result, msg_id)`` callbacks, the official defaults and exception classes."""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from datetime import timedelta
+from typing import Any, Callable
+
+from .. import _build
+from .. import _client as _native
+from .. import exceptions as _nexc
+from .._core import Message as _NativeMessage
+from .._core import MessageId as _NativeId
+from ._config import (Authentication, AutoClusterFailover, ConsoleLogger, ConsumerBatchReceivePolicy,
+                      ConsumerDeadLetterPolicy, ConsumerKeySharedPolicy, CryptoKeyReader, ServiceInfo,
+                      ServiceInfoProvider, check_type, check_type_or_none)
+from ._pulsar import (BatchingType, CompressionType, ConsumerCryptoFailureAction, ConsumerType, InitialPosition,
+                      KeySharedMode,
+                      MessageId, PartitionsRoutingMode, ProducerAccessMode, RegexSubscriptionMode, Result, native_id)
+from .exceptions import AuthenticationError, InvalidConfiguration, PulsarException, mapped, translate
+from .schema import BytesSchema, Schema
+
+__all__ = ["Client", "Consumer", "Message", "Producer", "Reader"]
+
+_COMPRESSION = {CompressionType.NONE: None, CompressionType.LZ4: "lz4", CompressionType.ZLib: "zlib",
+                CompressionType.ZSTD: "zstd", CompressionType.SNAPPY: "snappy"}
+_SUBSCRIPTION = {ConsumerType.Exclusive: "exclusive", ConsumerType.Shared: "shared",
+                 ConsumerType.Failover: "failover", ConsumerType.KeyShared: "key_shared"}
+_ACCESS = {ProducerAccessMode.Shared: "shared", ProducerAccessMode.Exclusive: "exclusive",
+           ProducerAccessMode.WaitForExclusive: "wait_for_exclusive",
+           ProducerAccessMode.ExclusiveWithFencing: "exclusive_with_fencing"}
+_BYTES = BytesSchema()
+_retype = type(re.compile("x"))
+
+
+def _unsupported(what: str) -> InvalidConfiguration:
+    return InvalidConfiguration(f"{what} is not available in magnetar")
+
+
+def _result_of(error: BaseException) -> Result:
+    if isinstance(error, _nexc.PulsarError):
+        error = translate(error)
+    return Result.__members__.get(type(error).__name__, Result.UnknownError)
+
+
+class Message:
+    """A received message; every field is a method, as in the official client."""
+
+    __slots__ = ("_m", "_schema")
+
+    def __init__(self, native: _NativeMessage, schema: Schema) -> None:
+        self._m, self._schema = native, schema
+
+    def data(self) -> bytes:
+        return self._m.data
+
+    def value(self) -> Any:
+        return self._m.value
+
+    def properties(self) -> dict[str, str]:
+        return self._m.properties
+
+    def partition_key(self) -> str:
+        return self._m.key or ""
+
+    def ordering_key(self) -> str:
+        k = self._m.ordering_key
+        return k.decode("utf-8", "replace") if k is not None else ""
+
+    def publish_timestamp(self) -> int:
+        return self._m.publish_time
+
+    def event_timestamp(self) -> int:
+        return self._m.event_time or 0
+
+    def message_id(self) -> MessageId:
+        return MessageId._of(self._m.message_id)
+
+    def topic_name(self) -> str:
+        return self._m.topic
+
+    def redelivery_count(self) -> int:
+        return self._m.redelivery_count
+
+    def schema_version(self) -> str:
+        v = self._m.schema_version
+        return v.decode("latin-1") if v is not None else ""
+
+    def producer_name(self) -> str:
+        return self._m.producer_name
+
+    def has_null_value(self) -> bool:
+        return False
+
+    def encryption_context(self) -> None:
+        return None
+
+    def __str__(self) -> str:
+        return f"Message(topic={self._m.topic!r}, id={self.message_id()}, {len(self._m)} bytes)"
+
+
+def _schema_of(schema: Any) -> Schema:
+    if not isinstance(schema, Schema):
+        raise ValueError(f"schema must be a pulsar.schema object, not {type(schema).__name__}")
+    return schema
+
+
+def _native_schema(schema: Schema) -> Any:
+    return None if isinstance(schema, BytesSchema) else schema
+
+
+class Client:
+    """``pulsar.Client``: connects lazily, as the official client; options as there."""
+
+    def __init__(self, service_url: Any, authentication: Authentication | None = None,
+                 operation_timeout_seconds: int = 30, io_threads: int = 1, message_listener_threads: int = 1,
+                 concurrent_lookup_requests: int = 50000, log_conf_file_path: str | None = None,
+                 stats_interval_in_seconds: int = 600, use_tls: bool = False,
+                 tls_trust_certs_file_path: str | None = None, tls_allow_insecure_connection: bool = False,
+                 tls_validate_hostname: bool = False, logger: Any = None, connection_timeout_ms: int = 10000,
+                 listener_name: str | None = None, tls_private_key_file_path: str | None = None,
+                 tls_certificate_file_path: str | None = None) -> None:
+        if isinstance(service_url, (AutoClusterFailover, ServiceInfoProvider)):
+            if authentication is not None or tls_trust_certs_file_path is not None:
+                raise ValueError("authentication and TLS are set per ServiceInfo with a service info provider")
+            if isinstance(service_url, ServiceInfoProvider) and \
+                    not isinstance(service_url.initial_service_info(), ServiceInfo):
+                raise ValueError("initial_service_info() must return a ServiceInfo")
+            raise _unsupported("switching clusters (AutoClusterFailover, ServiceInfoProvider)")
+        check_type(str, service_url, "service_url")
+        check_type_or_none(Authentication, authentication, "authentication")
+        for value, name in ((operation_timeout_seconds, "operation_timeout_seconds"), (io_threads, "io_threads"),
+                            (message_listener_threads, "message_listener_threads"),
+                            (concurrent_lookup_requests, "concurrent_lookup_requests"),
+                            (stats_interval_in_seconds, "stats_interval_in_seconds"),
+                            (connection_timeout_ms, "connection_timeout_ms")):
+            check_type(int, value, name)
+        check_type_or_none(str, log_conf_file_path, "log_conf_file_path")
+        check_type(bool, use_tls, "use_tls")
+        check_type_or_none(str, tls_trust_certs_file_path, "tls_trust_certs_file_path")
+        check_type(bool, tls_allow_insecure_connection, "tls_allow_insecure_connection")
+        check_type(bool, tls_validate_hostname, "tls_validate_hostname")
+        check_type_or_none(str, listener_name, "listener_name")
+        if listener_name is not None:
+            raise _unsupported("listener_name (advertised listeners)")
+        options: dict[str, Any] = {
+            "operation_timeout": float(operation_timeout_seconds),
+            "connect_timeout": connection_timeout_ms / 1000,
+            "stats_interval": stats_interval_in_seconds or None,
+            # The official client has no memory limit.
+            "memory_limit": 0,
+            "tls_trust_certs_file_path": tls_trust_certs_file_path,
+            "tls_allow_insecure_connection": tls_allow_insecure_connection,
+            "tls_validate_hostname": tls_validate_hostname,
+            "tls_certificate_file_path": tls_certificate_file_path,
+            "tls_private_key_file_path": tls_private_key_file_path,
+        }
+        self._refused: str | None = None
+        if authentication is not None:
+            self._refused = authentication._refused
+            try:
+                options.update(authentication._options())
+            except Exception as e:
+                # A token supplier that fails: every connection attempt fails to authenticate.
+                self._refused = f"cannot get the authentication data: {e}"
+        _set_logger(logger)
+        self._service_url = service_url
+        self._live: set[Any] = set()
+        self._client = self._connect(service_url, options)
+
+    def _connect(self, service_url: str, options: dict[str, Any]) -> Any:
+        with mapped():
+            return _native.Client(service_url, **options)
+
+    def _check_auth(self) -> None:
+        if self._refused is not None:
+            raise AuthenticationError(self._refused)
+
+    def create_producer(self, topic: str, producer_name: str | None = None, schema: Schema = _BYTES,
+                        initial_sequence_id: int | None = None, send_timeout_millis: int = 30000,
+                        compression_type: CompressionType = CompressionType.NONE, max_pending_messages: int = 1000,
+                        max_pending_messages_across_partitions: int = 50000, block_if_queue_full: bool = False,
+                        batching_enabled: bool = False, batching_max_messages: int = 1000,
+                        batching_max_allowed_size_in_bytes: int = 128 * 1024,
+                        batching_max_publish_delay_ms: int = 10, chunking_enabled: bool = False,
+                        message_routing_mode: PartitionsRoutingMode = PartitionsRoutingMode.RoundRobinDistribution,
+                        lazy_start_partitioned_producers: bool = False, properties: dict[str, str] | None = None,
+                        batching_type: BatchingType = BatchingType.Default, encryption_key: str | None = None,
+                        crypto_key_reader: CryptoKeyReader | None = None,
+                        access_mode: ProducerAccessMode = ProducerAccessMode.Shared,
+                        message_router: Callable[[Message, int], int] | None = None) -> Producer:
+        check_type(str, topic, "topic")
+        check_type_or_none(str, producer_name, "producer_name")
+        schema = _schema_of(schema)
+        check_type_or_none(int, initial_sequence_id, "initial_sequence_id")
+        check_type(int, send_timeout_millis, "send_timeout_millis")
+        check_type(CompressionType, compression_type, "compression_type")
+        check_type(int, max_pending_messages, "max_pending_messages")
+        check_type(int, max_pending_messages_across_partitions, "max_pending_messages_across_partitions")
+        for value, name in ((block_if_queue_full, "block_if_queue_full"), (batching_enabled, "batching_enabled"),
+                            (chunking_enabled, "chunking_enabled"),
+                            (lazy_start_partitioned_producers, "lazy_start_partitioned_producers")):
+            check_type(bool, value, name)
+        check_type(int, batching_max_messages, "batching_max_messages")
+        check_type(int, batching_max_allowed_size_in_bytes, "batching_max_allowed_size_in_bytes")
+        check_type(int, batching_max_publish_delay_ms, "batching_max_publish_delay_ms")
+        check_type_or_none(dict, properties, "properties")
+        check_type(BatchingType, batching_type, "batching_type")
+        check_type_or_none(str, encryption_key, "encryption_key")
+        check_type_or_none(CryptoKeyReader, crypto_key_reader, "crypto_key_reader")
+        check_type(ProducerAccessMode, access_mode, "access_mode")
+        if chunking_enabled and batching_enabled:
+            raise ValueError("Batching and chunking of messages can't be enabled together.")
+        if encryption_key is not None or crypto_key_reader is not None:
+            raise _unsupported("end-to-end encryption (encryption_key, crypto_key_reader)")
+        self._check_auth()
+        router = None
+        if message_router is not None:
+            def router(key: str | None, partitions: int) -> int:
+                return message_router(_RoutedMessage(key), partitions)  # type: ignore[arg-type]
+        return self._new_producer(
+                topic, schema, dict(name=producer_name, schema=_native_schema(schema), initial_sequence_id=initial_sequence_id,
+                send_timeout=send_timeout_millis / 1000 or None, compression=_COMPRESSION[compression_type],
+                max_pending=max_pending_messages, block_if_full=block_if_queue_full, batching=batching_enabled,
+                batch_max_messages=batching_max_messages, batch_max_bytes=batching_max_allowed_size_in_bytes,
+                batch_max_delay=batching_max_publish_delay_ms / 1000, chunking=chunking_enabled,
+                routing_mode="single_partition" if message_routing_mode == PartitionsRoutingMode.UseSinglePartition
+                else "round_robin",
+                properties=properties, batching_type="key_based" if batching_type == BatchingType.KeyBased
+                else "default", access_mode=_ACCESS[access_mode], router=router))
+
+    def _new_producer(self, topic: str, schema: Schema, options: dict[str, Any]) -> Any:
+        with mapped():
+            return self._keep(Producer(self._client.create_producer(topic, **options), schema))
+
+    def _keep(self, handle: Any) -> Any:
+        # As in the official client, a producer or consumer lives until it or the client is
+        # closed, even when the application keeps no reference to it.
+        self._live.add(handle)
+        handle._owner = self._live
+        return handle
+
+    def subscribe(self, topic: Any, subscription_name: str, consumer_type: ConsumerType = ConsumerType.Exclusive,
+                  schema: Schema = _BYTES, message_listener: Callable[[Consumer, Message], Any] | None = None,
+                  receiver_queue_size: int = 1000, max_total_receiver_queue_size_across_partitions: int = 50000,
+                  consumer_name: str | None = None, unacked_messages_timeout_ms: int | None = None,
+                  broker_consumer_stats_cache_time_ms: int = 30000, negative_ack_redelivery_delay_ms: int = 60000,
+                  is_read_compacted: bool = False, properties: dict[str, str] | None = None,
+                  pattern_auto_discovery_period: int = 60,
+                  initial_position: InitialPosition = InitialPosition.Latest,
+                  crypto_key_reader: CryptoKeyReader | None = None,
+                  replicate_subscription_state_enabled: bool = False, max_pending_chunked_message: int = 10,
+                  auto_ack_oldest_chunked_message_on_queue_full: bool = False,
+                  start_message_id_inclusive: bool = False,
+                  batch_receive_policy: ConsumerBatchReceivePolicy | None = None,
+                  key_shared_policy: ConsumerKeySharedPolicy | None = None, batch_index_ack_enabled: bool = False,
+                  regex_subscription_mode: RegexSubscriptionMode = RegexSubscriptionMode.PersistentOnly,
+                  dead_letter_policy: ConsumerDeadLetterPolicy | None = None,
+                  crypto_failure_action: ConsumerCryptoFailureAction = ConsumerCryptoFailureAction.FAIL) -> Consumer:
+        pattern = isinstance(topic, _retype)
+        if pattern:
+            # As the official client: a pattern without a domain means persistent topics.
+            topic = topic.pattern if "://" in topic.pattern else f"persistent://{topic.pattern}"
+        elif isinstance(topic, list):
+            for t in topic:
+                check_type(str, t, "topic")
+        else:
+            check_type(str, topic, "topic")
+        check_type(str, subscription_name, "subscription_name")
+        check_type(ConsumerType, consumer_type, "consumer_type")
+        schema = _schema_of(schema)
+        check_type(int, receiver_queue_size, "receiver_queue_size")
+        check_type(int, max_total_receiver_queue_size_across_partitions,
+                   "max_total_receiver_queue_size_across_partitions")
+        check_type_or_none(str, consumer_name, "consumer_name")
+        check_type_or_none(int, unacked_messages_timeout_ms, "unacked_messages_timeout_ms")
+        check_type(int, broker_consumer_stats_cache_time_ms, "broker_consumer_stats_cache_time_ms")
+        check_type(int, negative_ack_redelivery_delay_ms, "negative_ack_redelivery_delay_ms")
+        check_type(int, pattern_auto_discovery_period, "pattern_auto_discovery_period")
+        check_type(bool, is_read_compacted, "is_read_compacted")
+        check_type_or_none(dict, properties, "properties")
+        check_type(InitialPosition, initial_position, "initial_position")
+        check_type_or_none(CryptoKeyReader, crypto_key_reader, "crypto_key_reader")
+        check_type(int, max_pending_chunked_message, "max_pending_chunked_message")
+        check_type_or_none(ConsumerBatchReceivePolicy, batch_receive_policy, "batch_receive_policy")
+        check_type_or_none(ConsumerKeySharedPolicy, key_shared_policy, "key_shared_policy")
+        check_type(RegexSubscriptionMode, regex_subscription_mode, "regex_subscription_mode")
+        check_type_or_none(ConsumerDeadLetterPolicy, dead_letter_policy, "dead_letter_policy")
+        if crypto_key_reader is not None:
+            raise _unsupported("end-to-end encryption (crypto_key_reader)")
+        if replicate_subscription_state_enabled:
+            raise _unsupported("replicate_subscription_state_enabled")
+        if key_shared_policy is not None and (key_shared_policy.key_shared_mode != KeySharedMode.AutoSplit
+                                              or key_shared_policy.allow_out_of_order_delivery):
+            raise _unsupported("Key_Shared sticky ranges and out-of-order delivery")
+        if regex_subscription_mode != RegexSubscriptionMode.PersistentOnly:
+            raise _unsupported("regex_subscription_mode other than PersistentOnly")
+        self._check_auth()
+        options: dict[str, Any] = {
+            "subscription_type": _SUBSCRIPTION[consumer_type],
+            "initial_position": "earliest" if initial_position == InitialPosition.Earliest else "latest",
+            # The engine prefetches at least one message; the official zero queue fetches one
+            # on each receive.
+            "pattern": pattern, "consumer_name": consumer_name, "receiver_queue_size": max(receiver_queue_size, 1),
+            "start_inclusive": start_message_id_inclusive,
+            "nack_redelivery_delay": negative_ack_redelivery_delay_ms / 1000,
+            "ack_timeout": (unacked_messages_timeout_ms or 0) / 1000, "read_compacted": is_read_compacted,
+            "properties": properties, "discovery_period": float(pattern_auto_discovery_period),
+            "max_pending_chunked_messages": max_pending_chunked_message, "batch_index_ack": batch_index_ack_enabled,
+            "schema": _native_schema(schema),
+        }
+        initial = None
+        if dead_letter_policy is not None:
+            options["max_redeliver_count"] = dead_letter_policy.max_redeliver_count
+            options["dead_letter_topic"] = dead_letter_policy.dead_letter_topic or None
+            if dead_letter_policy.initial_subscription_name:
+                if not isinstance(topic, str) or pattern:
+                    raise _unsupported("initial_subscription_name with several topics")
+                # The subscription the dead letter topic starts with, so that nothing sent there
+                # is lost before someone subscribes: created up front rather than with the
+                # first dead letter, to the same effect.
+                dlq = dead_letter_policy.dead_letter_topic or f"{topic}-{subscription_name}-DLQ"
+                initial = (dlq, dead_letter_policy.initial_subscription_name)
+        options["_initial_dead_letter_subscription"] = initial
+        return self._new_consumer(topic, subscription_name, schema, options, message_listener,
+                                  batch_receive_policy)
+
+    def _new_consumer(self, topic: Any, subscription: str, schema: Schema, options: dict[str, Any],
+                      listener: Any, policy: Any) -> Any:
+        inclusive = options.pop("start_inclusive")
+        initial = options.pop("_initial_dead_letter_subscription")
+        with mapped():
+            if initial is not None:
+                self._client.subscribe(initial[0], initial[1], initial_position="earliest").close()
+            args, _, _ = _build.consumer(topic, subscription, options)
+            # The engine's own option (readers use it too): whether a seek target is included.
+            args[2]["start_inclusive"] = inclusive
+            native = _native.Consumer(self._client._core.subscribe(*args))
+        return self._keep(Consumer(native, schema, listener, policy, options, inclusive))
+
+    def create_reader(self, topic: str, start_message_id: MessageId, schema: Schema = _BYTES,
+                      reader_listener: Callable[[Reader, Message], Any] | None = None, receiver_queue_size: int = 1000,
+                      reader_name: str | None = None, subscription_role_prefix: str | None = None,
+                      is_read_compacted: bool = False, crypto_key_reader: CryptoKeyReader | None = None,
+                      start_message_id_inclusive: bool = False,
+                      crypto_failure_action: ConsumerCryptoFailureAction = ConsumerCryptoFailureAction.FAIL) -> Reader:
+        check_type(str, topic, "topic")
+        start = native_id(start_message_id, "start_message_id")
+        schema = _schema_of(schema)
+        check_type(int, receiver_queue_size, "receiver_queue_size")
+        check_type_or_none(str, reader_name, "reader_name")
+        check_type_or_none(str, subscription_role_prefix, "subscription_role_prefix")
+        check_type(bool, is_read_compacted, "is_read_compacted")
+        check_type(bool, start_message_id_inclusive, "start_message_id_inclusive")
+        check_type_or_none(CryptoKeyReader, crypto_key_reader, "crypto_key_reader")
+        if crypto_key_reader is not None or crypto_failure_action != ConsumerCryptoFailureAction.FAIL:
+            raise _unsupported("end-to-end encryption (crypto_key_reader, crypto_failure_action)")
+        self._check_auth()
+        return self._new_reader(topic, start, schema, dict(
+            start_inclusive=start_message_id_inclusive, receiver_queue_size=receiver_queue_size,
+            reader_name=reader_name, read_compacted=is_read_compacted, schema=_native_schema(schema)),
+            reader_listener)
+
+    def _new_reader(self, topic: str, start: Any, schema: Schema, options: dict[str, Any], listener: Any) -> Any:
+        with mapped():
+            reader = Reader(self._client.create_reader(topic, start, **options), schema, options["start_inclusive"])
+        if listener is not None:
+            reader._listen(listener)
+        return reader
+
+    def create_table_view(self, topic: str, subscription_name: str | None = None, schema: Schema = _BYTES) -> Any:
+        raise _unsupported("TableView")
+
+    def get_topic_partitions(self, topic: str) -> list[str]:
+        check_type(str, topic, "topic")
+        with mapped():
+            return partition_names(topic, self._client.get_partition_count(topic))
+
+    def get_service_info(self) -> ServiceInfo:
+        return ServiceInfo(self._service_url)
+
+    def shutdown(self) -> None:
+        self.close()
+
+    def close(self) -> None:
+        with mapped():
+            self._client.close()
+        self._live.clear()
+
+
+def partition_names(topic: str, n: int) -> list[str]:
+    full = topic if "://" in topic else "persistent://" + (topic if "/" in topic else f"public/default/{topic}")
+    return [f"{full}-partition-{i}" for i in range(n)] if n else [full]
+
+
+class _RoutedMessage:
+    """What a ``message_router`` sees of a message: its key."""
+
+    __slots__ = ("_key",)
+
+    def __init__(self, key: str | None) -> None:
+        self._key = key
+
+    def partition_key(self) -> str:
+        return self._key or ""
+
+    def data(self) -> bytes:
+        raise InvalidConfiguration("a message_router sees only the message's partition_key() in magnetar")
+
+    value = data
+
+
+def _set_logger(logger: Any) -> None:
+    if logger is None:
+        return
+    native = logging.getLogger("magnetar")
+    if isinstance(logger, ConsoleLogger):
+        from ._config import _LEVELS
+
+        handler = logger._handler()
+        handler.setLevel(_LEVELS[logger.log_level])
+        native.setLevel(min(native.getEffectiveLevel(), _LEVELS[logger.log_level]))
+        native.addHandler(handler)
+    elif isinstance(logger, logging.Logger):
+        if not any(isinstance(h, _ToLogger) and h.target is logger for h in native.handlers):
+            native.addHandler(_ToLogger(logger))
+    else:
+        raise ValueError("logger must be a logging.Logger, ConsoleLogger or FileLogger")
+
+
+class _ToLogger(logging.Handler):
+    """Hands magnetar's records to the user's logger."""
+
+    def __init__(self, target: logging.Logger) -> None:
+        super().__init__()
+        self.target = target
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.target.isEnabledFor(record.levelno):
+            self.target.handle(record)
+
+
+from ._endpoints import Consumer, Producer, Reader  # noqa: E402  (they use Message above)

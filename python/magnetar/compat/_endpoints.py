@@ -1,0 +1,344 @@
+"""``Producer``, ``Consumer`` and ``Reader`` of the compatibility API."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from datetime import timedelta
+from typing import Any, Callable
+
+from .. import _client as _native
+from .. import exceptions as _nexc
+from .. import telemetry as _tm
+from .._core import MessageId as _NativeId
+from ._client import Message, _result_of
+from ._config import ConsumerBatchReceivePolicy, check_type, check_type_or_none
+from ._pulsar import MessageId, Result, native_id
+from .exceptions import (CumulativeAcknowledgementNotAllowedError, Interrupted, InvalidConfiguration,
+                         OperationNotSupported, mapped, translate)
+from .schema import Schema
+from ..schema import BytesSchema as _NativeBytes
+
+__all__ = ["Consumer", "Producer", "Reader"]
+
+_log = logging.getLogger("magnetar.compat")
+
+
+def _fields(properties: Any, partition_key: Any, ordering_key: Any, sequence_id: Any, replication_clusters: Any,
+            disable_replication: Any, event_timestamp: Any, deliver_at: Any, deliver_after: Any) -> dict[str, Any]:
+    check_type_or_none(dict, properties, "properties")
+    check_type_or_none(str, partition_key, "partition_key")
+    check_type_or_none(str, ordering_key, "ordering_key")
+    check_type_or_none(int, sequence_id, "sequence_id")
+    check_type_or_none(list, replication_clusters, "replication_clusters")
+    check_type(bool, disable_replication, "disable_replication")
+    check_type_or_none(int, event_timestamp, "event_timestamp")
+    check_type_or_none(int, deliver_at, "deliver_at")
+    check_type_or_none(timedelta, deliver_after, "deliver_after")
+    if replication_clusters is not None or disable_replication:
+        raise InvalidConfiguration("replication_clusters and disable_replication are not available in magnetar")
+    fields: dict[str, Any] = {}
+    if properties:
+        fields["properties"] = properties
+    if partition_key is not None:
+        fields["key"] = partition_key
+    if ordering_key is not None:
+        fields["ordering_key"] = ordering_key
+    if sequence_id is not None:
+        fields["sequence_id"] = sequence_id
+    if event_timestamp is not None:
+        fields["event_time"] = event_timestamp
+    if deliver_at is not None:
+        fields["deliver_at"] = deliver_at
+    if deliver_after is not None:
+        fields["deliver_after"] = deliver_after
+    return fields
+
+
+class Producer:
+    """Publishes to a topic. ``send`` waits for the broker's receipt; ``send_async`` calls
+    ``callback(result, msg_id)`` on the client's dispatch thread."""
+
+    __slots__ = ("_p", "_schema", "_bytes", "_owner", "__weakref__")
+
+    def __init__(self, native: _native.Producer, schema: Schema) -> None:
+        self._p, self._schema = native, schema
+        self._bytes = isinstance(schema, _NativeBytes)
+        self._owner: set[Any] | None = None
+
+    def topic(self) -> str:
+        return self._p.topic
+
+    def producer_name(self) -> str:
+        return self._p.name
+
+    def last_sequence_id(self) -> int:
+        return self._p.last_sequence_id
+
+    def _content(self, content: Any) -> Any:
+        if content is None:
+            raise InvalidConfiguration("null values (content=None, tombstones) are not available in magnetar")
+        if self._bytes and not isinstance(content, (bytes, bytearray, memoryview)):
+            raise TypeError(f"content must be bytes, not {type(content).__name__}")
+        return content
+
+    def send(self, content: Any, properties: dict[str, str] | None = None, partition_key: str | None = None,
+             ordering_key: str | None = None, sequence_id: int | None = None,
+             replication_clusters: list[str] | None = None, disable_replication: bool = False,
+             event_timestamp: int | None = None, deliver_at: int | None = None,
+             deliver_after: timedelta | None = None) -> MessageId:
+        data = self._content(content)
+        fields = _fields(properties, partition_key, ordering_key, sequence_id, replication_clusters,
+                         disable_replication, event_timestamp, deliver_at, deliver_after)
+        with mapped():
+            return MessageId._of(self._p.send(data, **fields))
+
+    def send_async(self, content: Any, callback: Callable[[Result, Any], Any] | None,
+                   properties: dict[str, str] | None = None, partition_key: str | None = None,
+                   ordering_key: str | None = None, sequence_id: int | None = None,
+                   replication_clusters: list[str] | None = None, disable_replication: bool = False,
+                   event_timestamp: int | None = None, deliver_at: int | None = None,
+                   deliver_after: timedelta | None = None) -> None:
+        data = self._content(content)
+        if (properties is None and partition_key is None and ordering_key is None and sequence_id is None
+                and replication_clusters is None and disable_replication is False and event_timestamp is None
+                and deliver_at is None and deliver_after is None):
+            fields = None  # the common case, kept short: this runs once per message
+        else:
+            fields = _fields(properties, partition_key, ordering_key, sequence_id, replication_clusters,
+                             disable_replication, event_timestamp, deliver_at, deliver_after)
+        try:
+            future = self._p.send_async(data) if fields is None else self._p.send_async(data, **fields)
+        except _nexc.PulsarError as e:
+            raise translate(e) from e
+        if callback is not None:
+            def done(f: Any) -> None:
+                error = f.exception()
+                try:
+                    if error is None:
+                        callback(Result.Ok, MessageId._of(f.result()))
+                    else:
+                        callback(_result_of(error), None)
+                except Exception:
+                    # The official client aborts the process here (its callbacks run in C++);
+                    # magnetar logs and goes on.
+                    _log.exception("send_async callback raised")
+
+            future.add_done_callback(done)
+
+    def flush(self) -> None:
+        with mapped():
+            self._p.flush()
+
+    def close(self) -> None:
+        if self._owner is not None:
+            self._owner.discard(self)
+        with mapped():
+            self._p.close()
+
+    def is_connected(self) -> bool:
+        return self._p.is_connected
+
+
+class _Receiving:
+    __slots__ = ("_c", "_schema", "_thread", "_inclusive", "_floor", "_owner", "__weakref__")
+
+    def __init__(self, native: Any, schema: Schema, inclusive: bool = False) -> None:
+        self._c, self._schema = native, schema
+        self._thread: threading.Thread | None = None
+        self._inclusive = inclusive
+        # After a seek to a message id, messages up to it are skipped unless the consumer or
+        # reader includes its start (start_message_id_inclusive), as in the official client.
+        self._floor: _NativeId | None = None
+        self._owner: set[Any] | None = None
+
+    def topic(self) -> str:
+        topics = self._c.topics
+        return topics[0] if len(topics) == 1 else ",".join(topics)
+
+    def _listen(self, listener: Callable[[Any, Message], Any]) -> None:
+        # The official listener neither acks nor nacks for the user (magnetar's own listener
+        # acks on return), so it runs on a thread of its own, one message at a time.
+        def run() -> None:
+            while True:
+                try:
+                    msg = self._c._core.receive(None)
+                except (_nexc.AlreadyClosed, _nexc.TopicTerminated):
+                    return
+                except Exception:
+                    _log.exception("message listener stopped")
+                    return
+                try:
+                    listener(self, Message(msg, self._schema))
+                except Exception:
+                    _log.exception("message listener raised; the message is neither acked nor nacked")
+
+        thread = threading.Thread(target=run, name="magnetar-compat-listener", daemon=True)
+        self._thread = thread
+        thread.start()
+
+    def _receive(self, timeout_millis: int | None) -> Message:
+        # Once per message: plain try/except rather than mapped() (a generator context manager).
+        if timeout_millis is None:
+            timeout = None
+        elif isinstance(timeout_millis, int) and not isinstance(timeout_millis, bool):
+            timeout = timeout_millis / 1000
+        else:
+            raise ValueError(f"Argument timeout_millis is expected to be of type 'int' and not "
+                             f"'{type(timeout_millis).__name__}'")
+        if self._thread is not None:
+            raise InvalidConfiguration("receive() is not allowed while a message listener is set")
+        try:
+            msg = self._c.receive(timeout) if isinstance(self._c, _native.Consumer) else self._c.read_next(timeout)
+            if self._floor is not None:
+                deadline = None if timeout is None else time.monotonic() + timeout
+                while _not_after(msg.message_id, self._floor):
+                    left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+                    msg = self._c._core.receive(left)
+                self._floor = None
+        except _nexc.PulsarError as e:
+            raise translate(e) from e
+        except KeyboardInterrupt as e:
+            raise Interrupted("interrupted") from e
+        return Message(msg, self._schema)
+
+    def seek(self, messageid: Any) -> None:
+        if isinstance(messageid, MessageId):
+            target: Any = messageid._id
+        elif isinstance(messageid, (_NativeId, int)) and not isinstance(messageid, bool):
+            target = messageid
+        else:
+            raise ValueError(f"invalid seek_arg type {type(messageid)}")
+        with mapped():
+            self._c._core.seek(target)
+        special = isinstance(target, int) or target in (_NativeId.earliest, _NativeId.latest)
+        self._floor = None if self._inclusive or special else target
+
+    def is_connected(self) -> bool:
+        return not self._c._core.closed and self._c._core.is_connected
+
+    def close(self) -> None:
+        if self._owner is not None:
+            self._owner.discard(self)
+        with mapped():
+            self._c.close()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(5)
+
+
+class Consumer(_Receiving):
+    """Receives the messages of a subscription; timeouts in milliseconds."""
+
+    __slots__ = ("_policy", "_name", "_individual_only")
+
+    def __init__(self, native: _native.Consumer, schema: Schema, listener: Any,
+                 policy: ConsumerBatchReceivePolicy | None, options: dict[str, Any], inclusive: bool = False) -> None:
+        super().__init__(native, schema, inclusive)
+        self._policy = policy
+        self._name = options.get("consumer_name") or ""
+        self._individual_only = options.get("subscription_type") in ("shared", "key_shared")
+        if listener is not None:
+            self._listen(listener)
+
+    def subscription_name(self) -> str:
+        return self._c.subscription
+
+    def consumer_name(self) -> str:
+        return self._name
+
+    def unsubscribe(self) -> None:
+        with mapped():
+            self._c.unsubscribe()
+
+    def receive(self, timeout_millis: int | None = None) -> Message:
+        """The next message; raises ``Timeout`` after ``timeout_millis`` milliseconds."""
+        if self._floor is None and self._thread is None and _tm._tracer is None and (
+                timeout_millis is None or type(timeout_millis) is int):
+            # The common case, kept short: this runs once per message.
+            try:
+                return Message(self._c._core.receive(None if timeout_millis is None else timeout_millis / 1000),
+                               self._schema)
+            except _nexc.PulsarError as e:
+                raise translate(e) from e
+            except KeyboardInterrupt as e:
+                raise Interrupted("interrupted") from e
+        return self._receive(timeout_millis)
+
+    def batch_receive(self) -> list[Message]:
+        p = self._policy
+        most = p.max_num_message if p is not None and p.max_num_message > 0 else 100
+        wait = p.timeout_ms / 1000 if p is not None and p.timeout_ms > 0 else 0.1
+        with mapped():
+            msgs = self._c.receive_many(most, wait)
+        return [Message(m, self._schema) for m in msgs]
+
+    def _checked(self, message: Any) -> Any:
+        target = _target(message)
+        if isinstance(target, _NativeId) and target.topic is None and len(self._c.topics) > 1:
+            raise OperationNotSupported("a message id without its topic cannot be acknowledged on a consumer of "
+                                        "several topics (MessageId.deserialize(data, topic=...) gives one)")
+        return target
+
+    def acknowledge(self, message: Any) -> None:
+        if type(message) is Message:
+            target: Any = message._m  # the common case, kept short: this runs once per message
+        else:
+            target = self._checked(message)
+        try:
+            self._c._core.ack(target)
+        except _nexc.PulsarError as e:
+            raise translate(e) from e
+
+    def acknowledge_cumulative(self, message: Any) -> None:
+        if self._individual_only:
+            raise CumulativeAcknowledgementNotAllowedError(
+                "cumulative acknowledgement is not allowed on Shared and Key_Shared subscriptions")
+        self._checked(message)
+        with mapped():
+            self._c._core.ack_cumulative(_target(message))
+
+    def negative_acknowledge(self, message: Any) -> None:
+        with mapped():
+            self._c._core.nack(_target(message))
+
+    def pause_message_listener(self) -> None:
+        self._c._core.pause()
+
+    def resume_message_listener(self) -> None:
+        self._c._core.resume()
+
+    def redeliver_unacknowledged_messages(self) -> None:
+        with mapped():
+            self._c._core.redeliver_unacknowledged()
+
+    def get_last_message_id(self) -> MessageId:
+        with mapped():
+            return MessageId._of(self._c.get_last_message_id())
+
+
+def _not_after(msg_id: _NativeId, floor: _NativeId) -> bool:
+    """Whether a message is at or before a seek target (same partition only)."""
+    if msg_id.partition != floor.partition:
+        return False
+    return (msg_id.ledger_id, msg_id.entry_id, msg_id.batch_index) <= (floor.ledger_id, floor.entry_id,
+                                                                      floor.batch_index)
+
+
+def _target(message: Any) -> Any:
+    if isinstance(message, Message):
+        return message._m
+    return native_id(message, "message")
+
+
+class Reader(_Receiving):
+    """Reads a topic from a message id; timeouts in milliseconds."""
+
+    __slots__ = ()
+
+    def read_next(self, timeout_millis: int | None = None) -> Message:
+        return self._receive(timeout_millis)
+
+    def has_message_available(self) -> bool:
+        with mapped():
+            return self._c.has_message_available()

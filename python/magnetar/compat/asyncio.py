@@ -1,0 +1,253 @@
+"""``pulsar.asyncio``: the official asyncio API on :class:`magnetar.AsyncClient`. Options and
+defaults are those of ``pulsar.Client`` except that producers batch by default, as the official
+asyncio producer does. Errors are :class:`PulsarException` with ``error()`` giving the ``Result``."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+from typing import Any, AsyncIterator
+
+from .. import _async as _native
+from .. import _build
+from .._aio import call
+from .. import exceptions as _nexc
+from ._client import Client as _SyncClient
+from ._client import Message, partition_names
+from ._config import check_type_or_none
+from .._core import MessageId as _NativeId
+from ._endpoints import _fields, _not_after, _target
+from ._pulsar import MessageId, Result
+from .exceptions import PulsarException as _CompatException
+from .exceptions import translate
+from .schema import Schema
+
+__all__ = ["Client", "Consumer", "Producer", "PulsarException", "Reader"]
+
+
+class PulsarException(_CompatException):
+    """An asyncio operation failed; ``error()`` is its :class:`~magnetar.compat.Result`."""
+
+    def __init__(self, result: Result, msg: str = "") -> None:
+        super().__init__(f"{result.name}: {msg}" if msg else result.name)
+        self._result = result
+
+    def error(self) -> Result:
+        return self._result
+
+
+def _set_future(future: asyncio.Future[Any], result: Result, value: Any) -> None:
+    """Resolves ``future`` unless it is already done (cancelled, or resolved before)."""
+    if future.done():
+        return
+    if result == Result.Ok:
+        future.set_result(value)
+    else:
+        future.set_exception(PulsarException(result))
+
+
+@contextlib.asynccontextmanager
+async def _mapped() -> AsyncIterator[None]:
+    try:
+        yield
+    except (_nexc.SchemaEncodeError, _nexc.SchemaDecodeError):
+        raise
+    except _nexc.PulsarError as e:
+        compat = translate(e)
+        raise PulsarException(Result.__members__.get(type(compat).__name__, Result.UnknownError), str(e)) from e
+    except _CompatException as e:
+        raise PulsarException(Result.__members__.get(type(e).__name__, Result.UnknownError), str(e)) from e
+
+
+class Producer:
+    """Publishes; ``await send(...)`` gives the message id."""
+
+    def __init__(self, native: _native.AsyncProducer, schema: Schema) -> None:
+        self._p, self._schema = native, schema
+        # Tasks with a send in flight: flush() returns once they are done, as the official one
+        # (whose sends complete before its flush does).
+        self._inflight: set[asyncio.Task[Any]] = set()
+
+    async def send(self, content: Any, properties: dict[str, str] | None = None, partition_key: str | None = None,
+                   ordering_key: str | None = None, sequence_id: int | None = None,
+                   replication_clusters: list[str] | None = None, disable_replication: bool = False,
+                   event_timestamp: int | None = None, deliver_at: int | None = None,
+                   deliver_after: Any = None) -> MessageId:
+        fields = _fields(properties, partition_key, ordering_key, sequence_id, replication_clusters,
+                         disable_replication, event_timestamp, deliver_at, deliver_after)
+        task = asyncio.current_task()
+        if task is not None:
+            self._inflight.add(task)
+        try:
+            async with _mapped():
+                return MessageId._of(await self._p.send(content, **fields))
+        finally:
+            self._inflight.discard(task)  # type: ignore[arg-type]
+
+    async def flush(self) -> None:
+        async with _mapped():
+            await self._p.flush()
+        others = self._inflight - {asyncio.current_task()}
+        if others:
+            await asyncio.wait(others)
+
+    async def close(self) -> None:
+        if self._p._core.closed:
+            raise PulsarException(Result.AlreadyClosed, "the producer is closed")
+        async with _mapped():
+            await self._p.close()
+
+    def topic(self) -> str:
+        return self._p.topic
+
+    def producer_name(self) -> str:
+        return self._p.name
+
+    def last_sequence_id(self) -> int:
+        return self._p.last_sequence_id
+
+    def is_connected(self) -> bool:
+        return self._p.is_connected
+
+
+class _Receiving:
+    def __init__(self, native: Any, schema: Schema, inclusive: bool = False) -> None:
+        self._c, self._schema, self._inclusive = native, schema, inclusive
+        self._floor: Any = None  # see the blocking twin (_endpoints._Receiving)
+
+    async def _next(self, receive: Any) -> Message:
+        async with _mapped():
+            msg = await receive()
+            while self._floor is not None and _not_after(msg.message_id, self._floor):
+                msg = await receive()
+            self._floor = None
+        return Message(msg, self._schema)
+
+    def topic(self) -> str:
+        topics = self._c.topics
+        return topics[0] if len(topics) == 1 else ",".join(topics)
+
+    async def seek(self, messageid: Any) -> None:
+        if isinstance(messageid, MessageId):
+            target: Any = messageid._id
+        elif isinstance(messageid, int) and not isinstance(messageid, bool):
+            target = messageid
+        else:
+            raise ValueError(f"invalid seek_arg type {type(messageid)}")
+        async with _mapped():
+            await self._c.seek(target)
+        special = isinstance(target, int) or target in (_NativeId.earliest, _NativeId.latest)
+        self._floor = None if self._inclusive or special else target
+
+    def is_connected(self) -> bool:
+        return not self._c._core.closed and self._c._core.is_connected
+
+    async def close(self) -> None:
+        async with _mapped():
+            await self._c.close()
+
+
+class Consumer(_Receiving):
+    """Receives; there is no receive timeout (use ``asyncio.wait_for``), as in the official API."""
+
+    async def receive(self) -> Message:
+        return await self._next(self._c.receive)
+
+    async def acknowledge(self, message: Any) -> None:
+        async with _mapped():
+            await self._c.ack_with_receipt(_target(message))
+
+    async def acknowledge_cumulative(self, message: Any) -> None:
+        async with _mapped():
+            await self._c.ack_with_receipt(_target(message), cumulative=True)
+
+    async def negative_acknowledge(self, message: Any) -> None:
+        self._c._core.nack(_target(message))
+
+    def redeliver_unacknowledged_messages(self) -> None:
+        """Not a coroutine, as in the official asyncio API."""
+        self._c._core.redeliver_unacknowledged()
+
+    async def get_last_message_id(self) -> MessageId:
+        async with _mapped():
+            return MessageId._of(await self._c.get_last_message_id())
+
+    async def unsubscribe(self) -> None:
+        async with _mapped():
+            await self._c.unsubscribe()
+
+    def subscription_name(self) -> str:
+        return self._c.subscription
+
+
+class Reader(_Receiving):
+    async def read_next(self) -> Message:
+        return await self._next(self._c.read_next)
+
+    async def has_message_available(self) -> bool:
+        async with _mapped():
+            return await self._c.has_message_available()
+
+
+class Client(_SyncClient):
+    """``pulsar.asyncio.Client``: ``pulsar.Client``'s options, coroutine methods."""
+
+    def _connect(self, service_url: str, options: dict[str, Any]) -> Any:
+        try:
+            return _native.AsyncClient(service_url, **options)
+        except _nexc.PulsarError as e:
+            raise translate(e) from e
+
+    def create_producer(self, topic: str, *args: Any, **kwargs: Any) -> Any:
+        """As ``pulsar.Client.create_producer``, but batching by default."""
+        kwargs.setdefault("batching_enabled", True)
+        return super().create_producer(topic, *args, **kwargs)
+
+    async def _new_producer(self, topic: str, schema: Schema, options: dict[str, Any]) -> Producer:
+        async with _mapped():
+            return Producer(await self._client.create_producer(topic, **options), schema)
+
+    def _check_auth(self) -> None:
+        if self._refused is not None:
+            raise PulsarException(Result.AuthenticationError, self._refused)
+
+    def subscribe(self, topic: Any, subscription_name: str, *args: Any, is_pattern_topic: bool = False,
+                  **kwargs: Any) -> Any:
+        """As ``pulsar.Client.subscribe`` (no listener); ``is_pattern_topic=True`` reads ``topic``
+        as a regular expression."""
+        check_type_or_none(type(None), kwargs.get("message_listener"), "message_listener")
+        if is_pattern_topic:
+            topic = re.compile(topic)
+        return super().subscribe(topic, subscription_name, *args, **kwargs)
+
+    async def _new_consumer(self, topic: Any, subscription: str, schema: Schema, options: dict[str, Any],
+                            listener: Any, policy: Any) -> Consumer:
+        inclusive = options.pop("start_inclusive")
+        initial = options.pop("_initial_dead_letter_subscription")
+        async with _mapped():
+            if initial is not None:  # as in the blocking twin
+                await (await self._client.subscribe(initial[0], initial[1], initial_position="earliest")).close()
+            args, _, _ = _build.consumer(topic, subscription, options)
+            args[2]["start_inclusive"] = inclusive  # the engine's option, as in the blocking twin
+            return Consumer(_native.AsyncConsumer(await call(self._client._core.subscribe, *args)), schema, inclusive)
+
+    async def _new_reader(self, topic: str, start: Any, schema: Schema, options: dict[str, Any],
+                          listener: Any) -> Reader:
+        async with _mapped():
+            return Reader(await self._client.create_reader(topic, start, **options), schema, options["start_inclusive"])
+
+    async def get_topic_partitions(self, topic: str) -> list[str]:  # type: ignore[override]
+        async with _mapped():
+            return partition_names(topic, await self._client.get_partition_count(topic))
+
+    async def close(self) -> None:  # type: ignore[override]
+        async with _mapped():
+            await self._client.close()
+
+    def shutdown(self) -> None:
+        """Closes at once, without awaiting (as the official asyncio client's)."""
+        try:
+            self._client._core.close()
+        except _nexc.PulsarError as e:
+            raise translate(e) from e

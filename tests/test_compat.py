@@ -1,0 +1,216 @@
+"""magnetar.compat: the official client's API on magnetar (the conformance suite, run by
+``scripts/dev conformance``, is the contract; these are the project's own checks)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from datetime import timedelta
+from enum import Enum
+from typing import Any, Iterator
+
+import pytest
+
+import magnetar
+import magnetar.compat as pulsar
+from magnetar.compat import _pulsar
+from magnetar.compat.schema import AvroSchema, CustomEnum, Integer, JsonSchema, Record, String, StringSchema
+from waiting import wait_until
+
+
+@pytest.fixture
+def compat(service_url: str) -> Iterator[pulsar.Client]:
+    c = pulsar.Client(service_url)
+    yield c
+    c.close()
+
+
+def test_receive_timeout_is_in_milliseconds(compat: pulsar.Client, topic: str) -> None:
+    consumer = compat.subscribe(topic, "s")
+    with pytest.raises(pulsar.Timeout):
+        consumer.receive(100)  # 100 ms, not 100 s: the test would hang otherwise
+    assert issubclass(pulsar.Timeout, pulsar.PulsarException)
+
+
+def test_send_receive_with_methods_not_properties(compat: pulsar.Client, topic: str) -> None:
+    consumer = compat.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared)
+    producer = compat.create_producer(topic, producer_name="p1")
+    msg_id = producer.send(b"hello", properties={"a": "1"}, partition_key="k", ordering_key="o",
+                           event_timestamp=1234)
+    msg = consumer.receive(10_000)
+    assert msg.data() == b"hello" and msg.value() == b"hello"
+    assert msg.properties() == {"a": "1"}
+    assert msg.partition_key() == "k" and msg.ordering_key() == "o"
+    assert msg.event_timestamp() == 1234
+    assert msg.producer_name() == "p1"
+    assert msg.message_id() == msg_id
+    assert msg.topic_name().endswith(topic)
+    consumer.acknowledge(msg)
+    assert producer.producer_name() == "p1" and producer.last_sequence_id() == 0
+
+
+def test_send_async_callback_gets_result_and_id(compat: pulsar.Client, topic: str) -> None:
+    producer = compat.create_producer(topic)
+    got: list[tuple[Any, Any]] = []
+    done = threading.Event()
+
+    def callback(result: pulsar.Result, msg_id: pulsar.MessageId) -> None:
+        got.append((result, msg_id))
+        if len(got) == 3:
+            done.set()
+
+    for i in range(3):
+        producer.send_async(b"m%d" % i, callback)
+    producer.flush()
+    assert done.wait(10)
+    assert [r for r, _ in got] == [pulsar.Result.Ok] * 3
+    assert all(isinstance(i, pulsar.MessageId) for _, i in got)
+
+
+def test_blocking_producer_does_not_batch_by_default(compat: pulsar.Client, topic: str) -> None:
+    producer = compat.create_producer(topic)
+    ids = [producer.send(b"x") for _ in range(2)]
+    assert [i.batch_index() for i in ids] == [-1, -1]
+    assert ids[0] < ids[1]
+
+
+def test_message_id_positional_order_is_partition_first() -> None:
+    mid = pulsar.MessageId(2, 10, 20, 3)
+    assert (mid.partition(), mid.ledger_id(), mid.entry_id(), mid.batch_index()) == (2, 10, 20, 3)
+    assert pulsar.MessageId.deserialize(mid.serialize()) == mid
+    assert pulsar.MessageId.deserialize(pulsar.MessageId.earliest.serialize()) == pulsar.MessageId.earliest
+    assert mid._id == magnetar.MessageId(10, 20, partition=2, batch_index=3)
+    assert _pulsar.MessageId is pulsar.MessageId
+
+
+def test_listener_does_not_ack_for_the_user(compat: pulsar.Client, topic: str) -> None:
+    seen: list[bytes] = []
+
+    def listener(consumer: pulsar.Consumer, msg: pulsar.Message) -> None:
+        seen.append(msg.data())  # no ack: the official listener leaves that to the user
+
+    consumer = compat.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared, message_listener=listener,
+                                unacked_messages_timeout_ms=None)
+    producer = compat.create_producer(topic)
+    producer.send(b"one")
+    assert wait_until(lambda: seen == [b"one"], 10)
+    consumer.close()
+    # Still unacknowledged: a new consumer of the subscription gets it again.
+    again = compat.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared)
+    assert again.receive(10_000).data() == b"one"
+
+
+def test_negative_ack_delay_in_milliseconds(compat: pulsar.Client, topic: str) -> None:
+    consumer = compat.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared,
+                                negative_ack_redelivery_delay_ms=200)
+    compat.create_producer(topic).send(b"x")
+    msg = consumer.receive(10_000)
+    consumer.negative_acknowledge(msg)
+    again = consumer.receive(10_000)  # 0.2 s, not 200 s
+    assert again.data() == b"x" and again.redelivery_count() == 1
+
+
+def test_reader_and_seek(compat: pulsar.Client, topic: str) -> None:
+    producer = compat.create_producer(topic)
+    ids = [producer.send(b"m%d" % i) for i in range(3)]
+    reader = compat.create_reader(topic, ids[0], start_message_id_inclusive=True)
+    assert [reader.read_next(10_000).data() for _ in range(3)] == [b"m0", b"m1", b"m2"]
+    assert not reader.has_message_available()
+    reader.seek(ids[1])  # inclusive, as the reader was created
+    assert reader.read_next(10_000).data() == b"m1"
+    with pytest.raises(ValueError):
+        reader.seek(1.0)
+    reader.close()
+    assert not reader.is_connected()
+
+
+class Color(Enum):
+    red = 1
+    blue = 2
+
+
+class Order(Record):
+    id = Integer()
+    note = String()
+    color = CustomEnum(Color)
+
+
+def test_record_schemas_round_trip(compat: pulsar.Client, topic: str) -> None:
+    assert Order.schema() == {"type": "record", "name": "Order", "fields": [
+        {"name": "id", "type": ["null", "int"]}, {"name": "note", "type": ["null", "string"]},
+        {"name": "color", "type": ["null", {"type": "enum", "name": "Color", "symbols": ["red", "blue"]}]}]}
+    for kind in (AvroSchema, JsonSchema):
+        t = f"{topic}-{kind.__name__}"
+        consumer = compat.subscribe(t, "s", schema=kind(Order))
+        compat.create_producer(t, schema=kind(Order)).send(Order(id=1, note="n", color="blue"))
+        value = consumer.receive(10_000).value()
+        assert value == Order(id=1, note="n", color=Color.blue)
+    with pytest.raises(TypeError):
+        JsonSchema(Order).encode("not a record")
+    with pytest.raises(TypeError):
+        Order(id="x")
+
+
+def test_wrong_argument_types_raise_value_error(compat: pulsar.Client, topic: str) -> None:
+    with pytest.raises(ValueError):
+        pulsar.Client(None)  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        compat.create_producer(topic, send_timeout_millis="x")  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        compat.subscribe(topic, "s", consumer_type=None)  # type: ignore[arg-type]
+    producer = compat.create_producer(topic)
+    with pytest.raises(TypeError):
+        producer.send(5)
+    with pytest.raises(ValueError):
+        producer.send(b"x", deliver_after=5)  # type: ignore[arg-type]
+
+
+def test_what_magnetar_lacks_is_refused_clearly(compat: pulsar.Client, topic: str) -> None:
+    with pytest.raises(pulsar.InvalidConfiguration, match="encryption"):
+        compat.create_producer(topic, encryption_key="k", crypto_key_reader=pulsar.CryptoKeyReader("a", "b"))
+    with pytest.raises(pulsar.InvalidConfiguration, match="TableView"):
+        compat.create_table_view(topic)
+
+
+def test_errors_map_to_official_classes(service_url: str, topic: str) -> None:
+    client = pulsar.Client(service_url)
+    producer = client.create_producer(topic)
+    client.close()
+    with pytest.raises(pulsar.AlreadyClosed):
+        producer.send(b"x")
+
+
+def test_string_schema_and_deliver_after(compat: pulsar.Client, topic: str) -> None:
+    consumer = compat.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared, schema=StringSchema())
+    compat.create_producer(topic, schema=StringSchema()).send("hi", deliver_after=timedelta(milliseconds=10))
+    assert consumer.receive(10_000).value() == "hi"
+
+
+def test_asyncio_api(service_url: str, topic: str) -> None:
+    from magnetar.compat.asyncio import Client, PulsarException
+
+    async def main() -> None:
+        client = Client(service_url)
+        producer = await client.create_producer(topic)
+        consumer = await client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+        ids = await asyncio.gather(*(producer.send(b"m%d" % i) for i in range(3)))
+        # The asyncio producer batches by default: one entry.
+        assert sorted(i.batch_index() for i in ids) == [0, 1, 2]
+        assert len({(i.ledger_id(), i.entry_id()) for i in ids}) == 1
+        msgs = [await consumer.receive() for _ in range(3)]
+        assert sorted(m.data() for m in msgs) == [b"m0", b"m1", b"m2"]
+        await consumer.acknowledge_cumulative(msgs[-1])
+        await producer.close()
+        with pytest.raises(PulsarException) as e:
+            await producer.send(b"late")
+        assert e.value.error() == pulsar.Result.AlreadyClosed
+        await client.close()
+
+    asyncio.run(main())
+
+
+def test_dead_letter_initial_subscription_is_created(compat: pulsar.Client, topic: str, broker: Any) -> None:
+    dlq = f"{topic}-dlq"
+    compat.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared,
+                     dead_letter_policy=pulsar.ConsumerDeadLetterPolicy(3, dlq, "keeper"))
+    assert "keeper" in broker.topic_stats(dlq)["subscriptions"]
