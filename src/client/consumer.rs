@@ -19,6 +19,7 @@ pub use super::partition_consumer::{ConsumerStats, SeekTarget};
 use super::shared::{tracked_through_handle, ClientShared};
 use super::timer;
 use super::topic::TopicName;
+use super::transaction::{Scope, Transaction};
 use crate::net::lookup;
 use crate::protocol::pb::command_subscribe::SubType;
 
@@ -416,6 +417,44 @@ impl Consumer {
                 cumulative: true,
             },
         )
+    }
+
+    /// Acknowledges one message (`cumulative`: every message up to it) inside `txn`. Never
+    /// waits: the transaction counts the ack until the broker has confirmed it, so its commit
+    /// waits for it, and an ack that fails makes the commit abort. If the transaction aborts,
+    /// the message is delivered again.
+    pub fn ack_in_txn(&self, id: &MessageId, cumulative: bool, txn: &Transaction) -> Result<()> {
+        if cumulative && matches!(self.inner.opts.sub_type, SubType::Shared | SubType::KeyShared) {
+            return Err(Error::invalid(
+                "cumulative acknowledgement is not allowed on Shared or Key_Shared subscriptions",
+            ));
+        }
+        let part = self.open_part_for(id)?;
+        let op = txn.begin_op()?;
+        let scope = Scope::Subscription {
+            topic: part.topic.to_string(),
+            subscription: self.inner.subscription.clone(),
+        };
+        let (acked, txn_id) = (id.clone(), txn.id());
+        let to = part.clone();
+        txn.when_registered(
+            scope,
+            Box::new(move |registered| match registered {
+                // A refused send drops the command, and with it `op`, which counts as failed.
+                Ok(()) => drop(to.tx.send(Command::AckInTxn {
+                    id: acked,
+                    cumulative,
+                    txn: txn_id,
+                    op,
+                })),
+                Err(e) => op.finish(&Err::<(), _>(e)),
+            }),
+        );
+        let again = id.clone();
+        txn.on_abort(Box::new(move || {
+            let _ = part.tx.send(Command::Redeliver(vec![again]));
+        }));
+        Ok(())
     }
 
     /// Acknowledges one message (or, `cumulative`, every message up to it) and waits until the

@@ -23,6 +23,7 @@ use super::options::{ConsumerOptions, InitialPosition};
 use super::producer::Producer;
 use super::shared::ClientShared;
 use super::timer::{now_ms, sleep_until_opt};
+use super::transaction::{Op, TxnId};
 use crate::net::{Connection, Event, HandlerId};
 use crate::protocol::pb::{
     base_command::Type,
@@ -57,6 +58,16 @@ pub(crate) enum Command {
     },
     /// Individual acks of many messages of this partition: one channel message for a batch.
     AckMany(Vec<MessageId>),
+    /// An ack inside transaction `txn`, sent at once with a request id; `op` counts it in the
+    /// transaction until the broker answers.
+    AckInTxn {
+        id: MessageId,
+        cumulative: bool,
+        txn: TxnId,
+        op: Op,
+    },
+    /// The transaction that acknowledged these aborted: have them delivered again.
+    Redeliver(Vec<MessageId>),
     /// Individual acks wait in [`PartitionShared::take_acks`].
     TakeAcks,
     /// The broker answered (or did not) the acks sent under `token`.
@@ -364,6 +375,13 @@ impl Actor {
                     .or_insert((deadline, id));
             }
             Command::RedeliverAll => self.redeliver(Vec::new()),
+            Command::AckInTxn {
+                id,
+                cumulative,
+                txn,
+                op,
+            } => self.ack_in_txn(id, cumulative, txn, op),
+            Command::Redeliver(ids) => self.redeliver(ids),
             Command::Seek(target, reply) => {
                 let _ = reply.send(self.seek(target).await);
             }

@@ -12,7 +12,8 @@ use crate::client::error::Result;
 use crate::client::message::OutgoingMessage;
 use crate::client::options::ProducerOptions;
 use crate::client::timer::now_ms;
-use crate::protocol::pb::{CompressionType, MessageMetadata};
+use crate::client::transaction::TxnId;
+use crate::protocol::pb::{BaseCommand, CompressionType, MessageMetadata};
 use crate::protocol::{commands, compression, frame};
 
 /// Encodes the entries of one producer.
@@ -51,17 +52,27 @@ impl Encoder {
         meta.event_time = msg.event_time;
         meta.deliver_at_time = msg.deliver_at;
         meta.replicate_to = msg.replication_clusters.clone();
+        let txn = msg.txn.as_ref().map(|t| t.id());
+        in_txn(None, &mut meta, txn);
         let payload = self.compress(&msg.payload, &mut meta)?;
         if self.chunking && payload.len() > max_message_size {
-            return Ok(self.chunks(meta, &payload, sequence_id, max_message_size));
+            return Ok(self.chunks(meta, &payload, sequence_id, max_message_size, txn));
         }
-        let cmd = commands::send(self.producer_id, sequence_id, 1);
+        let mut cmd = commands::send(self.producer_id, sequence_id, 1);
+        in_txn(Some(&mut cmd), &mut meta, txn);
         Ok(vec![encode(&cmd, &meta, &payload)])
     }
 
     /// Splits a (compressed) payload into chunks that share the sequence id and a uuid;
     /// consumers reassemble them.
-    fn chunks(&self, meta: MessageMetadata, payload: &[u8], sequence_id: u64, max: usize) -> Vec<Bytes> {
+    fn chunks(
+        &self,
+        meta: MessageMetadata,
+        payload: &[u8],
+        sequence_id: u64,
+        max: usize,
+        txn: Option<TxnId>,
+    ) -> Vec<Bytes> {
         // Leave room for the metadata, as the broker's limit covers the whole entry.
         let chunk_size = max.saturating_sub(meta.encoded_len() + 64).max(1024);
         let total = payload.len();
@@ -71,6 +82,8 @@ impl Encoder {
         if let Some(s) = cmd.send.as_mut() {
             s.is_chunk = Some(true);
         }
+        let mut meta = meta;
+        in_txn(Some(&mut cmd), &mut meta, txn);
         (0..count)
             .map(|i| {
                 let mut m = meta.clone();
@@ -106,6 +119,7 @@ impl Encoder {
                 s.highest_sequence_id = Some(last_seq);
             }
         }
+        in_txn(Some(&mut cmd), &mut meta, taken.txn);
         let payload = self.compress(&taken.payload, &mut meta)?;
         Ok(encode(&cmd, &meta, &payload))
     }
@@ -120,6 +134,17 @@ impl Encoder {
     }
 }
 
+/// Marks an entry (its metadata and, when given, its `Send`) as produced in `txn`.
+fn in_txn(cmd: Option<&mut BaseCommand>, meta: &mut MessageMetadata, txn: Option<TxnId>) {
+    let Some(txn) = txn else { return };
+    meta.txnid_most_bits = Some(txn.most);
+    meta.txnid_least_bits = Some(txn.least);
+    if let Some(send) = cmd.and_then(|c| c.send.as_mut()) {
+        send.txnid_most_bits = Some(txn.most);
+        send.txnid_least_bits = Some(txn.least);
+    }
+}
+
 fn metadata(producer_name: String, sequence_id: u64) -> MessageMetadata {
     MessageMetadata {
         producer_name,
@@ -129,7 +154,7 @@ fn metadata(producer_name: String, sequence_id: u64) -> MessageMetadata {
     }
 }
 
-fn encode(cmd: &crate::protocol::pb::BaseCommand, meta: &MessageMetadata, payload: &[u8]) -> Bytes {
+fn encode(cmd: &BaseCommand, meta: &MessageMetadata, payload: &[u8]) -> Bytes {
     let mut buf = BytesMut::new();
     frame::encode_payload_command(cmd, meta, payload, &mut buf);
     buf.freeze()
