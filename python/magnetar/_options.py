@@ -20,6 +20,7 @@ from typing import Annotated, Any, Awaitable, Callable, Mapping, NamedTuple, Seq
 
 from ._core import Message, MessageId
 from .exceptions import InvalidConfiguration
+from ._transaction import TransactionHandle
 from .schema import Schema
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "ReaderOptions",
     "SendManyColumns",
     "RoutingMode",
+    "Seconds",
     "SubscriptionType",
     "TimeLike",
     "declared",
@@ -252,6 +254,7 @@ class MessageFields(TypedDict, total=False):
     deliver_at: Annotated[Union[TimeLike, None], Opt(None, "Deliver no sooner than this time (Shared subscriptions).")]
     ordering_key: Annotated[Union[bytes, str, None], Opt(None, "Key for Key_Shared ordering only, instead of ``key``.")]
     sequence_id: Annotated[Union[int, None], Opt(None, "Explicit sequence id (deduplication); by default the next one.")]
+    txn: Annotated[Union[TransactionHandle, None], Opt(None, "A transaction (``client.new_transaction()``): the message is visible once it commits, dropped if it aborts.")]
 
 
 class SendManyColumns(TypedDict, total=False):

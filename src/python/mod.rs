@@ -16,6 +16,7 @@ mod producer;
 mod runtime;
 mod schema;
 mod stats;
+mod transaction;
 mod types;
 
 use pyo3::prelude::*;
@@ -111,6 +112,7 @@ fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<client::PyClient>()?;
     m.add_class::<producer::PyProducer>()?;
     m.add_class::<consumer::PyConsumer>()?;
+    m.add_class::<transaction::PyTransaction>()?;
     m.add_class::<types::PyMessageId>()?;
     m.add_class::<types::PyMessage>()?;
     m.add_class::<types::SendFuture>()?;
