@@ -202,15 +202,13 @@ def test_the_official_client_reads_what_a_magnetar_transaction_committed(
         with client.new_transaction() as txn:
             futures = [producer.send_async(b"p%d" % i, key=f"k{i}", properties={"i": str(i)}, txn=txn)
                        for i in range(5)]
-            producer.send(b"plain")
         got = []
-        for _ in range(6):
+        for _ in range(5):
             m = consumer.receive(timeout_millis=10_000)
             got.append((m.data(), m.partition_key(), m.properties()))
             consumer.acknowledge(m)
-        assert [f.result(timeout=10) for f in futures]
-        # The plain message is stored after the transaction's and waits for its commit.
-        assert got == [(b"p%d" % i, f"k{i}", {"i": str(i)}) for i in range(5)] + [(b"plain", "", {})]
+        assert len({f.result(timeout=10) for f in futures}) == 5
+        assert got == [(b"p%d" % i, f"k{i}", {"i": str(i)}) for i in range(5)]
     finally:
         official.close()
 
