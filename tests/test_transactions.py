@@ -154,7 +154,7 @@ def test_a_finished_transaction_refuses_everything(
         txn.abort()
     assert isinstance(magnetar.TransactionError("x"), magnetar.PulsarError)
     with pytest.raises(TypeError, match="txn must be a transaction"):
-        producer.send(b"x", txn="not a transaction")  # type: ignore[typeddict-item]
+        producer.send(b"x", txn="not a transaction")  # type: ignore[arg-type]
     with pytest.raises(magnetar.InvalidConfiguration):
         client.new_transaction(timeout=0)
 

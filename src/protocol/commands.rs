@@ -440,7 +440,10 @@ mod tests {
         assert_eq!(response_request_id(&cmd), Some(7));
         assert_eq!(
             txn_response_error(&cmd),
-            Some((pb::ServerError::TransactionCoordinatorNotFound as i32, "not ready".into()))
+            Some((
+                pb::ServerError::TransactionCoordinatorNotFound as i32,
+                "not ready".into()
+            ))
         );
         let mut ok = base(Type::EndTxnResponse);
         ok.end_txn_response = Some(pb::CommandEndTxnResponse {

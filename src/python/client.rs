@@ -143,11 +143,9 @@ impl PyClient {
     ) -> PyResult<Py<PyAny>> {
         let timeout = match super::convert::span(Some(timeout), "timeout")? {
             super::convert::Span::Within(d) if !d.is_zero() => d,
-            _ => {
-                return Err(invalid(
-                    "a transaction's timeout must be a positive, finite number of seconds (its coordinator aborts it then)",
-                ))
-            }
+            _ => return Err(invalid(
+                "a transaction's timeout must be a positive, finite number of seconds (its coordinator aborts it then)",
+            )),
         };
         let (guard, dispatch) = (self.guard, self.dispatch.clone());
         let open = |c: client::Client| async move { c.new_transaction(timeout).await };

@@ -7,7 +7,6 @@ use std::time::Instant;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
-use super::transaction;
 use super::convert;
 use super::errors::{invalid, to_pyerr};
 use super::fields_dict;
@@ -15,6 +14,7 @@ use super::gate;
 use super::getters;
 use super::runtime::{engine_handle, none, EngineHandle};
 use super::schema::Binding;
+use super::transaction;
 use super::types::{id_list, new_message_with, without_gc, PyMessage, PyMessageId};
 use crate::client::consumer::SeekTarget;
 use crate::client::{self, Error, ErrorKind};

@@ -64,7 +64,11 @@ impl Actor {
         let mut data = id.entry_data();
         if id.batch_index >= 0 && id.batch_size > 1 && id.batch_index < id.batch_size {
             let mut bits = ack_book::full_bitset(id.batch_size as usize);
-            let acked = if cumulative { 0..=id.batch_index } else { id.batch_index..=id.batch_index };
+            let acked = if cumulative {
+                0..=id.batch_index
+            } else {
+                id.batch_index..=id.batch_index
+            };
             for i in acked.map(|i| i as usize) {
                 bits[i / 64] &= !(1u64 << (i % 64));
             }

@@ -257,7 +257,7 @@ impl Actor {
             if self.batch.other_txn(&msg)
                 || self
                     .batch
-                        .would_overflow(&msg, self.opts.batch_max_messages, self.opts.batch_max_bytes)
+                    .would_overflow(&msg, self.opts.batch_max_messages, self.opts.batch_max_bytes)
             {
                 self.flush_batch();
             }

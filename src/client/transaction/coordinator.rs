@@ -55,10 +55,7 @@ impl From<NetError> for Attempt {
                 NetError::Connect { .. } | NetError::Io(_) | NetError::Closed(_) | NetError::Timeout(_)
             ),
         };
-        Attempt {
-            error: e.into(),
-            retry,
-        }
+        Attempt { error: e.into(), retry }
     }
 }
 
@@ -80,13 +77,11 @@ impl Coordinators {
         let picked = std::sync::OnceLock::new();
         let picked = &picked;
         let frame = self
-            .retrying(deadline, "new transaction", |this| {
-                async move {
-                    let count = this.count(pool).await?;
-                    let tc = *picked.get_or_init(|| (this.next.fetch_add(1, Ordering::Relaxed) % count) as u64);
-                    this.request(pool, tc, deadline, move |rid| commands::new_txn(rid, tc, ttl_ms))
-                        .await
-                }
+            .retrying(deadline, "new transaction", |this| async move {
+                let count = this.count(pool).await?;
+                let tc = *picked.get_or_init(|| (this.next.fetch_add(1, Ordering::Relaxed) % count) as u64);
+                this.request(pool, tc, deadline, move |rid| commands::new_txn(rid, tc, ttl_ms))
+                    .await
             })
             .await?;
         let r = frame
@@ -95,7 +90,9 @@ impl Coordinators {
             .ok_or_else(|| Error::transaction("the coordinator's NewTxnResponse has no body"))?;
         match (r.txnid_most_bits, r.txnid_least_bits) {
             (Some(most), Some(least)) => Ok((most, least)),
-            _ => Err(Error::transaction("the coordinator's NewTxnResponse carries no transaction id")),
+            _ => Err(Error::transaction(
+                "the coordinator's NewTxnResponse carries no transaction id",
+            )),
         }
     }
 
@@ -173,12 +170,7 @@ impl Coordinators {
     }
 
     /// Runs `attempt` until it succeeds, fails for good, or the next try would pass `deadline`.
-    async fn retrying<'a, T, F, Fut>(
-        &'a self,
-        deadline: Instant,
-        what: &str,
-        mut attempt: F,
-    ) -> Result<T>
+    async fn retrying<'a, T, F, Fut>(&'a self, deadline: Instant, what: &str, mut attempt: F) -> Result<T>
     where
         F: FnMut(&'a Self) -> Fut,
         Fut: std::future::Future<Output = std::result::Result<T, Attempt>>,
@@ -224,11 +216,22 @@ impl Coordinators {
     }
 
     /// The connection of coordinator `tc`, opening its session if there is none.
-    async fn session(&self, pool: &ConnectionPool, tc: u64, deadline: Instant) -> std::result::Result<Connection, Attempt> {
-        let slot = self.slots.lock().await.get(tc as usize).cloned().ok_or_else(|| Attempt {
-            error: Error::transaction(format!("no transaction coordinator {tc}")),
-            retry: false,
-        })?;
+    async fn session(
+        &self,
+        pool: &ConnectionPool,
+        tc: u64,
+        deadline: Instant,
+    ) -> std::result::Result<Connection, Attempt> {
+        let slot = self
+            .slots
+            .lock()
+            .await
+            .get(tc as usize)
+            .cloned()
+            .ok_or_else(|| Attempt {
+                error: Error::transaction(format!("no transaction coordinator {tc}")),
+                retry: false,
+            })?;
         let mut slot = slot.lock().await;
         if let Some(conn) = slot.as_ref().filter(|c| !c.is_closed()) {
             return Ok(conn.clone());
@@ -265,7 +268,9 @@ async fn exchange(
     deadline: Instant,
     build: impl FnOnce(u64) -> BaseCommand,
 ) -> std::result::Result<Frame, Attempt> {
-    let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(100));
+    let left = deadline
+        .saturating_duration_since(Instant::now())
+        .max(Duration::from_millis(100));
     let frame = conn
         .request_with_timeout(left.min(conn.operation_timeout()), build)
         .await?;

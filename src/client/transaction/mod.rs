@@ -265,9 +265,7 @@ impl Transaction {
         match scope {
             Scope::Partition(topic) => c.coordinators.add_partition(&c.pool, id, topic).await,
             Scope::Subscription { topic, subscription } => {
-                c.coordinators
-                    .add_subscription(&c.pool, id, topic, subscription)
-                    .await
+                c.coordinators.add_subscription(&c.pool, id, topic, subscription).await
             }
         }
     }
@@ -310,7 +308,11 @@ impl Transaction {
                 "transaction {} is {}: it cannot be {} again",
                 self.inner.id,
                 state.name(),
-                if next == TxnState::Committing { "committed" } else { "aborted" }
+                if next == TxnState::Committing {
+                    "committed"
+                } else {
+                    "aborted"
+                }
             ))),
         }
     }
