@@ -288,8 +288,8 @@ class Declared:
     @property
     def textual(self) -> bool:
         """Whether a text value can give this option (a command-line flag, an environment
-        variable, a Spark option): not callables, mappings or credentials objects."""
-        return not any(t in str(self.type) for t in ("Callable", "Mapping", "Authentication", "Schema"))
+        variable, a Spark option): not callables, mappings, credentials or transactions."""
+        return not any(t in str(self.type) for t in ("Callable", "Mapping", "Authentication", "Schema", "TransactionHandle"))
 
     def kind(self) -> type:
         """The plain type a text value of this option converts to (bool, int, float or str)."""

@@ -159,3 +159,72 @@ fn encode(cmd: &BaseCommand, meta: &MessageMetadata, payload: &[u8]) -> Bytes {
     frame::encode_payload_command(cmd, meta, payload, &mut buf);
     buf.freeze()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::batch::OpenBatch;
+    use super::*;
+    use crate::client::completion::SendCallback;
+    use crate::client::transaction::Transaction;
+    use crate::protocol::frame::{self, Frame};
+
+    fn decoded(bytes: &Bytes) -> Frame {
+        let mut buf = BytesMut::from(&bytes[..]);
+        frame::decode(&mut buf, 1 << 20).unwrap().unwrap()
+    }
+
+    fn msg(txn: Option<&Transaction>) -> OutgoingMessage {
+        OutgoingMessage {
+            txn: txn.cloned(),
+            ..OutgoingMessage::new(&b"x"[..])
+        }
+    }
+
+    fn done() -> crate::client::completion::Completion {
+        let f: SendCallback = Box::new(|_| {});
+        f.into()
+    }
+
+    #[tokio::test]
+    async fn a_batch_never_mixes_transactions_and_carries_its_id() {
+        let (a, b) = (Transaction::detached(1, 10), Transaction::detached(1, 11));
+        let mut batch = OpenBatch::default();
+        batch.push(msg(Some(&a)), 0, done());
+        assert!(!batch.other_txn(&msg(Some(&a))));
+        assert!(batch.other_txn(&msg(Some(&b))));
+        assert!(batch.other_txn(&msg(None)));
+        batch.push(msg(Some(&a)), 1, done());
+        let taken = batch.take();
+        let enc = Encoder::new(7, &ProducerOptions::default());
+        let f = decoded(&enc.batch("p".into(), &taken, None, None).unwrap());
+        let send = f.command.send.unwrap();
+        let meta = f.payload.unwrap().metadata;
+        assert_eq!((send.txnid_most_bits, send.txnid_least_bits), (Some(1), Some(10)));
+        assert_eq!((meta.txnid_most_bits, meta.txnid_least_bits), (Some(1), Some(10)));
+        // The next batch starts afresh.
+        batch.push(msg(None), 2, done());
+        assert!(batch.other_txn(&msg(Some(&b))));
+        let plain = decoded(&enc.batch("p".into(), &batch.take(), None, None).unwrap());
+        assert_eq!(plain.command.send.unwrap().txnid_most_bits, None);
+    }
+
+    #[tokio::test]
+    async fn a_single_message_and_its_chunks_carry_the_transaction() {
+        let t = Transaction::detached(2, 3);
+        let opts = ProducerOptions {
+            chunking: true,
+            ..Default::default()
+        };
+        let enc = Encoder::new(7, &opts);
+        let big = OutgoingMessage {
+            txn: Some(t),
+            ..OutgoingMessage::new(vec![0u8; 5000])
+        };
+        let frames = enc.single("p".into(), &big, 0, 2048).unwrap();
+        assert!(frames.len() > 1);
+        for f in frames.iter().map(decoded) {
+            assert_eq!(f.command.send.unwrap().txnid_least_bits, Some(3));
+            assert_eq!(f.payload.unwrap().metadata.txnid_most_bits, Some(2));
+        }
+    }
+}

@@ -154,6 +154,13 @@ impl Transaction {
         Ok(Self::with_id(client, id, None))
     }
 
+    /// A transaction with id `(most, least)` of a client that never connects (unit tests).
+    #[cfg(test)]
+    pub(crate) fn detached(most: u64, least: u64) -> Transaction {
+        let client = ClientShared::new("pulsar://127.0.0.1:1", Default::default()).expect("a valid URL");
+        Self::with_id(Arc::new(client), TxnId { most, least }, None)
+    }
+
     fn with_id(client: Arc<ClientShared>, id: TxnId, expires: Option<Instant>) -> Transaction {
         Transaction {
             inner: Arc::new(TxnShared {
