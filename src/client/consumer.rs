@@ -451,7 +451,15 @@ impl Consumer {
             }),
         );
         let again = id.clone();
+        let inbox = self.inner.inbox.clone();
+        let everything = !matches!(self.inner.opts.sub_type, SubType::Shared | SubType::KeyShared);
         txn.on_abort(Box::new(move || {
+            if everything {
+                // Before abort() returns, as the application may receive next: nothing queued
+                // now may be taken, since all of it comes again (the Java client's
+                // clearIncomingMessages).
+                part.start_redelivery(&inbox);
+            }
             let _ = part.tx.send(Command::Redeliver(vec![again]));
         }));
         Ok(())

@@ -209,9 +209,14 @@ impl Actor {
             // The broker resends everything unacked, including what sits in the inbox; the
             // acks go first so that what the application acked is not among it.
             self.flush_acks();
-            let dropped = self.inbox.drop_origin(self.shared.index) as u32;
-            let _ = conn.send_command(&commands::redeliver(self.consumer_id, Vec::new()));
-            self.shared.return_permits(dropped);
+            let epoch = self.shared.start_redelivery(&self.inbox);
+            let mut cmd = commands::redeliver(self.consumer_id, Vec::new());
+            if !individual {
+                if let Some(r) = cmd.redeliver_unacknowledged_messages.as_mut() {
+                    r.consumer_epoch = Some(epoch);
+                }
+            }
+            let _ = conn.send_command(&cmd);
             return;
         }
         let mut entries: Vec<MessageIdData> = Vec::new();

@@ -111,6 +111,10 @@ pub(crate) struct PartitionShared {
     /// [`Command::TakeAcks`]; the ones after it ride along, so a stream of acks costs the I/O
     /// thread one wake-up per run rather than one per ack.
     pending_acks: Mutex<Vec<MessageId>>,
+    /// Exclusive/Failover: bumped by every redelivery of everything unacknowledged, sent with
+    /// it and on subscribe; the broker stamps what it dispatches after it, so a message sent
+    /// before (a copy of one that comes again) is dropped on arrival (the Java client's epoch).
+    pub redelivery_epoch: std::sync::atomic::AtomicU64,
 }
 
 impl PartitionShared {
@@ -188,6 +192,16 @@ impl PartitionShared {
         std::mem::take(&mut *self.pending_acks.lock().expect("pending_acks lock"))
     }
 
+    /// Starts a redelivery of everything unacknowledged: bumps the epoch and drops what this
+    /// partition has queued (its permits come back), so the application never takes a message
+    /// that is coming again. Returns the new epoch.
+    pub fn start_redelivery(&self, inbox: &Inbox) -> u64 {
+        let epoch = self.redelivery_epoch.fetch_add(1, Ordering::AcqRel) + 1;
+        let dropped = inbox.drop_origin(self.index) as u32;
+        self.return_permits(dropped);
+        epoch
+    }
+
     fn return_permits(&self, n: u32) {
         // Saturating: a hostile entry may declare up to i32::MAX messages.
         let before = self
@@ -230,6 +244,7 @@ pub(crate) async fn create(
         stale_high: Mutex::new(None),
         stale_guard: AtomicBool::new(false),
         pending_acks: Mutex::new(Vec::new()),
+        redelivery_epoch: Default::default(),
     });
     let name = opts.name.clone().unwrap_or_else(random_name);
     let chunk_limits = ChunkLimits {
