@@ -8,8 +8,8 @@ The driver writes ``--inputs`` numbered messages to an input topic, then starts 
 process and SIGKILLs it after a random 0.5-2.5 s, ``--kills`` times; each worker subscribes
 and loops: receive up to 5 messages, send ``out-<n>`` for each in a transaction, acknowledge
 them in it (individually on a Shared subscription, cumulatively on a Failover one), commit.
-Three loops run by default (``--case``): Shared with unbatched input, Shared with batched
-input, Failover with batched input. A killed worker leaves a transaction open, which
+Four loops run by default (``--case``): Shared and Failover, each with unbatched and with
+batched input. A killed worker leaves a transaction open, which
 the coordinator aborts at its timeout (``--txn-timeout``): its outputs are dropped and its
 acks undone, and the next worker gets those inputs again. After the kills, workers run
 unkilled until the output holds every input (or ``--rounds`` of them gave up). Then a reader
@@ -39,6 +39,7 @@ BATCH = 5
 CASES = {
     "shared": ("shared", False),
     "shared-batched": ("shared", True),
+    "failover": ("failover", False),
     "failover-batched": ("failover", True),
 }
 
