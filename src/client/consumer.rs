@@ -453,7 +453,17 @@ impl Consumer {
         let again = id.clone();
         let inbox = self.inner.inbox.clone();
         let everything = !matches!(self.inner.opts.sub_type, SubType::Shared | SubType::KeyShared);
-        txn.on_abort(Box::new(move || {
+        let in_batch = id.batch_index >= 0 && id.batch_size > 1;
+        txn.on_end(Box::new(move |committed| {
+            if committed {
+                // The broker keeps a transaction's acks of batch indexes out of the cursor's
+                // record of acked indexes, and would deliver those messages again (and take
+                // a later transaction's ack of them): the plain ack puts them on record.
+                if in_batch {
+                    let _ = part.tx.send(Command::Ack { id: again, cumulative });
+                }
+                return;
+            }
             if everything {
                 // Before abort() returns, as the application may receive next: nothing queued
                 // now may be taken, since all of it comes again (the Java client's

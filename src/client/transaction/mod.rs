@@ -97,8 +97,9 @@ enum Gate {
     Failed(Error),
 }
 
-/// Runs when the transaction has been aborted (consumers redeliver what it acknowledged).
-pub(crate) type AbortHook = Box<dyn FnOnce() + Send>;
+/// Runs when the transaction has ended: given whether it committed (consumers redeliver what
+/// an aborted one acknowledged).
+pub(crate) type EndHook = Box<dyn FnOnce(bool) + Send>;
 
 struct Phase {
     state: TxnState,
@@ -118,7 +119,7 @@ struct TxnShared {
     phase: Mutex<Phase>,
     idle: Notify,
     gates: Mutex<HashMap<Scope, Gate>>,
-    on_abort: Mutex<Vec<AbortHook>>,
+    on_end: Mutex<Vec<EndHook>>,
 }
 
 /// A transaction. Cheap to clone; clones share it.
@@ -175,7 +176,7 @@ impl Transaction {
                 }),
                 idle: Notify::new(),
                 gates: Mutex::new(HashMap::new()),
-                on_abort: Mutex::new(Vec::new()),
+                on_end: Mutex::new(Vec::new()),
             }),
         }
     }
@@ -277,9 +278,9 @@ impl Transaction {
         }
     }
 
-    /// Runs `hook` if the transaction ends aborted.
-    pub(crate) fn on_abort(&self, hook: AbortHook) {
-        self.inner.on_abort.lock().expect("abort hooks lock").push(hook);
+    /// Runs `hook` when the transaction ends committed (`true`) or aborted (`false`).
+    pub(crate) fn on_end(&self, hook: EndHook) {
+        self.inner.on_end.lock().expect("end hooks lock").push(hook);
     }
 
     /// Waits for every send and ack registered in the transaction, then commits it. If one of
@@ -349,10 +350,10 @@ impl Transaction {
             (Err(_), _) => TxnState::Errored,
         };
         self.phase().state = state;
-        if state == TxnState::Aborted {
-            let hooks = std::mem::take(&mut *self.inner.on_abort.lock().expect("abort hooks lock"));
+        if matches!(state, TxnState::Committed | TxnState::Aborted) {
+            let hooks = std::mem::take(&mut *self.inner.on_end.lock().expect("end hooks lock"));
             for hook in hooks {
-                hook();
+                hook(state == TxnState::Committed);
             }
         }
         outcome
