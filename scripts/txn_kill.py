@@ -125,6 +125,8 @@ def drive(args: argparse.Namespace, mode: str, batched: bool) -> int:
     print(f"{mode} subscription, {'batched' if batched else 'unbatched'} input: "
           f"inputs {args.inputs}, kills {args.kills}, outputs {sum(seen.values())}, missing {len(missing)}, "
           f"duplicated {len(duplicated)}, unexpected {len(extra)}, {elapsed:.0f} s")
+    if duplicated:
+        print("  duplicated:", ", ".join(f"{k.decode()} x{n}" for k, n in sorted(duplicated.items())))
     return 0 if not missing and not duplicated and not extra else 1
 
 
