@@ -19,12 +19,16 @@ PAIRS = [
     (magnetar.Producer, magnetar.AsyncProducer),
     (magnetar.Consumer, magnetar.AsyncConsumer),
     (magnetar.Reader, magnetar.AsyncReader),
+    (magnetar.Transaction, magnetar.AsyncTransaction),
 ]
 
 # What only one side has, and why: the asyncio producer's send already returns an awaitable;
 # context managers and iteration are spelled differently in each world.
 ONLY_BLOCKING = {"send_async", "__enter__", "__exit__", "__iter__"}
 ONLY_ASYNC = {"__aenter__", "__aexit__", "__aiter__"}
+# Waits, but is not a coroutine function: `AsyncClient.new_transaction()` returns an awaitable
+# that is also an async context manager, so `async with client.new_transaction() as txn` works.
+AWAITABLE_CONTEXTS = {"new_transaction"}
 
 
 def public(cls: type) -> dict[str, Any]:
@@ -62,6 +66,10 @@ def test_async_twins_wait_exactly_where_the_blocking_ones_do(blocking: type, aio
         never_waits.add("stats")  # the engine's counters (Consumer.stats asks the broker)
     for name, member in public(aio).items():
         if not callable(member) or name in ONLY_ASYNC or isinstance(member, property):
+            continue
+        if name in AWAITABLE_CONTEXTS:
+            assert not inspect.iscoroutinefunction(member), name
+            assert {"__await__", "__aenter__", "__aexit__"} <= set(dir(magnetar._transaction.OpeningTransaction))
             continue
         assert inspect.iscoroutinefunction(member) == (name not in never_waits), name
 

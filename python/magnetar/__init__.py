@@ -50,7 +50,9 @@ from .exceptions import (
     Timeout,
     TopicNotFound,
     TopicTerminated,
+    TransactionError,
 )
+from ._transaction import AsyncTransaction, Transaction
 
 from . import schema
 
@@ -63,6 +65,7 @@ __all__ = [
     "AsyncConsumer",
     "AsyncProducer",
     "AsyncReader",
+    "AsyncTransaction",
     "Authentication",
     "AuthenticationError",
     "AuthorizationError",
@@ -94,6 +97,8 @@ __all__ = [
     "Timeout",
     "TopicNotFound",
     "TopicTerminated",
+    "Transaction",
+    "TransactionError",
     "__version__",
     "schema",
 ]

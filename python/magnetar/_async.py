@@ -17,7 +17,8 @@ from ._aio import call
 from ._core import Message, MessageId
 from ._handles import COMPLETED, ClientHandle, ConsumerHandle, ProducerHandle, ReaderHandle, documented
 from ._listener import AsyncListenerRunner
-from ._options import ConsumerOptions, MessageFields, ProducerOptions, ReaderOptions, SendManyColumns, TimeLike, seek_target
+from ._options import ConsumerOptions, MessageFields, ProducerOptions, ReaderOptions, Seconds, SendManyColumns, TimeLike, seek_target
+from ._transaction import AsyncTransaction, OpeningTransaction
 from .exceptions import AlreadyClosed, Timeout, TopicTerminated
 from .schema._schemas import SchemaInfo, schema_info, schema_version
 
@@ -242,6 +243,24 @@ class AsyncClient(ClientHandle):
         if at_time is not None:
             await call(core.seek, at_time)
         return AsyncReader(core)
+
+    def new_transaction(self, timeout: Seconds = 60.0) -> OpeningTransaction:
+        """Opens a transaction; its coordinator aborts it ``timeout`` seconds from now unless
+        it is committed or aborted first. Await it (``txn = await client.new_transaction()``)
+        or use it in ``async with`` (commits when the block ends, aborts if it raises). Right
+        after a broker starts, this waits (up to ``operation_timeout``) for its transaction
+        coordinator to be ready."""
+        async def open() -> AsyncTransaction:
+            return AsyncTransaction(await call(self._core.new_transaction, timeout))
+
+        return OpeningTransaction(open)
+
+    async def transaction_from_id(self, id: tuple[int, int]) -> AsyncTransaction:
+        """The open transaction with this id (``txn.id``), opened by any client in any
+        process: commit or abort it here. Its sends and acknowledgements made elsewhere are
+        already with the broker; only those made through this object are waited for."""
+        most, least = id
+        return AsyncTransaction(await call(self._core.transaction_from_id, most, least))
 
     async def get_partition_count(self, topic: str) -> int:
         """Number of partitions of ``topic`` (0 for a non-partitioned topic)."""

@@ -17,7 +17,8 @@ from . import telemetry as _tm
 from ._core import Message, MessageId, SendFuture
 from ._handles import ClientHandle, ConsumerHandle, ProducerHandle, ReaderHandle, documented
 from ._listener import ListenerRunner
-from ._options import ConsumerOptions, MessageFields, SendManyColumns, ProducerOptions, ReaderOptions, TimeLike, seek_target
+from ._options import ConsumerOptions, MessageFields, SendManyColumns, ProducerOptions, ReaderOptions, Seconds, TimeLike, seek_target
+from ._transaction import Transaction
 from .exceptions import AlreadyClosed, TopicTerminated
 from .schema._schemas import SchemaInfo, schema_info, schema_version
 
@@ -289,6 +290,20 @@ class Client(ClientHandle):
         if at_time is not None:
             core.seek(at_time)
         return Reader(core)
+
+    def new_transaction(self, timeout: Seconds = 60.0) -> Transaction:
+        """Opens a transaction; its coordinator aborts it ``timeout`` seconds from now unless
+        it is committed or aborted first. As a context manager it commits when the block ends
+        and aborts if the block raises. Right after a broker starts, this waits (up to
+        ``operation_timeout``) for its transaction coordinator to be ready."""
+        return Transaction(self._core.new_transaction(timeout))
+
+    def transaction_from_id(self, id: tuple[int, int]) -> Transaction:
+        """The open transaction with this id (``txn.id``), opened by any client in any
+        process: commit or abort it here. Its sends and acknowledgements made elsewhere are
+        already with the broker; only those made through this object are waited for."""
+        most, least = id
+        return Transaction(self._core.transaction_from_id(most, least))
 
     def get_partition_count(self, topic: str) -> int:
         """Number of partitions of ``topic`` (0 for a non-partitioned topic)."""

@@ -13,6 +13,7 @@ __all__ = [
     "_Client",
     "_Consumer",
     "_Producer",
+    "_Transaction",
     "__version__",
     "_at_exit",
     "_check_client_options",
@@ -175,6 +176,10 @@ class _Client:
         """The persistent topics of ``tenant/namespace``, partitions listed one by one."""
     def get_schema(self, topic: str, version: bytes | None = None, *, future: _Future | None = None) -> Any:
         """The registry's schema of ``topic``: ``(name, type, definition, properties, version)`` or None."""
+    def new_transaction(self, timeout: float | Any, *, future: _Future | None = None) -> Any:
+        """Opens a transaction aborted by its coordinator after ``timeout`` seconds: a ``_Transaction``."""
+    def transaction_from_id(self, most: int, least: int, *, future: _Future | None = None) -> Any:
+        """The open transaction ``(most, least)``: a ``_Transaction``."""
     def close(self, *, future: _Future | None = None) -> None:
         """Closes everything."""
     @property
@@ -183,6 +188,21 @@ class _Client:
     @property
     def state(self) -> str:
         """"idle", "connecting", "connected" or "closed"."""
+
+@final
+class _Transaction:
+    """Engine handle of a transaction."""
+
+    @property
+    def id(self) -> tuple[int, int]:
+        """``(most, least)`` significant bits of the id."""
+    @property
+    def state(self) -> str:
+        """"open", "committing", "aborting", "committed", "aborted" or "errored"."""
+    def commit(self, *, future: _Future | None = None) -> None:
+        """Waits for the transaction's operations, then commits."""
+    def abort(self, *, future: _Future | None = None) -> None:
+        """Waits for the transaction's operations, then aborts."""
 
 @final
 class _Producer:
@@ -247,12 +267,12 @@ class _Consumer:
         """Up to ``max_messages``."""
     def wait_for_message(self, future: _Future) -> None:
         """Resolves ``future`` when a message may be available."""
-    def ack(self, message: Message | MessageId) -> None:
-        """Acknowledges one message."""
+    def ack(self, message: Message | MessageId, txn: Any = None) -> None:
+        """Acknowledges one message (inside ``txn`` when given)."""
     def ack_many(self, messages: Iterable[Message | MessageId]) -> None:
         """Acknowledges many messages individually."""
-    def ack_cumulative(self, message: Message | MessageId) -> None:
-        """Acknowledges up to a message."""
+    def ack_cumulative(self, message: Message | MessageId, txn: Any = None) -> None:
+        """Acknowledges up to a message (inside ``txn`` when given)."""
     def ack_with_receipt(self, message: Message | MessageId, cumulative: bool = False, *, future: _Future | None = None) -> None:
         """Acknowledges and waits for the broker's confirmation."""
     def nack(self, message: Message | MessageId) -> None:

@@ -12,6 +12,7 @@ from . import _build, _core, telemetry
 from ._core import Message, MessageId
 from ._options import ClientOptions, option_docs
 from ._state import StateWatcher
+from ._transaction import TransactionHandle
 
 if TYPE_CHECKING:
     from typing import Unpack
@@ -150,11 +151,15 @@ class ConsumerHandle(_Receiving, Generic[Done]):
     def _describe(self) -> str:
         return f"subscription={self.subscription!r} topics={self.topics!r}"
 
-    def ack(self, message: Message | MessageId) -> Done:
+    def ack(self, message: Message | MessageId, txn: TransactionHandle | None = None) -> Done:
         """Acknowledges one message (grouped and sent within ``ack_group_time``). Never waits;
         on the asyncio consumer it returns an already-completed awaitable, so ``await
-        consumer.ack(m)`` works too."""
-        self._core.ack(message)
+        consumer.ack(m)`` works too.
+
+        With ``txn`` the acknowledgement is part of the transaction: sent at once, it takes
+        effect when the transaction commits, and the message is delivered again if it aborts.
+        The transaction's commit waits for the broker to confirm it."""
+        self._core.ack(message, txn)
         return self._done
 
     def ack_many(self, messages: Iterable[Message | MessageId]) -> Done:
@@ -163,9 +168,10 @@ class ConsumerHandle(_Receiving, Generic[Done]):
         self._core.ack_many(messages)
         return self._done
 
-    def ack_cumulative(self, message: Message | MessageId) -> Done:
-        """Acknowledges every message up to this one (not on Shared subscriptions)."""
-        self._core.ack_cumulative(message)
+    def ack_cumulative(self, message: Message | MessageId, txn: TransactionHandle | None = None) -> Done:
+        """Acknowledges every message up to this one (not on Shared subscriptions); with
+        ``txn``, as part of the transaction (see :meth:`ack`)."""
+        self._core.ack_cumulative(message, txn)
         return self._done
 
     def nack(self, message: Message | MessageId) -> Done:

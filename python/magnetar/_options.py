@@ -21,6 +21,7 @@ from typing import Annotated, Any, Awaitable, Callable, Mapping, NamedTuple, Seq
 from ._auth import Authentication
 from ._core import Message, MessageId
 from .exceptions import InvalidConfiguration
+from ._transaction import TransactionHandle
 from .schema import Schema
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "ReaderOptions",
     "SendManyColumns",
     "RoutingMode",
+    "Seconds",
     "SubscriptionType",
     "TimeLike",
     "declared",
@@ -232,6 +234,7 @@ class MessageFields(TypedDict, total=False):
     deliver_at: Annotated[Union[TimeLike, None], Opt(None, "Deliver no sooner than this time (Shared subscriptions).")]
     ordering_key: Annotated[Union[bytes, str, None], Opt(None, "Key for Key_Shared ordering only, instead of ``key``.")]
     sequence_id: Annotated[Union[int, None], Opt(None, "Explicit sequence id (deduplication); by default the next one.")]
+    txn: Annotated[Union[TransactionHandle, None], Opt(None, "A transaction (``client.new_transaction()``): the message is visible once it commits, dropped if it aborts.")]
 
 
 class SendManyColumns(TypedDict, total=False):
@@ -265,8 +268,8 @@ class Declared:
     @property
     def textual(self) -> bool:
         """Whether a text value can give this option (a command-line flag, an environment
-        variable, a Spark option): not callables, mappings or credentials objects."""
-        return not any(t in str(self.type) for t in ("Callable", "Mapping", "Authentication", "Schema"))
+        variable, a Spark option): not callables, mappings, credentials or transactions."""
+        return not any(t in str(self.type) for t in ("Callable", "Mapping", "Authentication", "Schema", "TransactionHandle"))
 
     def kind(self) -> type:
         """The plain type a text value of this option converts to (bool, int, float or str)."""

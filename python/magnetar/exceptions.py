@@ -19,7 +19,8 @@ the broker refused an operation (``None`` otherwise)::
     ├── ProtocolError
     ├── IncompatibleSchema    (the broker refused the schema)
     ├── SchemaEncodeError     (a value does not fit the schema; also a builtin ValueError)
-    └── SchemaDecodeError     (msg.value cannot decode the payload)
+    ├── SchemaDecodeError     (msg.value cannot decode the payload)
+    └── TransactionError      (a finished transaction used, a failed operation, the coordinator)
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ __all__ = [
     "Timeout",
     "TopicNotFound",
     "TopicTerminated",
+    "TransactionError",
 ]
 
 
@@ -134,3 +136,13 @@ class SchemaEncodeError(PulsarError, ValueError):
 class SchemaDecodeError(PulsarError):
     """``msg.value`` cannot decode the payload with the consumer's schema; the message names
     the topic, the message id and the schema version. The consumer goes on."""
+
+
+# Transactions
+
+
+class TransactionError(PulsarError):
+    """A transaction cannot go on: it is already committed, aborted or timed out (the
+    coordinator aborts it after its timeout), one of its sends or acknowledgements failed (its
+    commit then aborts it), or its coordinator cannot be reached or refused the request
+    (``code`` is then the broker's error)."""

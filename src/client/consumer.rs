@@ -19,6 +19,7 @@ pub use super::partition_consumer::{ConsumerStats, SeekTarget};
 use super::shared::{tracked_through_handle, ClientShared};
 use super::timer;
 use super::topic::TopicName;
+use super::transaction::{Scope, Transaction};
 use crate::net::lookup;
 use crate::protocol::pb::command_subscribe::SubType;
 
@@ -416,6 +417,62 @@ impl Consumer {
                 cumulative: true,
             },
         )
+    }
+
+    /// Acknowledges one message (`cumulative`: every message up to it) inside `txn`. Never
+    /// waits: the transaction counts the ack until the broker has confirmed it, so its commit
+    /// waits for it, and an ack that fails makes the commit abort. If the transaction aborts,
+    /// the message is delivered again.
+    pub fn ack_in_txn(&self, id: &MessageId, cumulative: bool, txn: &Transaction) -> Result<()> {
+        if cumulative && matches!(self.inner.opts.sub_type, SubType::Shared | SubType::KeyShared) {
+            return Err(Error::invalid(
+                "cumulative acknowledgement is not allowed on Shared or Key_Shared subscriptions",
+            ));
+        }
+        let part = self.open_part_for(id)?;
+        let op = txn.begin_op()?;
+        let scope = Scope::Subscription {
+            topic: part.topic.to_string(),
+            subscription: self.inner.subscription.clone(),
+        };
+        let (acked, txn_id) = (id.clone(), txn.id());
+        let to = part.clone();
+        txn.when_registered(
+            scope,
+            Box::new(move |registered| match registered {
+                // A refused send drops the command, and with it `op`, which counts as failed.
+                Ok(()) => drop(to.tx.send(Command::AckInTxn {
+                    id: acked,
+                    cumulative,
+                    txn: txn_id,
+                    op,
+                })),
+                Err(e) => op.finish(&Err::<(), _>(e)),
+            }),
+        );
+        let again = id.clone();
+        let inbox = self.inner.inbox.clone();
+        let everything = !matches!(self.inner.opts.sub_type, SubType::Shared | SubType::KeyShared);
+        let in_batch = id.batch_index >= 0 && id.batch_size > 1;
+        txn.on_end(Box::new(move |committed| {
+            if committed {
+                // The broker keeps a transaction's acks of batch indexes out of the cursor's
+                // record of acked indexes, and would deliver those messages again (and take
+                // a later transaction's ack of them): the plain ack puts them on record.
+                if in_batch {
+                    let _ = part.tx.send(Command::Ack { id: again, cumulative });
+                }
+                return;
+            }
+            if everything {
+                // Before abort() returns, as the application may receive next: nothing queued
+                // now may be taken, since all of it comes again (the Java client's
+                // clearIncomingMessages).
+                part.start_redelivery(&inbox);
+            }
+            let _ = part.tx.send(Command::Redeliver(vec![again]));
+        }));
+        Ok(())
     }
 
     /// Acknowledges one message (or, `cumulative`, every message up to it) and waits until the

@@ -40,6 +40,9 @@ pub enum ErrorKind {
     Protocol,
     /// The broker refused a schema as incompatible with the topic's.
     IncompatibleSchema,
+    /// A transaction cannot go on: it is finished (committed, aborted, timed out), an
+    /// operation in it failed, or its coordinator cannot be reached or refused it.
+    Transaction,
 }
 
 /// An engine error: a kind, a message, and the broker's error code when the broker said no.
@@ -66,6 +69,21 @@ impl Error {
     /// Invalid configuration or argument.
     pub fn invalid(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::InvalidConfiguration, message)
+    }
+
+    /// A transaction error (see [`ErrorKind::Transaction`]).
+    pub fn transaction(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Transaction, message)
+    }
+
+    /// The same error as a transaction error, keeping its message and broker code, prefixed by
+    /// what was being done.
+    pub fn into_transaction(self, doing: &str) -> Self {
+        Error {
+            kind: ErrorKind::Transaction,
+            message: format!("{doing}: {}", self.message),
+            server_code: self.server_code,
+        }
     }
 
     /// Use after close.
@@ -129,6 +147,10 @@ impl Error {
             ServerError::InvalidTopicName => ErrorKind::InvalidConfiguration,
             ServerError::ChecksumError => ErrorKind::Protocol,
             ServerError::IncompatibleSchema => ErrorKind::IncompatibleSchema,
+            ServerError::TransactionCoordinatorNotFound
+            | ServerError::InvalidTxnStatus
+            | ServerError::TransactionConflict
+            | ServerError::TransactionNotFound => ErrorKind::Transaction,
             ServerError::ProducerBlockedQuotaExceededError | ServerError::ProducerBlockedQuotaExceededException => {
                 ErrorKind::ProducerQueueFull
             }

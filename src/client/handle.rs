@@ -9,6 +9,7 @@ use super::options::{ClientOptions, ConsumerOptions, ProducerOptions};
 use super::producer::Producer;
 use super::shared::{ClientShared, ClientState};
 use super::topic::TopicName;
+use super::transaction::{Transaction, TxnId};
 use crate::net::lookup;
 
 /// A Pulsar client: shares connections among its producers and consumers.
@@ -40,6 +41,18 @@ impl Client {
         opts: ConsumerOptions,
     ) -> Result<Consumer> {
         Consumer::open(self.shared.clone(), topics, subscription, opts).await
+    }
+
+    /// Opens a transaction, which the coordinator aborts after `timeout` unless it is ended
+    /// first. Waits (within the operation timeout) for a coordinator that is still loading.
+    pub async fn new_transaction(&self, timeout: std::time::Duration) -> Result<Transaction> {
+        Transaction::open(self.shared.clone(), timeout).await
+    }
+
+    /// A handle to the open transaction `id`, made by this or another client (another process
+    /// commits what an executor wrote, say); checks that its coordinator can be reached.
+    pub async fn resume_transaction(&self, id: TxnId) -> Result<Transaction> {
+        Transaction::resume(self.shared.clone(), id).await
     }
 
     /// Number of partitions of `topic` (0 when not partitioned).

@@ -158,6 +158,8 @@ pub struct OutgoingMessage {
     pub sequence_id: Option<u64>,
     /// Replicate only to these clusters.
     pub replication_clusters: Vec<String>,
+    /// The transaction the message is produced in: visible to consumers once it commits.
+    pub txn: Option<super::transaction::Transaction>,
 }
 
 impl OutgoingMessage {

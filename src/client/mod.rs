@@ -10,6 +10,7 @@ pub mod message;
 pub mod options;
 pub mod producer;
 pub mod topic;
+pub mod transaction;
 
 pub mod completion;
 mod handle;
@@ -33,3 +34,4 @@ pub use options::{ClientOptions, ConsumerOptions, HashingScheme, InitialPosition
 pub use producer::Producer;
 pub use shared::ClientState;
 pub use topic::TopicName;
+pub use transaction::{Transaction, TxnId, TxnState};

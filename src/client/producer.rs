@@ -5,7 +5,7 @@ use std::sync::{Arc, RwLock, Weak};
 
 use tokio::sync::oneshot;
 
-use super::completion::{Completion, SlotRun, Slots};
+use super::completion::{Completion, SendCallback, SlotRun, Slots};
 use super::error::{Error, Result};
 use super::message::{MessageId, OutgoingMessage};
 use super::options::{HashingScheme, ProducerOptions, RoutingMode};
@@ -13,6 +13,7 @@ use super::partition_producer::{Command, PartitionProducer};
 use super::shared::{tracked_through_handle, ClientShared};
 use super::timer::{self, now_ms};
 use super::topic::TopicName;
+use super::transaction::Scope;
 use crate::net::lookup;
 use crate::protocol::hash;
 
@@ -266,6 +267,10 @@ impl Producer {
         done: impl Into<Completion>,
     ) -> std::result::Result<(), Box<WouldBlock>> {
         let done: Completion = done.into();
+        if msg.txn.is_some() {
+            self.enqueue_in_txn(msg, flush, done);
+            return Ok(());
+        }
         let part = match self.choose(&msg).and_then(|p| p.check(&msg).map(|()| p)) {
             Ok(p) => p,
             Err(e) => {
@@ -281,6 +286,49 @@ impl Producer {
             Err(refusal) => done.complete(Err(refusal.into_error())),
         }
         Ok(())
+    }
+
+    /// Queues a message of a transaction: counted in it until its receipt, and held back, in
+    /// order, until the transaction has registered the partition with its coordinator.
+    fn enqueue_in_txn(&self, msg: OutgoingMessage, flush: bool, done: Completion) {
+        let txn = msg.txn.clone().expect("a transactional message");
+        let part = match self.choose(&msg).and_then(|p| p.check(&msg).map(|()| p)) {
+            Ok(p) => p,
+            Err(e) => return done.complete(Err(e)),
+        };
+        let op = match txn.begin_op() {
+            Ok(op) => op,
+            Err(e) => return done.complete(Err(e)),
+        };
+        let counted: SendCallback = Box::new(move |r| {
+            op.finish(&r);
+            done.complete(r);
+        });
+        let done = Completion::from(counted);
+        let block = self.inner.opts.block_if_full;
+        let runtime = txn.runtime();
+        let scope = Scope::Partition(part.topic().to_string());
+        txn.when_registered(
+            scope,
+            Box::new(move |registered| {
+                if let Err(e) = registered {
+                    return done.complete(Err(e));
+                }
+                match part.try_admit(&msg) {
+                    Ok(()) => part.post(msg, flush, done),
+                    Err(refusal) if refusal.is_full() && block => {
+                        // Waiting for room must not hold up the transaction's other work.
+                        runtime.spawn(async move {
+                            match part.admit(&msg).await {
+                                Ok(()) => part.post(msg, flush, done),
+                                Err(e) => done.complete(Err(e)),
+                            }
+                        });
+                    }
+                    Err(refusal) => done.complete(Err(refusal.into_error())),
+                }
+            }),
+        );
     }
 
     /// Queues `msg`, waiting for a pending slot and memory when the producer blocks if full.

@@ -55,6 +55,8 @@ pub(crate) struct ClientShared {
     next_consumer_id: AtomicU64,
     closed: AtomicBool,
     pub memory: MemoryLimit,
+    /// The transaction coordinators, found when the first transaction needs them.
+    pub coordinators: super::transaction::Coordinators,
     closers: Mutex<Vec<Closer>>,
     /// Whether each live producer or consumer is attached (`None` once it is gone).
     probes: Mutex<Vec<Probe>>,
@@ -106,6 +108,7 @@ impl ClientShared {
             next_consumer_id: AtomicU64::new(0),
             closed: AtomicBool::new(false),
             memory,
+            coordinators: Default::default(),
             closers: Mutex::new(Vec::new()),
             probes: Mutex::new(Vec::new()),
             reporters: Mutex::new(Vec::new()),

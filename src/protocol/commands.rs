@@ -276,6 +276,96 @@ pub fn get_topics_of_namespace(namespace: &str, request_id: u64) -> BaseCommand 
     })
 }
 
+/// A transaction id as the wire spells it: `(most, least)` significant bits; the most
+/// significant bits are the id of the coordinator that owns the transaction.
+pub type TxnBits = (u64, u64);
+
+/// `TcClientConnectRequest`: opens this connection's session with coordinator `tc_id`.
+pub fn tc_client_connect(request_id: u64, tc_id: u64) -> BaseCommand {
+    command!(TcClientConnectRequest {
+        tc_client_connect_request: pb::CommandTcClientConnectRequest { request_id, tc_id }
+    })
+}
+
+/// `NewTxn` on coordinator `tc_id`, aborted by the coordinator after `ttl_ms`. The field is
+/// named `txn_ttl_seconds`, but brokers read it as milliseconds, which the Java client sends.
+pub fn new_txn(request_id: u64, tc_id: u64, ttl_ms: u64) -> BaseCommand {
+    command!(NewTxn {
+        new_txn: pb::CommandNewTxn {
+            request_id,
+            txn_ttl_seconds: Some(ttl_ms),
+            tc_id: Some(tc_id),
+        }
+    })
+}
+
+/// `AddPartitionToTxn`: the transaction will produce to `partitions`.
+pub fn add_partition_to_txn(request_id: u64, txn: TxnBits, partitions: Vec<String>) -> BaseCommand {
+    command!(AddPartitionToTxn {
+        add_partition_to_txn: pb::CommandAddPartitionToTxn {
+            request_id,
+            txnid_most_bits: Some(txn.0),
+            txnid_least_bits: Some(txn.1),
+            partitions,
+        }
+    })
+}
+
+/// `AddSubscriptionToTxn`: the transaction will acknowledge on `subscription` of `topic`.
+pub fn add_subscription_to_txn(request_id: u64, txn: TxnBits, topic: &str, subscription: &str) -> BaseCommand {
+    command!(AddSubscriptionToTxn {
+        add_subscription_to_txn: pb::CommandAddSubscriptionToTxn {
+            request_id,
+            txnid_most_bits: Some(txn.0),
+            txnid_least_bits: Some(txn.1),
+            subscription: vec![pb::Subscription {
+                topic: topic.to_string(),
+                subscription: subscription.to_string(),
+            }],
+        }
+    })
+}
+
+/// `EndTxn`: commit or abort.
+pub fn end_txn(request_id: u64, txn: TxnBits, action: pb::TxnAction) -> BaseCommand {
+    command!(EndTxn {
+        end_txn: pb::CommandEndTxn {
+            request_id,
+            txnid_most_bits: Some(txn.0),
+            txnid_least_bits: Some(txn.1),
+            txn_action: Some(action as i32),
+        }
+    })
+}
+
+/// The error a transaction response carries in its body, if any: `(code, message)`.
+pub fn txn_response_error(cmd: &BaseCommand) -> Option<(i32, String)> {
+    let (error, message) = match Type::try_from(cmd.r#type).ok()? {
+        Type::TcClientConnectResponse => {
+            let r = cmd.tc_client_connect_response.as_ref()?;
+            (r.error, r.message.clone())
+        }
+        Type::NewTxnResponse => {
+            let r = cmd.new_txn_response.as_ref()?;
+            (r.error, r.message.clone())
+        }
+        Type::AddPartitionToTxnResponse => {
+            let r = cmd.add_partition_to_txn_response.as_ref()?;
+            (r.error, r.message.clone())
+        }
+        Type::AddSubscriptionToTxnResponse => {
+            let r = cmd.add_subscription_to_txn_response.as_ref()?;
+            (r.error, r.message.clone())
+        }
+        Type::EndTxnResponse => {
+            let r = cmd.end_txn_response.as_ref()?;
+            (r.error, r.message.clone())
+        }
+        _ => return None,
+    };
+    error.map(|code| (code, message.unwrap_or_default()))
+}
+
 /// The request id a response command answers, if it answers one.
 pub fn response_request_id(cmd: &BaseCommand) -> Option<u64> {
     Some(match Type::try_from(cmd.r#type).ok()? {
@@ -289,6 +379,11 @@ pub fn response_request_id(cmd: &BaseCommand) -> Option<u64> {
         Type::AckResponse => cmd.ack_response.as_ref()?.request_id?,
         Type::GetTopicsOfNamespaceResponse => cmd.get_topics_of_namespace_response.as_ref()?.request_id,
         Type::GetSchemaResponse => cmd.get_schema_response.as_ref()?.request_id,
+        Type::TcClientConnectResponse => cmd.tc_client_connect_response.as_ref()?.request_id,
+        Type::NewTxnResponse => cmd.new_txn_response.as_ref()?.request_id,
+        Type::AddPartitionToTxnResponse => cmd.add_partition_to_txn_response.as_ref()?.request_id,
+        Type::AddSubscriptionToTxnResponse => cmd.add_subscription_to_txn_response.as_ref()?.request_id,
+        Type::EndTxnResponse => cmd.end_txn_response.as_ref()?.request_id,
         _ => return None,
     })
 }
@@ -327,6 +422,11 @@ mod tests {
             get_last_message_id(2, 15),
             consumer_stats(2, 16),
             get_topics_of_namespace("public/default", 17),
+            tc_client_connect(18, 0),
+            new_txn(19, 0, 60),
+            add_partition_to_txn(20, (0, 1), vec!["persistent://public/default/t".into()]),
+            add_subscription_to_txn(21, (0, 1), "persistent://public/default/t", "s"),
+            end_txn(22, (0, 1), pb::TxnAction::Abort),
         ];
         for cmd in cmds {
             assert_eq!(round_trip(cmd.clone()), cmd);
@@ -342,5 +442,31 @@ mod tests {
         });
         assert_eq!(response_request_id(&cmd), Some(42));
         assert_eq!(response_request_id(&ping()), None);
+    }
+
+    #[test]
+    fn transaction_responses_name_their_request_and_error() {
+        let mut cmd = base(Type::NewTxnResponse);
+        cmd.new_txn_response = Some(pb::CommandNewTxnResponse {
+            request_id: 7,
+            error: Some(pb::ServerError::TransactionCoordinatorNotFound as i32),
+            message: Some("not ready".into()),
+            ..Default::default()
+        });
+        assert_eq!(response_request_id(&cmd), Some(7));
+        assert_eq!(
+            txn_response_error(&cmd),
+            Some((
+                pb::ServerError::TransactionCoordinatorNotFound as i32,
+                "not ready".into()
+            ))
+        );
+        let mut ok = base(Type::EndTxnResponse);
+        ok.end_txn_response = Some(pb::CommandEndTxnResponse {
+            request_id: 8,
+            ..Default::default()
+        });
+        assert_eq!(response_request_id(&ok), Some(8));
+        assert_eq!(txn_response_error(&ok), None);
     }
 }

@@ -15,6 +15,7 @@ use super::errors::{invalid, to_pyerr};
 use super::options;
 use super::producer::PyProducer;
 use super::runtime::{engine_handle, run, EngineHandle, ForkGuard};
+use super::transaction::{self, PyTransaction};
 use super::{gate, runtime, schema};
 use crate::client::consumer::TopicSelection;
 use crate::client::{self, Error};
@@ -137,6 +138,44 @@ impl PyClient {
         self.call(py, future, get, |py, got| match got {
             Some((info, stored)) => schema::info_tuple(py, &info, &stored),
             None => Ok(py.None()),
+        })
+    }
+
+    /// Opens a transaction that the coordinator aborts after `timeout` seconds.
+    #[pyo3(signature = (timeout, *, future=None))]
+    fn new_transaction(
+        &self,
+        py: Python<'_>,
+        timeout: &Bound<'_, PyAny>,
+        future: Option<Py<PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let timeout = match super::convert::span(Some(timeout), "timeout")? {
+            super::convert::Span::Within(d) if !d.is_zero() => d,
+            _ => return Err(invalid(
+                "a transaction's timeout must be a positive, finite number of seconds (its coordinator aborts it then)",
+            )),
+        };
+        let (guard, dispatch) = (self.guard, self.dispatch.clone());
+        let open = |c: client::Client| async move { c.new_transaction(timeout).await };
+        self.call(py, future, open, move |py, t| {
+            Ok(Py::new(py, PyTransaction::new(t, guard, dispatch))?.into_any())
+        })
+    }
+
+    /// The open transaction `(most, least)`, made by any client.
+    #[pyo3(signature = (most, least, *, future=None))]
+    fn transaction_from_id(
+        &self,
+        py: Python<'_>,
+        most: u64,
+        least: u64,
+        future: Option<Py<PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let id = transaction::id_of(most, least);
+        let (guard, dispatch) = (self.guard, self.dispatch.clone());
+        let resume = |c: client::Client| async move { c.resume_transaction(id).await };
+        self.call(py, future, resume, move |py, t| {
+            Ok(Py::new(py, PyTransaction::new(t, guard, dispatch))?.into_any())
         })
     }
 

@@ -14,6 +14,7 @@ use super::gate;
 use super::getters;
 use super::runtime::{engine_handle, none, EngineHandle};
 use super::schema::Binding;
+use super::transaction;
 use super::types::{id_list, new_message_with, without_gc, PyMessage, PyMessageId};
 use crate::client::consumer::SeekTarget;
 use crate::client::{self, Error, ErrorKind};
@@ -120,9 +121,15 @@ impl PyConsumer {
         self.call(py, Some(future), wait, none)
     }
 
-    fn ack(&self, message: &Bound<'_, PyAny>) -> PyResult<()> {
+    #[pyo3(signature = (message, txn=None))]
+    fn ack(&self, message: &Bound<'_, PyAny>, txn: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
         self.guard.check()?;
-        self.inner.ack(&message_id_of(message)?).map_err(to_pyerr)
+        let id = message_id_of(message)?;
+        match txn.filter(|t| !t.is_none()) {
+            Some(t) => self.inner.ack_in_txn(&id, false, &transaction::of(t)?),
+            None => self.inner.ack(&id),
+        }
+        .map_err(to_pyerr)
     }
 
     fn ack_many(&self, messages: &Bound<'_, PyAny>) -> PyResult<()> {
@@ -134,9 +141,15 @@ impl PyConsumer {
         self.inner.ack_many(ids).map_err(to_pyerr)
     }
 
-    fn ack_cumulative(&self, message: &Bound<'_, PyAny>) -> PyResult<()> {
+    #[pyo3(signature = (message, txn=None))]
+    fn ack_cumulative(&self, message: &Bound<'_, PyAny>, txn: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
         self.guard.check()?;
-        self.inner.ack_cumulative(&message_id_of(message)?).map_err(to_pyerr)
+        let id = message_id_of(message)?;
+        match txn.filter(|t| !t.is_none()) {
+            Some(t) => self.inner.ack_in_txn(&id, true, &transaction::of(t)?),
+            None => self.inner.ack_cumulative(&id),
+        }
+        .map_err(to_pyerr)
     }
 
     #[pyo3(signature = (message, cumulative=false, *, future=None))]

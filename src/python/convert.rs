@@ -116,10 +116,13 @@ pub fn message(data: &Bound<'_, PyAny>, fields: Option<&Bound<'_, PyDict>>) -> P
                 Ok(seq) if !value.is_instance_of::<PyBool>() => msg.sequence_id = Some(seq),
                 _ => return Err(invalid("sequence_id must be a non-negative int")),
             },
+            // The transaction handle lives above this module: the producer reads it
+            // (`transaction::of_fields`).
+            "txn" => {}
             other => {
                 return Err(pyo3::exceptions::PyTypeError::new_err(format!(
                     "unexpected keyword argument '{other}' for a message (it takes key, properties, \
-                     event_time, deliver_after, deliver_at, ordering_key, sequence_id)"
+                     event_time, deliver_after, deliver_at, ordering_key, sequence_id, txn)"
                 )))
             }
         }

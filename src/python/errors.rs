@@ -26,11 +26,12 @@ pub fn class_name(kind: ErrorKind) -> &'static str {
         ErrorKind::InvalidConfiguration => "InvalidConfiguration",
         ErrorKind::Protocol => "ProtocolError",
         ErrorKind::IncompatibleSchema => "IncompatibleSchema",
+        ErrorKind::Transaction => "TransactionError",
     }
 }
 
 /// Every kind, for the test that checks each maps to an existing class.
-pub const ALL_KINDS: [ErrorKind; 15] = [
+pub const ALL_KINDS: [ErrorKind; 16] = [
     ErrorKind::Other,
     ErrorKind::Timeout,
     ErrorKind::Connect,
@@ -46,6 +47,7 @@ pub const ALL_KINDS: [ErrorKind; 15] = [
     ErrorKind::InvalidConfiguration,
     ErrorKind::Protocol,
     ErrorKind::IncompatibleSchema,
+    ErrorKind::Transaction,
 ];
 
 fn build(py: Python<'_>, class: &str, message: &str, code: Option<i32>) -> PyResult<PyErr> {

@@ -17,6 +17,7 @@ mod producer;
 mod runtime;
 mod schema;
 mod stats;
+mod transaction;
 mod types;
 
 use pyo3::prelude::*;
@@ -112,6 +113,7 @@ fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<client::PyClient>()?;
     m.add_class::<producer::PyProducer>()?;
     m.add_class::<consumer::PyConsumer>()?;
+    m.add_class::<transaction::PyTransaction>()?;
     m.add_class::<types::PyMessageId>()?;
     m.add_class::<types::PyMessage>()?;
     m.add_class::<types::SendFuture>()?;

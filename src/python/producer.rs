@@ -6,6 +6,7 @@ use pyo3::types::PyDict;
 use super::getters;
 use super::runtime::{engine_handle, none, run, wait, EngineHandle};
 use super::schema;
+use super::transaction;
 use super::types::{id_list, new_id, SendFuture};
 use crate::client::producer::WouldBlock;
 use crate::client::{self, Error};
@@ -47,7 +48,8 @@ impl PyProducer {
         future: Option<Py<PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         self.guard.check()?;
-        let msg = schema::message(self.schema.as_ref(), data, fields)?;
+        let mut msg = schema::message(self.schema.as_ref(), data, fields)?;
+        msg.txn = transaction::of_fields(fields)?;
         let p = self.inner.clone();
         let room = future.is_some().then(|| self.dispatch.clone());
         let send = async move {
@@ -72,7 +74,8 @@ impl PyProducer {
         fields: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Py<SendFuture>> {
         self.guard.check()?;
-        let msg = schema::message(self.schema.as_ref(), data, fields)?;
+        let mut msg = schema::message(self.schema.as_ref(), data, fields)?;
+        msg.txn = transaction::of_fields(fields)?;
         self.dispatch.wait_for_room(py, self.inner.blocks_if_full())?;
         let (fut, done) = SendFuture::pending(py, &self.dispatch)?;
         if let Err(blocked) = self.inner.try_enqueue(msg, false, done) {

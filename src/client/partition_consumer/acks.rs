@@ -50,6 +50,56 @@ impl Actor {
         Ok(())
     }
 
+    /// Sends an ack inside a transaction at once, after the plain acks made before it. It is
+    /// not booked: the broker holds it until the transaction ends, and undoes it on abort. A
+    /// message of a batch is acked by its index (the bits left set are the messages not acked).
+    pub(super) fn ack_in_txn(&mut self, id: MessageId, cumulative: bool, txn: TxnId, op: Op) {
+        self.flush_acks();
+        let Some(conn) = self.link.conn().cloned() else {
+            return op.finish(&Err::<(), _>(Error::new(
+                ErrorKind::Connect,
+                "the consumer is not connected: the acknowledgement was not sent",
+            )));
+        };
+        let mut data = id.entry_data();
+        if id.batch_index >= 0 && id.batch_size > 1 && id.batch_index < id.batch_size {
+            let mut bits = ack_book::full_bitset(id.batch_size as usize);
+            let acked = if cumulative {
+                0..=id.batch_index
+            } else {
+                id.batch_index..=id.batch_index
+            };
+            for i in acked.map(|i| i as usize) {
+                bits[i / 64] &= !(1u64 << (i % 64));
+            }
+            data.ack_set = bits.iter().map(|w| *w as i64).collect();
+            data.batch_size = Some(id.batch_size);
+        }
+        let kind = if cumulative {
+            AckType::Cumulative
+        } else {
+            AckType::Individual
+        };
+        let consumer_id = self.consumer_id;
+        let sent = conn.send_request(|rid| {
+            let mut cmd = commands::ack(consumer_id, kind, vec![data], None, Some(rid));
+            if let Some(ack) = cmd.ack.as_mut() {
+                ack.txnid_most_bits = Some(txn.most);
+                ack.txnid_least_bits = Some(txn.least);
+            }
+            cmd
+        });
+        match sent {
+            Ok(pending) => {
+                let timeout = conn.operation_timeout();
+                tokio::spawn(async move {
+                    op.finish(&ack_outcome(pending.response(timeout).await));
+                });
+            }
+            Err(e) => op.finish(&Err::<(), _>(e.into())),
+        }
+    }
+
     /// Books an ack: the entries it covers join the held acks.
     pub(super) fn record_ack(&mut self, id: MessageId, cumulative: bool) {
         let key = (id.ledger_id, id.entry_id);
@@ -159,9 +209,14 @@ impl Actor {
             // The broker resends everything unacked, including what sits in the inbox; the
             // acks go first so that what the application acked is not among it.
             self.flush_acks();
-            let dropped = self.inbox.drop_origin(self.shared.index) as u32;
-            let _ = conn.send_command(&commands::redeliver(self.consumer_id, Vec::new()));
-            self.shared.return_permits(dropped);
+            let epoch = self.shared.start_redelivery(&self.inbox);
+            let mut cmd = commands::redeliver(self.consumer_id, Vec::new());
+            if !individual {
+                if let Some(r) = cmd.redeliver_unacknowledged_messages.as_mut() {
+                    r.consumer_epoch = Some(epoch);
+                }
+            }
+            let _ = conn.send_command(&cmd);
             return;
         }
         let mut entries: Vec<MessageIdData> = Vec::new();

@@ -23,6 +23,7 @@ use super::options::{ConsumerOptions, InitialPosition};
 use super::producer::Producer;
 use super::shared::ClientShared;
 use super::timer::{now_ms, sleep_until_opt};
+use super::transaction::{Op, TxnId};
 use crate::net::{Connection, Event, HandlerId};
 use crate::protocol::pb::{
     base_command::Type,
@@ -57,6 +58,16 @@ pub(crate) enum Command {
     },
     /// Individual acks of many messages of this partition: one channel message for a batch.
     AckMany(Vec<MessageId>),
+    /// An ack inside transaction `txn`, sent at once with a request id; `op` counts it in the
+    /// transaction until the broker answers.
+    AckInTxn {
+        id: MessageId,
+        cumulative: bool,
+        txn: TxnId,
+        op: Op,
+    },
+    /// The transaction that acknowledged these aborted: have them delivered again.
+    Redeliver(Vec<MessageId>),
     /// Individual acks wait in [`PartitionShared::take_acks`].
     TakeAcks,
     /// The broker answered (or did not) the acks sent under `token`.
@@ -100,6 +111,10 @@ pub(crate) struct PartitionShared {
     /// [`Command::TakeAcks`]; the ones after it ride along, so a stream of acks costs the I/O
     /// thread one wake-up per run rather than one per ack.
     pending_acks: Mutex<Vec<MessageId>>,
+    /// Exclusive/Failover: bumped by every redelivery of everything unacknowledged, sent with
+    /// it and on subscribe; the broker stamps what it dispatches after it, so a message sent
+    /// before (a copy of one that comes again) is dropped on arrival (the Java client's epoch).
+    pub redelivery_epoch: std::sync::atomic::AtomicU64,
 }
 
 impl PartitionShared {
@@ -177,6 +192,16 @@ impl PartitionShared {
         std::mem::take(&mut *self.pending_acks.lock().expect("pending_acks lock"))
     }
 
+    /// Starts a redelivery of everything unacknowledged: bumps the epoch and drops what this
+    /// partition has queued (its permits come back), so the application never takes a message
+    /// that is coming again. Returns the new epoch.
+    pub fn start_redelivery(&self, inbox: &Inbox) -> u64 {
+        let epoch = self.redelivery_epoch.fetch_add(1, Ordering::AcqRel) + 1;
+        let dropped = inbox.drop_origin(self.index) as u32;
+        self.return_permits(dropped);
+        epoch
+    }
+
     fn return_permits(&self, n: u32) {
         // Saturating: a hostile entry may declare up to i32::MAX messages.
         let before = self
@@ -219,6 +244,7 @@ pub(crate) async fn create(
         stale_high: Mutex::new(None),
         stale_guard: AtomicBool::new(false),
         pending_acks: Mutex::new(Vec::new()),
+        redelivery_epoch: Default::default(),
     });
     let name = opts.name.clone().unwrap_or_else(random_name);
     let chunk_limits = ChunkLimits {
@@ -364,6 +390,13 @@ impl Actor {
                     .or_insert((deadline, id));
             }
             Command::RedeliverAll => self.redeliver(Vec::new()),
+            Command::AckInTxn {
+                id,
+                cumulative,
+                txn,
+                op,
+            } => self.ack_in_txn(id, cumulative, txn, op),
+            Command::Redeliver(ids) => self.redeliver(ids),
             Command::Seek(target, reply) => {
                 let _ = reply.send(self.seek(target).await);
             }

@@ -21,6 +21,14 @@ impl Actor {
         self.take_pending_acks();
         let id_data = cmd.message_id;
         let permits = broker_permits(&payload.metadata);
+        if cmd
+            .consumer_epoch
+            .is_some_and(|e| e < self.shared.redelivery_epoch.load(Ordering::Acquire))
+        {
+            // Dispatched before a redelivery of everything unacknowledged: it comes again.
+            self.shared.return_permits(permits);
+            return;
+        }
         if payload.corruption.is_some() {
             return self.discard(&id_data, ValidationError::ChecksumMismatch, permits);
         }

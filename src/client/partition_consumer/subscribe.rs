@@ -89,6 +89,9 @@ impl Actor {
             InitialPosition::Earliest => command_subscribe::InitialPosition::Earliest,
         } as i32);
         s.replicate_subscription_state = Some(self.opts.replicate_subscription_state);
+        if !matches!(self.opts.sub_type, SubType::Shared | SubType::KeyShared) {
+            s.consumer_epoch = Some(self.shared.redelivery_epoch.load(Ordering::Acquire));
+        }
         if let (Some(t), false) = (self.not_before_ms, self.opts.durable) {
             // Start a little before the time; what precedes it is skipped on arrival.
             let back_ms = now_ms().saturating_sub(t);

@@ -254,9 +254,10 @@ impl Actor {
             } else {
                 self.take_sequence_id(&msg)
             };
-            if self
-                .batch
-                .would_overflow(&msg, self.opts.batch_max_messages, self.opts.batch_max_bytes)
+            if self.batch.other_txn(&msg)
+                || self
+                    .batch
+                    .would_overflow(&msg, self.opts.batch_max_messages, self.opts.batch_max_bytes)
             {
                 self.flush_batch();
             }

@@ -4,6 +4,7 @@ use bytes::BytesMut;
 
 use crate::client::completion::Completion;
 use crate::client::message::{single_metadata, OutgoingMessage};
+use crate::client::transaction::TxnId;
 use crate::protocol::batch::encode_entry;
 
 /// Messages collected for one batch, with their sequence ids and completion callbacks.
@@ -11,6 +12,8 @@ use crate::protocol::batch::encode_entry;
 pub(crate) struct OpenBatch {
     pub messages: Vec<(OutgoingMessage, u64, Completion)>,
     pub bytes: usize,
+    /// The transaction of every message in the batch: a batch never mixes transactions.
+    pub txn: Option<TxnId>,
 }
 
 impl OpenBatch {
@@ -27,7 +30,15 @@ impl OpenBatch {
         !self.is_empty() && (self.len() >= max_messages || self.bytes + msg.footprint() > max_bytes)
     }
 
+    /// Whether `msg` cannot join the batch: it belongs to another transaction (or none).
+    pub fn other_txn(&self, msg: &OutgoingMessage) -> bool {
+        !self.is_empty() && self.txn != msg.txn.as_ref().map(|t| t.id())
+    }
+
     pub fn push(&mut self, msg: OutgoingMessage, sequence_id: u64, done: Completion) {
+        if self.is_empty() {
+            self.txn = msg.txn.as_ref().map(|t| t.id());
+        }
         self.bytes += msg.footprint();
         self.messages.push((msg, sequence_id, done));
     }
@@ -36,6 +47,7 @@ impl OpenBatch {
     pub fn take(&mut self) -> TakenBatch {
         let messages = std::mem::take(&mut self.messages);
         let bytes = std::mem::take(&mut self.bytes);
+        let txn = self.txn.take();
         let mut payload = BytesMut::with_capacity(messages.iter().map(|(m, _, _)| m.payload.len() + 32).sum());
         let first_seq = messages.first().map_or(0, |m| m.1);
         let last_seq = messages.last().map_or(0, |m| m.1);
@@ -50,6 +62,7 @@ impl OpenBatch {
             last_seq,
             callbacks,
             bytes,
+            txn,
         }
     }
 }
@@ -99,4 +112,5 @@ pub(crate) struct TakenBatch {
     pub last_seq: u64,
     pub callbacks: Vec<Completion>,
     pub bytes: usize,
+    pub txn: Option<TxnId>,
 }

@@ -12,7 +12,8 @@ use crate::client::error::Result;
 use crate::client::message::OutgoingMessage;
 use crate::client::options::ProducerOptions;
 use crate::client::timer::now_ms;
-use crate::protocol::pb::{CompressionType, MessageMetadata};
+use crate::client::transaction::TxnId;
+use crate::protocol::pb::{BaseCommand, CompressionType, MessageMetadata};
 use crate::protocol::{commands, compression, frame};
 
 /// Encodes the entries of one producer.
@@ -52,17 +53,27 @@ impl Encoder {
         meta.event_time = msg.event_time;
         meta.deliver_at_time = msg.deliver_at;
         meta.replicate_to = msg.replication_clusters.clone();
+        let txn = msg.txn.as_ref().map(|t| t.id());
+        in_txn(None, &mut meta, txn);
         let payload = self.compress(&msg.payload, &mut meta)?;
         if self.chunking && payload.len() > max_message_size {
-            return Ok(self.chunks(meta, &payload, sequence_id, max_message_size));
+            return Ok(self.chunks(meta, &payload, sequence_id, max_message_size, txn));
         }
-        let cmd = commands::send(self.producer_id, sequence_id, 1);
+        let mut cmd = commands::send(self.producer_id, sequence_id, 1);
+        in_txn(Some(&mut cmd), &mut meta, txn);
         Ok(vec![encode(&cmd, &meta, &payload)])
     }
 
     /// Splits a (compressed) payload into chunks that share the sequence id and a uuid;
     /// consumers reassemble them.
-    fn chunks(&self, meta: MessageMetadata, payload: &[u8], sequence_id: u64, max: usize) -> Vec<Bytes> {
+    fn chunks(
+        &self,
+        meta: MessageMetadata,
+        payload: &[u8],
+        sequence_id: u64,
+        max: usize,
+        txn: Option<TxnId>,
+    ) -> Vec<Bytes> {
         // Leave room for the metadata, as the broker's limit covers the whole entry.
         let chunk_size = max.saturating_sub(meta.encoded_len() + 64).max(1024);
         let total = payload.len();
@@ -72,6 +83,8 @@ impl Encoder {
         if let Some(s) = cmd.send.as_mut() {
             s.is_chunk = Some(true);
         }
+        let mut meta = meta;
+        in_txn(Some(&mut cmd), &mut meta, txn);
         (0..count)
             .map(|i| {
                 let mut m = meta.clone();
@@ -107,6 +120,7 @@ impl Encoder {
                 s.highest_sequence_id = Some(last_seq);
             }
         }
+        in_txn(Some(&mut cmd), &mut meta, taken.txn);
         let payload = self.compress(&taken.payload, &mut meta)?;
         Ok(encode(&cmd, &meta, &payload))
     }
@@ -121,6 +135,17 @@ impl Encoder {
     }
 }
 
+/// Marks an entry (its metadata and, when given, its `Send`) as produced in `txn`.
+fn in_txn(cmd: Option<&mut BaseCommand>, meta: &mut MessageMetadata, txn: Option<TxnId>) {
+    let Some(txn) = txn else { return };
+    meta.txnid_most_bits = Some(txn.most);
+    meta.txnid_least_bits = Some(txn.least);
+    if let Some(send) = cmd.and_then(|c| c.send.as_mut()) {
+        send.txnid_most_bits = Some(txn.most);
+        send.txnid_least_bits = Some(txn.least);
+    }
+}
+
 fn metadata(producer_name: String, sequence_id: u64) -> MessageMetadata {
     MessageMetadata {
         producer_name,
@@ -130,8 +155,77 @@ fn metadata(producer_name: String, sequence_id: u64) -> MessageMetadata {
     }
 }
 
-fn encode(cmd: &crate::protocol::pb::BaseCommand, meta: &MessageMetadata, payload: &[u8]) -> Bytes {
+fn encode(cmd: &BaseCommand, meta: &MessageMetadata, payload: &[u8]) -> Bytes {
     let mut buf = BytesMut::new();
     frame::encode_payload_command(cmd, meta, payload, &mut buf);
     buf.freeze()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::batch::OpenBatch;
+    use super::*;
+    use crate::client::completion::SendCallback;
+    use crate::client::transaction::Transaction;
+    use crate::protocol::frame::{self, Frame};
+
+    fn decoded(bytes: &Bytes) -> Frame {
+        let mut buf = BytesMut::from(&bytes[..]);
+        frame::decode(&mut buf, 1 << 20).unwrap().unwrap()
+    }
+
+    fn msg(txn: Option<&Transaction>) -> OutgoingMessage {
+        OutgoingMessage {
+            txn: txn.cloned(),
+            ..OutgoingMessage::new(&b"x"[..])
+        }
+    }
+
+    fn done() -> crate::client::completion::Completion {
+        let f: SendCallback = Box::new(|_| {});
+        f.into()
+    }
+
+    #[tokio::test]
+    async fn a_batch_never_mixes_transactions_and_carries_its_id() {
+        let (a, b) = (Transaction::detached(1, 10), Transaction::detached(1, 11));
+        let mut batch = OpenBatch::default();
+        batch.push(msg(Some(&a)), 0, done());
+        assert!(!batch.other_txn(&msg(Some(&a))));
+        assert!(batch.other_txn(&msg(Some(&b))));
+        assert!(batch.other_txn(&msg(None)));
+        batch.push(msg(Some(&a)), 1, done());
+        let taken = batch.take();
+        let enc = Encoder::new(7, &ProducerOptions::default());
+        let f = decoded(&enc.batch("p".into(), &taken, None, None).unwrap());
+        let send = f.command.send.unwrap();
+        let meta = f.payload.unwrap().metadata;
+        assert_eq!((send.txnid_most_bits, send.txnid_least_bits), (Some(1), Some(10)));
+        assert_eq!((meta.txnid_most_bits, meta.txnid_least_bits), (Some(1), Some(10)));
+        // The next batch starts afresh.
+        batch.push(msg(None), 2, done());
+        assert!(batch.other_txn(&msg(Some(&b))));
+        let plain = decoded(&enc.batch("p".into(), &batch.take(), None, None).unwrap());
+        assert_eq!(plain.command.send.unwrap().txnid_most_bits, None);
+    }
+
+    #[tokio::test]
+    async fn a_single_message_and_its_chunks_carry_the_transaction() {
+        let t = Transaction::detached(2, 3);
+        let opts = ProducerOptions {
+            chunking: true,
+            ..Default::default()
+        };
+        let enc = Encoder::new(7, &opts);
+        let big = OutgoingMessage {
+            txn: Some(t),
+            ..OutgoingMessage::new(vec![0u8; 5000])
+        };
+        let frames = enc.single("p".into(), &big, 0, 2048).unwrap();
+        assert!(frames.len() > 1);
+        for f in frames.iter().map(decoded) {
+            assert_eq!(f.command.send.unwrap().txnid_least_bits, Some(3));
+            assert_eq!(f.payload.unwrap().metadata.txnid_most_bits, Some(2));
+        }
+    }
 }

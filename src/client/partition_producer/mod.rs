@@ -109,6 +109,7 @@ pub(crate) struct PartitionProducer {
     state: Arc<SharedState>,
     client: Arc<ClientShared>,
     opts: ProducerOptions,
+    topic: String,
 }
 
 impl PartitionProducer {
@@ -132,7 +133,7 @@ impl PartitionProducer {
         let wake = Arc::new(Wake::default());
         actor::start(
             client.clone(),
-            topic,
+            topic.clone(),
             partition,
             opts.clone(),
             actor::Channels {
@@ -150,7 +151,13 @@ impl PartitionProducer {
             state,
             client,
             opts,
+            topic,
         })
+    }
+
+    /// The partition's full topic name.
+    pub fn topic(&self) -> &str {
+        &self.topic
     }
 
     pub fn name(&self) -> String {

@@ -1,0 +1,223 @@
+"""Transactions against the real broker (its transaction coordinator is on in the test
+broker's standalone.conf): isolation of sends, acks undone by abort, the coordinator's
+timeout, the first transaction right after a broker starts, use after the end, resuming by id,
+the asyncio twin, and the official client reading what a magnetar transaction committed."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterator
+
+import magnetar
+import pytest
+from magnetar.testing import Standalone
+
+import pulsar  # noqa: E402 - a hard test dependency (requirements-dev.txt): fail, never skip
+
+# How long a receive waits to show that nothing is delivered: the messages in question are
+# already stored, so a broker that breaks isolation delivers them well within it.
+QUIET = 1.0
+
+
+@pytest.fixture
+def sub() -> str:
+    return f"s-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def pair(client: magnetar.Client, topic: str, sub: str) -> Iterator[tuple[magnetar.Producer, magnetar.Consumer]]:
+    consumer = client.subscribe(topic, sub, subscription_type="shared", initial_position="earliest")
+    producer = client.create_producer(topic)
+    yield producer, consumer
+    producer.close()
+    consumer.close()
+
+
+def test_messages_of_an_open_transaction_are_invisible_until_commit(
+    client: magnetar.Client, pair: tuple[magnetar.Producer, magnetar.Consumer]
+) -> None:
+    producer, consumer = pair
+    txn = client.new_transaction(timeout=60)
+    assert txn.state == "open"
+    most, least = txn.id
+    assert most >= 0 and least >= 0
+    producer.send(b"a", txn=txn)
+    producer.send_async(b"b", txn=txn)
+    with pytest.raises(magnetar.Timeout):
+        consumer.receive(timeout=QUIET)
+    txn.commit()
+    assert txn.state == "committed"
+    got = [consumer.receive(timeout=10).data for _ in range(2)]
+    assert got == [b"a", b"b"]
+
+
+def test_aborted_messages_never_appear(client: magnetar.Client, pair: tuple[magnetar.Producer, magnetar.Consumer]) -> None:
+    producer, consumer = pair
+    with pytest.raises(RuntimeError, match="boom"):
+        with client.new_transaction() as txn:
+            producer.send(b"dropped", txn=txn)
+            raise RuntimeError("boom")
+    assert txn.state == "aborted"
+    producer.send(b"after")
+    # Delivery is in order and stops at an open transaction: "after" comes first only if the
+    # aborted message is gone for good.
+    assert consumer.receive(timeout=10).data == b"after"
+    with pytest.raises(magnetar.Timeout):
+        consumer.receive(timeout=QUIET)
+
+
+def test_acks_in_an_aborted_transaction_are_undone(
+    client: magnetar.Client, pair: tuple[magnetar.Producer, magnetar.Consumer]
+) -> None:
+    producer, consumer = pair
+    producer.send(b"m")
+    msg = consumer.receive(timeout=10)
+    txn = client.new_transaction()
+    consumer.ack(msg, txn=txn)
+    txn.abort()
+    again = consumer.receive(timeout=10)
+    assert again.data == b"m" and again.message_id == msg.message_id
+
+
+def test_acks_in_a_committed_transaction_stand(
+    client: magnetar.Client, topic: str, sub: str, pair: tuple[magnetar.Producer, magnetar.Consumer]
+) -> None:
+    producer, consumer = pair
+    producer.send(b"m")
+    msg = consumer.receive(timeout=10)
+    with client.new_transaction() as txn:
+        consumer.ack(msg, txn=txn)
+    consumer.close()
+    producer.send(b"next")
+    # A new consumer on the subscription gets everything not acknowledged: only "next".
+    again = client.subscribe(topic, sub, subscription_type="shared")
+    assert again.receive(timeout=10).data == b"next"
+    again.close()
+
+
+def test_consume_transform_produce_with_cumulative_acks(client: magnetar.Client, topic: str, sub: str) -> None:
+    out_topic = f"{topic}-out"
+    source = client.create_producer(topic, batching=True, batch_max_delay=0.05)
+    source.send_many([b"1", b"2", b"3"])
+    consumer = client.subscribe(topic, sub, subscription_type="failover", initial_position="earliest")
+    sink = client.create_producer(out_topic)
+    reader = client.subscribe(out_topic, "check", initial_position="earliest")
+    msgs = [consumer.receive(timeout=10) for _ in range(3)]
+    txn = client.new_transaction()
+    for m in msgs:
+        sink.send(m.data * 2, txn=txn)
+    consumer.ack_cumulative(msgs[-1], txn=txn)
+    txn.abort()
+    # Aborted: nothing written, and the batch comes again from its first message.
+    redelivered = [consumer.receive(timeout=10) for _ in range(3)]
+    assert [m.data for m in redelivered] == [b"1", b"2", b"3"]
+    with client.new_transaction() as txn:
+        for m in redelivered:
+            sink.send(m.data * 2, txn=txn)
+        consumer.ack_cumulative(redelivered[-1], txn=txn)
+    assert [reader.receive(timeout=10).data for _ in range(3)] == [b"11", b"22", b"33"]
+    with pytest.raises(magnetar.Timeout):
+        reader.receive(timeout=QUIET)
+
+
+def test_the_coordinator_aborts_a_transaction_at_its_timeout(
+    client: magnetar.Client, pair: tuple[magnetar.Producer, magnetar.Consumer]
+) -> None:
+    producer, consumer = pair
+    txn = client.new_transaction(timeout=1)
+    producer.send(b"late", txn=txn)
+    producer.send(b"after")
+    # Delivery waits behind the open transaction, and resumes when the coordinator aborts it.
+    assert consumer.receive(timeout=30).data == b"after"
+    with pytest.raises(magnetar.TransactionError):
+        txn.commit()
+
+
+def test_a_finished_transaction_refuses_everything(
+    client: magnetar.Client, pair: tuple[magnetar.Producer, magnetar.Consumer]
+) -> None:
+    producer, consumer = pair
+    producer.send(b"m")
+    msg = consumer.receive(timeout=10)
+    txn = client.new_transaction()
+    txn.commit()
+    with pytest.raises(magnetar.TransactionError, match="committed"):
+        producer.send(b"x", txn=txn)
+    with pytest.raises(magnetar.TransactionError):
+        producer.send_async(b"x", txn=txn).result(timeout=10)
+    with pytest.raises(magnetar.TransactionError):
+        consumer.ack(msg, txn=txn)
+    with pytest.raises(magnetar.TransactionError):
+        txn.commit()
+    with pytest.raises(magnetar.TransactionError):
+        txn.abort()
+    assert isinstance(magnetar.TransactionError("x"), magnetar.PulsarError)
+    with pytest.raises(TypeError, match="txn must be a transaction"):
+        producer.send(b"x", txn="not a transaction")  # type: ignore[arg-type]
+    with pytest.raises(magnetar.InvalidConfiguration):
+        client.new_transaction(timeout=0)
+
+
+def test_a_transaction_resumed_by_id_commits_what_another_client_sent(
+    client: magnetar.Client, service_url: str, pair: tuple[magnetar.Producer, magnetar.Consumer]
+) -> None:
+    producer, consumer = pair
+    txn = client.new_transaction()
+    producer.send(b"from afar", txn=txn)
+    with magnetar.Client(service_url, operation_timeout=20.0) as other:
+        resumed = other.transaction_from_id(txn.id)
+        assert resumed.id == txn.id
+        resumed.commit()
+    assert consumer.receive(timeout=10).data == b"from afar"
+
+
+def test_asyncio_transactions(service_url: str, topic: str, sub: str) -> None:
+    async def main() -> list[bytes]:
+        async with magnetar.AsyncClient(service_url, operation_timeout=20.0) as client:
+            consumer = await client.subscribe(topic, sub, initial_position="earliest")
+            producer = await client.create_producer(topic)
+            txn = await client.new_transaction(timeout=30)
+            assert isinstance(txn, magnetar.AsyncTransaction)
+            await producer.send(b"aborted", txn=txn)
+            await txn.abort()
+            async with client.new_transaction() as txn:
+                await asyncio.gather(*(producer.send(b"%d" % i, txn=txn) for i in range(3)))
+            assert txn.state == "committed"
+            got = sorted([(await consumer.receive()).data for _ in range(3)])
+            with pytest.raises(magnetar.TransactionError):
+                await txn.commit()
+            return got
+
+    assert asyncio.run(main()) == [b"0", b"1", b"2"]
+
+
+def test_the_official_client_reads_what_a_magnetar_transaction_committed(
+    client: magnetar.Client, service_url: str, topic: str
+) -> None:
+    producer = client.create_producer(topic, batching=True, batch_max_delay=0.05)
+    official = pulsar.Client(service_url)
+    try:
+        consumer = official.subscribe(topic, "official", initial_position=pulsar.InitialPosition.Earliest)
+        with client.new_transaction() as txn:
+            futures = [producer.send_async(b"p%d" % i, key=f"k{i}", properties={"i": str(i)}, txn=txn)
+                       for i in range(5)]
+        got = []
+        for _ in range(5):
+            m = consumer.receive(timeout_millis=10_000)
+            got.append((m.data(), m.partition_key(), m.properties()))
+            consumer.acknowledge(m)
+        assert len({f.result(timeout=10) for f in futures}) == 5
+        assert got == [(b"p%d" % i, f"k{i}", {"i": str(i)}) for i in range(5)]
+    finally:
+        official.close()
+
+
+def test_the_first_transaction_right_after_a_broker_starts_succeeds() -> None:
+    """The coordinator loads after the broker accepts connections: the first
+    ``new_transaction`` waits for it rather than failing."""
+    with Standalone(port=0) as broker:
+        with magnetar.Client(broker.service_url, operation_timeout=60.0) as client:
+            with client.new_transaction() as txn:
+                assert txn.state == "open"
+            assert txn.state == "committed"
