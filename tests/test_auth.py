@@ -396,8 +396,10 @@ def test_admin_rest_calls_authenticate_as_the_binary_protocol_does(secured, issu
                  magnetar.Authentication.token_file(token_file),
                  magnetar.Authentication.basic(BASIC_USER, BASIC_PASSWORD),
                  magnetar.Authentication.oauth2(issuer.url, issuer.credentials())):
+        header = auth._http_authorization()
+        assert header is not None
         req = urllib.request.Request(secured.admin_url + "/admin/v2/namespaces/public")
-        req.add_header("Authorization", auth._http_authorization())
+        req.add_header("Authorization", header)
         with urllib.request.urlopen(req, timeout=30) as resp:
             assert "public/default" in json.loads(resp.read()), auth
     assert magnetar.Authentication.tls("c.pem", "k.pem")._http_authorization() is None
