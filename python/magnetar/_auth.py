@@ -7,6 +7,7 @@ connect and every challenge, or a token file it reads each time.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 from typing import Any, Callable, Union
@@ -176,6 +177,21 @@ class Authentication:
         else:
             out["auth_data"] = self.data
         return out
+
+    def _http_authorization(self) -> str | None:
+        """The ``Authorization`` header of the admin REST API for these credentials (None for
+        TLS, whose credential is the certificate, and for unknown methods)."""
+        if self._kind in ("supplier", "oauth2"):
+            value = self._spec[0]()
+            return "Bearer " + (value.decode() if isinstance(value, bytes) else value)
+        if self._kind == "token_file":
+            with open(self._spec[0]) as f:
+                return "Bearer " + f.read().strip()
+        if self._kind == "static" and self.method == "token":
+            return "Bearer " + self.data.decode()
+        if self._kind == "static" and self.method == "basic":
+            return "Basic " + base64.b64encode(self.data).decode()
+        return None
 
     @property
     def _tls_files(self) -> tuple[str, str] | None:

@@ -50,8 +50,10 @@ class DataLossError(PulsarError):
 def _admin_get(admin_url: str, path: str, opts: SourceOptions) -> Any:
     req = urllib.request.Request(admin_url + path, headers={"Accept": "application/json"})
     conf = opts.client
-    if conf.auth_method == "token" and conf.auth_data:
-        req.add_header("Authorization", "Bearer " + conf.auth_data.decode())
+    auth = conf.authentication  # type: ignore[attr-defined]
+    header = auth._http_authorization() if auth is not None else None
+    if header:
+        req.add_header("Authorization", header)
     try:
         timeout = _duration_seconds(conf.operation_timeout, "operation_timeout")
         with urllib.request.urlopen(req, timeout=timeout, context=_admin_tls(admin_url, conf)) as resp:
