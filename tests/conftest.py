@@ -24,6 +24,29 @@ def broker() -> Iterator[Standalone]:
 
 
 @pytest.fixture(scope="session")
+def spark(broker: Standalone) -> Iterator[Any]:
+    """One local[2] Spark session with the ``pulsar`` data source, shared by the Spark test
+    modules (a session costs a JVM start). Stopped, and this process's cached data-source
+    clients closed, before the broker stops."""
+    import magnetar.spark as ms
+    from jvm import local_spark
+
+    session = local_spark(2, "magnetar-tests")
+    session.dataSource.register(ms.PulsarDataSource)
+    yield session
+    session.stop()
+    ms.close_all()
+
+
+@pytest.fixture
+def conf(service_url: str) -> Any:
+    """The data source's client configuration for the suite's broker (a ``ClientConfig``)."""
+    from magnetar.spark import ClientConfig
+
+    return ClientConfig(service_url, operation_timeout=20.0)
+
+
+@pytest.fixture(scope="session")
 def service_url(broker: Standalone) -> str:
     return broker.service_url
 

@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from typing import Any, Callable
 
@@ -66,3 +67,13 @@ def local_spark(cores: int, app: str) -> Any:
     )
     session.sparkContext.setLogLevel("ERROR")
     return session
+
+
+def new_topic(prefix: str = "spark") -> str:
+    """A topic of its own for one Spark test."""
+    return f"persistent://public/default/{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+def error_text(exc: BaseException) -> str:
+    """What Spark shows of an error raised in a data source (the class name and the message)."""
+    return f"{type(exc).__name__}: {exc}"

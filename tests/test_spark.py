@@ -11,39 +11,21 @@ import os
 import pickle
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pytest
-from jvm import local_spark
+from jvm import error_text as _error_text
+from jvm import new_topic as _new_topic
 
 import magnetar
 import magnetar.spark as ms
-from magnetar.spark import ClientConfig, PulsarDataSource
+from magnetar.spark import ClientConfig
 
 # The proof writes and reads back 200,000 rows; MAGNETAR_SPARK_ROWS overrides it.
 BATCH_ROWS = int(os.environ.get("MAGNETAR_SPARK_ROWS", "200000"))
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    session = local_spark(2, "magnetar-tests")
-    session.dataSource.register(PulsarDataSource)
-    yield session
-    session.stop()
-    ms.close_all()  # this process's cached clients, before the session's broker stops
-
-
-@pytest.fixture
-def conf(service_url: str) -> ClientConfig:
-    return ClientConfig(service_url, operation_timeout=20.0)
-
-
-def _new_topic(prefix: str = "spark") -> str:
-    return f"persistent://public/default/{prefix}-{uuid.uuid4().hex[:12]}"
 
 
 def _read(spark: Any, service_url: str, topic: str, **options: str) -> Any:
@@ -51,10 +33,6 @@ def _read(spark: Any, service_url: str, topic: str, **options: str) -> Any:
     for k, v in options.items():
         r = r.option(k, v)
     return r.load()
-
-
-def _error_text(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"
 
 
 # -- ClientConfig and the per-process client (no Spark) ---------------------------------------

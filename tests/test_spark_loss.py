@@ -9,39 +9,16 @@ import hashlib
 import os
 import shutil
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from jvm import local_spark
+from jvm import error_text as _error_text
+from jvm import new_topic as _new_topic
 from waiting import wait_until
 
-import magnetar.spark as ms
-from magnetar.spark import ClientConfig, PulsarDataSource
+from magnetar.spark import ClientConfig
 from magnetar.spark._coverage import Coverage
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    session = local_spark(2, "magnetar-loss-tests")
-    session.dataSource.register(PulsarDataSource)
-    yield session
-    session.stop()
-    ms.close_all()
-
-
-@pytest.fixture
-def conf(service_url: str) -> ClientConfig:
-    return ClientConfig(service_url, operation_timeout=20.0)
-
-
-def _new_topic(prefix: str) -> str:
-    return f"persistent://public/default/{prefix}-{uuid.uuid4().hex[:12]}"
-
-
-def _error_text(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"
 
 
 # -- the coverage rules, with crafted entries ----------------------------------------------------
