@@ -213,8 +213,9 @@ class PeerConn:
                 await self.send(frame(command(PARTITIONED_METADATA_RESPONSE, f_varint(1, 0) + f_varint(2, rid) + f_varint(3, 0))))
             elif type_ == LOOKUP:
                 rid = body[2][0]
+                # A broker answering for itself: Connect, authoritative, not through a proxy.
                 answer = (f_bytes(1, f"pulsar://127.0.0.1:{self.peer.port}") + f_varint(3, 1) + f_varint(4, rid)
-                          + f_varint(5, 1) + f_varint(8, 1))
+                          + f_varint(5, 1))
                 await self.send(frame(command(LOOKUP_RESPONSE, answer)))
             elif type_ == SUBSCRIBE:
                 self.peer.consumer_id = body[4][0]
