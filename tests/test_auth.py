@@ -382,10 +382,12 @@ def test_auth_options_reach_the_cli_and_spark():
 
     names = {d.name for d in cli_options(magnetar._options.ConnectionOptions)}
     assert {"auth_plugin", "auth_params"} <= names
-    opts = SourceOptions.parse({"service_url": "pulsar://127.0.0.1:6650", "topic": "t",
-                                "client.authPluginClassName": "basic",
-                                "client.authParams": '{"userId": "u", "password": "p"}'})
-    assert opts.client.authentication == magnetar.Authentication.basic("u", "p")  # type: ignore[attr-defined]
+    for given in ({"client.auth_plugin": "basic", "client.auth_params": '{"userId": "u", "password": "p"}'},
+                  {"pulsar.client.authPluginClassName": "org.apache.pulsar.client.impl.auth.AuthenticationBasic",
+                   "pulsar.client.authParams": '{"userId": "u", "password": "p"}'},
+                  {"authPluginClassName": "basic", "authParams": '{"userId": "u", "password": "p"}'}):
+        opts = SourceOptions.parse({"service_url": "pulsar://127.0.0.1:6650", "topic": "t", **given})
+        assert opts.client.authentication == magnetar.Authentication.basic("u", "p")  # type: ignore[attr-defined]
 
 
 def test_admin_rest_calls_authenticate_as_the_binary_protocol_does(secured, issuer, tmp_path):

@@ -53,18 +53,21 @@ def test_connector_aliases_and_authentication(tmp_path: Path) -> None:
     token_cls = "org.apache.pulsar.client.impl.auth.AuthenticationToken"
     for params in ("token:abc.def", "abc.def", '{"token": "abc.def"}'):
         c = _parse(authPluginClassName=token_cls, authParams=params).client
-        assert (c.auth_method, c.auth_data) == ("token", b"abc.def")
+        assert c.authentication == magnetar.Authentication.token("abc.def")
     token_file = tmp_path / "token"
     token_file.write_text("from.a.file\n")
     c = _parse(**{"pulsar.client.authPluginClassName": token_cls,
                   "pulsar.client.authParams": f"file://{token_file}"}).client
-    assert (c.auth_method, c.auth_data) == ("token", b"from.a.file")
+    assert c.authentication == magnetar.Authentication.token_file(str(token_file))  # read at each connect
     cert, key = tmp_path / "c.pem", tmp_path / "k.pem"
     cert.write_text("x")
     key.write_text("y")
     c = _parse(authPluginClassName="org.apache.pulsar.client.impl.auth.AuthenticationTls",
                authParams=f"tlsCertFile:{cert},tlsKeyFile:{key}").client
-    assert (c.auth_method, c.tls_certificate_file_path, c.tls_private_key_file_path) == ("tls", str(cert), str(key))
+    assert c.authentication == magnetar.Authentication.tls(str(cert), str(key))
+    c = _parse(authPluginClassName="org.apache.pulsar.client.impl.auth.AuthenticationBasic",
+               authParams='{"userId": "u", "password": "p"}').client
+    assert c.authentication == magnetar.Authentication.basic("u", "p")
 
 
 @pytest.mark.parametrize(("options", "expected"), [
@@ -76,8 +79,8 @@ def test_connector_aliases_and_authentication(tmp_path: Path) -> None:
     ({"subscriptionName": "a", "predefinedSubscription": "b"}, "given twice"),
     ({"metadataColumns": "kafka"}, "metadataColumns"),
     ({"pulsar.producer.compressionType": "brotli"}, "compressionType"),
-    ({"authPluginClassName": "org.example.Auth"}, "unknown authentication plugin"),
-    ({"authPluginClassName": "org.apache.pulsar.client.impl.auth.AuthenticationBasic"}, "not supported yet"),
+    ({"authPluginClassName": "org.example.Auth", "authParams": "x"}, "auth_plugin must be one of"),
+    ({"authPluginClassName": "org.apache.pulsar.client.impl.auth.AuthenticationBasic"}, "needs auth_params"),
     ({"authToken": "x", "authPluginClassName": "token"}, "one way of authenticating"),
     ({"somethingElse": "1"}, "unknown option"),
 ])

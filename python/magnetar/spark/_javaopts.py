@@ -9,7 +9,6 @@ import difflib
 import json
 import re
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from .._options import ConnectionOptions, Declared, ProducerOptions, ReaderOptions, declared
@@ -143,9 +142,6 @@ def java_kwargs(kind: str, given: Mapping[str, str]) -> dict[str, Any]:
 # -- authentication ---------------------------------------------------------------------------
 
 _TOKEN = ("org.apache.pulsar.client.impl.auth.authenticationtoken", "token")
-_TLS = ("org.apache.pulsar.client.impl.auth.authenticationtls", "tls")
-_LATER = ("org.apache.pulsar.client.impl.auth.authenticationbasic", "basic",
-          "org.apache.pulsar.client.impl.auth.oauth2.authenticationoauth2", "oauth2")
 
 
 def _params(option: str, text: str) -> dict[str, str]:
@@ -167,33 +163,18 @@ def _params(option: str, text: str) -> dict[str, str]:
 
 
 def auth_plugin(plugin: str, params: str | None) -> dict[str, Any]:
-    """``authPluginClassName`` + ``authParams`` -> ClientConfig keywords (token and TLS)."""
-    cls = plugin.strip().lower()
-    params = params or ""
-    if cls in _TOKEN:
-        token = params.strip()
-        if token.startswith("{"):
-            token = _params("authParams", token).get("token", "")
-        elif token.startswith("token:"):
-            token = token[len("token:"):]
-        elif token.startswith("file:"):
-            path = token[len("file:"):].removeprefix("//")
-            try:
-                token = Path(path).read_text().strip()
-            except OSError as e:
-                raise _err("authParams", f"cannot read the token file {path!r}: {e.strerror}") from None
-        if not token:
+    """``authPluginClassName`` + ``authParams`` -> ClientConfig keywords, for every provider
+    magnetar has (token, basic, TLS, OAuth2: :meth:`magnetar.Authentication.from_params`). The
+    connector's token forms that the text form lacks (a JSON ``{"token": ...}``) are read here."""
+    from .._auth import Authentication
+
+    text = (params or "").strip()
+    if plugin.strip().lower() in _TOKEN and text.startswith("{"):
+        text = _params("authParams", text).get("token", "")
+        if not text:
             raise _err("authParams", "token authentication needs a token ('token:<jwt>', 'file:///path' or the jwt)")
-        return {"auth_method": "token", "auth_data": token.encode()}
-    if cls in _TLS:
-        p = _params("authParams", params)
-        cert, key = p.get("tlsCertFile"), p.get("tlsKeyFile")
-        if not cert or not key:
-            raise _err("authParams", "TLS authentication needs 'tlsCertFile:<path>,tlsKeyFile:<path>'")
-        return {"auth_method": "tls", "auth_data": b"", "tls_certificate_file_path": cert,
-                "tls_private_key_file_path": key}
-    if cls in _LATER:
-        raise _err("authPluginClassName", f"{plugin!r} is not supported yet (token and TLS are)")
-    raise _err("authPluginClassName", f"unknown authentication plugin {plugin!r}; supported: "
-                                      "org.apache.pulsar.client.impl.auth.AuthenticationToken, "
-                                      "org.apache.pulsar.client.impl.auth.AuthenticationTls")
+    try:
+        Authentication.from_params(plugin, text)  # refused here, before the job starts
+    except InvalidConfiguration as e:
+        raise _err("authPluginClassName", str(e)) from None
+    return {"auth_plugin": plugin.strip(), "auth_params": text}

@@ -54,7 +54,7 @@ class PulsarProxy:
         self.stop()
 
     def start(self) -> PulsarProxy:
-        """Launches the proxy and waits until its port takes connections."""
+        """Launches the proxy and waits until its ports take connections."""
         home = ensure_distribution(self.broker.version, self.broker.cache_dir)
         self.data_dir = Path(tempfile.mkdtemp(prefix="magnetar-proxy-"))
         self.port, self.http_port = pick_ports([(0, 0), (0, 0)])
@@ -91,7 +91,12 @@ class PulsarProxy:
         return self
 
     def _listening(self) -> bool:
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), timeout=1):
+        # Both ports: the web service (metrics, admin) may come up after the binary one.
+        return all(self._takes_connections(port) for port in (self.port, self.http_port))
+
+    @staticmethod
+    def _takes_connections(port: int) -> bool:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
             return True
         return False
 
