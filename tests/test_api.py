@@ -168,6 +168,22 @@ def test_exclusive_producer_access(api, topic):
     api.call(api.call(api.client, "create_producer", topic, access_mode="exclusive"), "close")
 
 
+def test_a_fenced_producer_fails_at_once_and_stops_reconnecting(client, topic, caplog):
+    # No send timeout: the send can only end by the broker's fencing reaching it.
+    fenced = client.create_producer(topic, access_mode="exclusive", send_timeout=None, batching=False)
+    fenced.send(b"before")
+    owner = client.create_producer(topic, access_mode="exclusive_with_fencing")
+    caplog.set_level("INFO", logger="magnetar")
+    with pytest.raises(magnetar.ProducerBusy, match="ProducerFenced"):
+        fenced.send(b"after")
+    with pytest.raises(magnetar.ProducerBusy, match="ProducerFenced"):
+        fenced.send(b"again")
+    assert not fenced.is_connected
+    assert not [r for r in caplog.records if "retrying" in r.getMessage() and "ProducerFenced" in r.getMessage()]
+    owner.send(b"owner")
+    owner.close()
+
+
 def test_explicit_and_initial_sequence_ids(client, topic):
     producer = client.create_producer(topic, batching=False, initial_sequence_id=100)
     consumer = client.subscribe(topic, "s", initial_position="earliest")

@@ -43,6 +43,26 @@ def test_reader_from_latest_sees_only_new_messages(api, client, filled):
     assert api.call(reader, "read_next", timeout=10).data == b"fresh"
 
 
+def test_reader_at_latest_inclusive_starts_at_the_last_message(api, filled):
+    topic, ids = filled
+    reader = api.call(api.client, "create_reader", topic, magnetar.MessageId.latest, start_inclusive=True)
+    assert api.call(reader, "has_message_available") is True
+    last = api.call(reader, "read_next", timeout=10)
+    assert (last.data, last.message_id) == (b"9", ids[-1])
+    assert api.call(reader, "has_message_available") is False
+
+
+def test_nothing_is_available_after_seeking_to_latest(api, client, filled):
+    topic, _ = filled
+    reader = api.call(api.client, "create_reader", topic, magnetar.MessageId.earliest)
+    assert api.call(reader, "has_message_available") is True
+    api.call(reader, "seek", magnetar.MessageId.latest)
+    assert api.call(reader, "has_message_available") is False
+    client.create_producer(topic).send(b"fresh")
+    assert api.call(reader, "has_message_available") is True
+    assert api.call(reader, "read_next", timeout=10).data == b"fresh"
+
+
 def test_reader_from_a_time(api, client, topic):
     producer = client.create_producer(topic, batching=False)
     producer.send(b"old")

@@ -624,7 +624,8 @@ impl Consumer {
                 None => match &self.inner.opts.start_message_id {
                     Some(start) if !self.inner.opts.durable => {
                         if *start == MessageId::LATEST {
-                            false
+                            // Inclusive, the reader starts at the last message (there is one).
+                            self.inner.opts.start_inclusive
                         } else if self.inner.opts.start_inclusive {
                             (last.ledger_id, last.entry_id) >= (start.ledger_id, start.entry_id)
                         } else {

@@ -130,6 +130,12 @@ impl Error {
         }
     }
 
+    /// Whether the broker fenced this producer off the topic (an `ExclusiveWithFencing` producer
+    /// took it over): retrying cannot succeed.
+    pub fn is_fenced(&self) -> bool {
+        self.server_code == Some(ServerError::ProducerFenced as i32)
+    }
+
     /// The error for a broker `ServerError`.
     /// The broker's error with the code as it came off the wire.
     pub(crate) fn from_code(code: i32, message: &str) -> Self {

@@ -161,7 +161,8 @@ impl Link {
         self.attaching = None;
         match outcome {
             Ok(a) => LinkEvent::Attached(Box::new(self.install(a))),
-            Err(e) if e.is_retriable() || e.kind() == self.busy => {
+            // Fenced is for good: a newer exclusive producer owns the topic.
+            Err(e) if e.is_retriable() || (e.kind() == self.busy && !e.is_fenced()) => {
                 let delay = self.backoff.next_delay();
                 log::info!("{}: reattach failed ({e}); retrying in {delay:?}", self.topic);
                 self.retry_at = Some(Instant::now() + delay);

@@ -280,6 +280,14 @@ pub(crate) async fn create(
     };
     let request = actor.subscribe_request();
     actor.link.attach(request).await?;
+    if !actor.opts.durable && actor.opts.start_inclusive && actor.opts.start_message_id == Some(MessageId::LATEST) {
+        // "The latest message, inclusive" is the topic's last message: the broker has no such
+        // start position, so find it and move there (as the Java and C++ clients do).
+        let last = actor.last_message_id().await?;
+        if last.entry_id >= 0 {
+            actor.seek(SeekTarget::Id(last)).await?;
+        }
+    }
     actor.subscribed();
     super::supervisor::spawn(
         "consumer",

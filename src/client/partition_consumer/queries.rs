@@ -46,6 +46,12 @@ impl Actor {
             SeekTarget::Id(id) => (Some(id.entry_data()), None),
             SeekTarget::PublishTime(t) => (None, Some(*t)),
         };
+        // After a seek to the end, what was published before it is not "available": remember
+        // where the end was (the broker drops this consumer at the seek, so ask first).
+        let end = match &target {
+            SeekTarget::Id(id) if *id == MessageId::LATEST => Some(self.last_message_id().await?),
+            _ => None,
+        };
         conn.request(|rid| commands::seek(self.consumer_id, rid, id.clone(), time))
             .await?;
         // The broker disconnects the consumer after a seek; drop what was queued before it.
@@ -54,15 +60,16 @@ impl Actor {
         self.book.clear();
         self.unacked.clear();
         self.nacks.clear();
-        *self.shared.last_dequeued.lock().expect("last_dequeued lock") = None;
+        *self.shared.last_dequeued.lock().expect("last_dequeued lock") = end.filter(|e| e.entry_id >= 0);
         // A non-durable cursor does not outlive the reconnect the broker forces after a seek,
         // so the reader must ask for the new position itself.
         match target {
             SeekTarget::Id(id) => {
                 self.not_before_ms = None;
                 if !self.opts.durable {
+                    // Inclusive of the target message; "latest" stays after the last one.
+                    self.opts.start_inclusive = id != MessageId::LATEST;
                     self.opts.start_message_id = Some(id);
-                    self.opts.start_inclusive = true;
                 }
             }
             SeekTarget::PublishTime(t) => {

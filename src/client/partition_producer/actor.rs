@@ -71,6 +71,7 @@ pub(super) async fn start(
         permits,
         rx,
         epoch: 0,
+        topic_epoch: None,
         batch: OpenBatch::default(),
         batch_started: None,
         batch_timer: DeadlineTimer::new(),
@@ -113,6 +114,9 @@ struct Actor {
     permits: Arc<Semaphore>,
     rx: mpsc::UnboundedReceiver<Command>,
     epoch: u64,
+    /// The broker's topic epoch from the last attach, sent back on reattach so that a producer
+    /// fenced meanwhile (`ExclusiveWithFencing`) is told so (`ProducerFenced`) instead of busy.
+    topic_epoch: Option<u64>,
     next_seq: u64,
     batch: OpenBatch,
     batch_started: Option<Instant>,
@@ -408,7 +412,7 @@ impl Actor {
                         e.sequence_id,
                         e.message
                     );
-                    if code == ServerError::TopicTerminatedError {
+                    if matches!(code, ServerError::TopicTerminatedError | ServerError::ProducerFenced) {
                         self.fail_all(Error::from_server(code, &e.message));
                     } else {
                         // The broker's state for this producer is unknown: start over on a new
@@ -449,7 +453,7 @@ impl Actor {
     /// The `Producer` command under the current name and epoch.
     fn attach_request(&self) -> AttachRequest {
         let (topic, producer_id, name) = (self.topic.clone(), self.producer_id, self.name());
-        let (user_named, epoch) = (self.user_named, self.epoch);
+        let (user_named, epoch, topic_epoch) = (self.user_named, self.epoch, self.topic_epoch);
         let (access_mode, properties) = (
             self.opts.access_mode as i32,
             commands::key_values(&self.opts.properties),
@@ -461,6 +465,7 @@ impl Actor {
             p.producer_name = (!name.is_empty()).then_some(name);
             p.user_provided_producer_name = Some(user_named);
             p.epoch = Some(epoch);
+            p.topic_epoch = topic_epoch;
             p.producer_access_mode = Some(access_mode);
             p.metadata = properties;
             p.schema = schema.clone();
@@ -474,6 +479,7 @@ impl Actor {
         let ok = reply.command.producer_success.clone().unwrap_or_default();
         *self.state.name.lock().expect("name lock") = ok.producer_name;
         self.encoder.schema_version = ok.schema_version.filter(|v| !v.is_empty());
+        self.topic_epoch = ok.topic_epoch.or(self.topic_epoch);
         if self.epoch == 0 && self.opts.initial_sequence_id.is_none() {
             if let Some(last) = ok.last_sequence_id.filter(|s| *s >= 0) {
                 self.next_seq = self.next_seq.max(last as u64 + 1);
