@@ -53,21 +53,21 @@ def test_connector_aliases_and_authentication(tmp_path: Path) -> None:
     token_cls = "org.apache.pulsar.client.impl.auth.AuthenticationToken"
     for params in ("token:abc.def", "abc.def", '{"token": "abc.def"}'):
         c = _parse(authPluginClassName=token_cls, authParams=params).client
-        assert c.authentication == magnetar.Authentication.token("abc.def")
+        assert c.authentication == magnetar.Authentication.token("abc.def")  # type: ignore[attr-defined]
     token_file = tmp_path / "token"
     token_file.write_text("from.a.file\n")
     c = _parse(**{"pulsar.client.authPluginClassName": token_cls,
                   "pulsar.client.authParams": f"file://{token_file}"}).client
-    assert c.authentication == magnetar.Authentication.token_file(str(token_file))  # read at each connect
+    assert c.authentication == magnetar.Authentication.token_file(str(token_file))  # type: ignore[attr-defined]  # read at each connect
     cert, key = tmp_path / "c.pem", tmp_path / "k.pem"
     cert.write_text("x")
     key.write_text("y")
     c = _parse(authPluginClassName="org.apache.pulsar.client.impl.auth.AuthenticationTls",
                authParams=f"tlsCertFile:{cert},tlsKeyFile:{key}").client
-    assert c.authentication == magnetar.Authentication.tls(str(cert), str(key))
+    assert c.authentication == magnetar.Authentication.tls(str(cert), str(key))  # type: ignore[attr-defined]
     c = _parse(authPluginClassName="org.apache.pulsar.client.impl.auth.AuthenticationBasic",
                authParams='{"userId": "u", "password": "p"}').client
-    assert c.authentication == magnetar.Authentication.basic("u", "p")
+    assert c.authentication == magnetar.Authentication.basic("u", "p")  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize(("options", "expected"), [
