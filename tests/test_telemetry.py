@@ -13,8 +13,7 @@ import magnetar
 from conftest import Api
 from waiting import wait_until
 
-otel_sdk = pytest.importorskip("opentelemetry.sdk")
-
+# opentelemetry-sdk is a hard test dependency (requirements-dev.txt): missing, this module fails; it never skips.
 from opentelemetry.sdk.metrics import MeterProvider  # noqa: E402
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader  # noqa: E402
 from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
