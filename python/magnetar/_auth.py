@@ -115,7 +115,7 @@ class Authentication:
     def from_params(cls, plugin: str, params: str | None) -> Authentication:
         """Credentials from the official clients' text form: a plugin name (``token``,
         ``basic``, ``tls``, ``oauth2`` or the Java class name) and its parameter string
-        (``token:<jwt>`` or ``file:///path``; ``{"userId": ..., "password": ...}``;
+        (``token:<jwt>``, ``file:///path`` or ``{"token": <jwt>}``; ``{"userId": ..., "password": ...}``;
         ``tlsCertFile:<path>,tlsKeyFile:<path>``; ``{"issuerUrl": ..., "privateKey": ...,
         "audience": ..., "scope": ...}``)."""
         kind = _PLUGINS.get((plugin or "").strip().lower())
@@ -126,6 +126,8 @@ class Authentication:
         if not text:
             raise InvalidConfiguration(f"auth_plugin {plugin!r} needs auth_params")
         if kind == "token":
+            if text.startswith("{"):  # the Spark connector's JSON form
+                text = str(_field(_json_params(text, plugin), "token", plugin))
             if text.startswith("file:"):
                 return cls.token_file(_file_url_path(text))
             return cls.token(text.removeprefix("token:"))

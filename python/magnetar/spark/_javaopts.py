@@ -6,7 +6,6 @@ keywords of :mod:`magnetar._options`, the one declaration of every option."""
 from __future__ import annotations
 
 import difflib
-import json
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -141,38 +140,13 @@ def java_kwargs(kind: str, given: Mapping[str, str]) -> dict[str, Any]:
 
 # -- authentication ---------------------------------------------------------------------------
 
-_TOKEN = ("org.apache.pulsar.client.impl.auth.authenticationtoken", "token")
-
-
-def _params(option: str, text: str) -> dict[str, str]:
-    """The Java plugins' parameters: JSON, or ``k1:v1,k2:v2``."""
-    t = text.strip()
-    if t.startswith("{"):
-        try:
-            data = json.loads(t)
-        except json.JSONDecodeError as e:
-            raise _err(option, f"malformed JSON: {e.msg}") from None
-        return {str(k): str(v) for k, v in data.items()}
-    out = {}
-    for part in t.split(","):
-        if ":" not in part:
-            raise _err(option, "expected JSON or 'key:value,key:value'")
-        k, v = part.split(":", 1)
-        out[k.strip()] = v.strip()
-    return out
-
 
 def auth_plugin(plugin: str, params: str | None) -> dict[str, Any]:
     """``authPluginClassName`` + ``authParams`` -> ClientConfig keywords, for every provider
-    magnetar has (token, basic, TLS, OAuth2: :meth:`magnetar.Authentication.from_params`). The
-    connector's token forms that the text form lacks (a JSON ``{"token": ...}``) are read here."""
+    magnetar has (token, basic, TLS, OAuth2: :meth:`magnetar.Authentication.from_params`)."""
     from .._auth import Authentication
 
     text = (params or "").strip()
-    if plugin.strip().lower() in _TOKEN and text.startswith("{"):
-        text = _params("authParams", text).get("token", "")
-        if not text:
-            raise _err("authParams", "token authentication needs a token ('token:<jwt>', 'file:///path' or the jwt)")
     try:
         Authentication.from_params(plugin, text)  # refused here, before the job starts
     except InvalidConfiguration as e:
