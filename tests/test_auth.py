@@ -12,8 +12,9 @@ from __future__ import annotations
 import base64
 import json
 import logging
-import re
 import pickle
+import re
+import subprocess
 import threading
 import time
 import urllib.parse
@@ -176,6 +177,23 @@ def test_tls_authentication_takes_the_role_from_the_certificate(secured, topic):
             client.create_producer(topic)
 
 
+def test_tls_authentication_with_an_x509_version_1_certificate(secured, topic):
+    """Brokers accept X.509 v1 client certificates (the official client's own test suite uses
+    one); the client must present it rather than refuse to load it."""
+    cert, key = secured.client_certificate(TLS_ROLE, x509_version=1)
+    assert b"Version: 1" in subprocess.run(["openssl", "x509", "-in", str(cert), "-noout", "-text"],
+                                           check=True, capture_output=True).stdout
+    with magnetar.Client(secured.service_url_tls, tls_trust_certs_file_path=str(secured.ca_cert_path),
+                         authentication=magnetar.Authentication.tls(cert, key)) as client:
+        round_trip(client, topic)
+    # The key is still checked against the certificate where it can be read.
+    _, other_key = secured.client_certificate("stranger")
+    v3_cert, _ = secured.client_certificate(TLS_ROLE)
+    with pytest.raises(magnetar.InvalidConfiguration, match="do not go together"):
+        magnetar.Client(secured.service_url_tls, tls_trust_certs_file_path=str(secured.ca_cert_path),
+                        authentication=magnetar.Authentication.tls(v3_cert, other_key))
+
+
 # -- OAuth2 ----------------------------------------------------------------------------------
 
 
@@ -186,6 +204,9 @@ class TokenEndpoint:
     def __init__(self, broker: Standalone, lifetime: float) -> None:
         self.client_id, self.client_secret = "magnetar-client", "s3cret"
         self.requests: list[dict[str, str]] = []
+        # Tokens to issue already expired while claiming an hour of life (a revoked token, or
+        # an issuer whose clock is off): the broker refuses what the client thinks is fresh.
+        self.stale_tokens = 0
         endpoint = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -200,8 +221,12 @@ class TokenEndpoint:
                 if (form.get("grant_type"), form.get("client_id"), form.get("client_secret")) != (
                         "client_credentials", endpoint.client_id, endpoint.client_secret):
                     return self._send(401, {"error": "invalid_client"})
-                token = broker.make_token(OAUTH_ROLE, lifetime)
-                self._send(200, {"access_token": token, "token_type": "Bearer", "expires_in": lifetime})
+                if endpoint.stale_tokens > 0:
+                    endpoint.stale_tokens -= 1
+                    token, claimed = broker.make_token(OAUTH_ROLE, -60), 3600.0
+                else:
+                    token, claimed = broker.make_token(OAUTH_ROLE, lifetime), lifetime
+                self._send(200, {"access_token": token, "token_type": "Bearer", "expires_in": claimed})
 
             def _send(self, status: int, body: dict[str, Any]) -> None:
                 data = json.dumps(body).encode()
@@ -249,6 +274,16 @@ def test_oauth2_client_credentials(secured, topic, issuer, tmp_path):
     refused = connect_error(secured, topic, authentication=magnetar.Authentication.oauth2(
         issuer.url, issuer.credentials(secret="wrong")))
     assert isinstance(refused, magnetar.AuthenticationError) and "401" in str(refused), refused
+
+
+def test_oauth2_token_refused_by_the_broker_is_fetched_anew(secured, topic, issuer):
+    """The cached access token claims an hour but the broker refuses it: the client drops it,
+    fetches another and connects, rather than offering the refused one again."""
+    issuer.stale_tokens = 1
+    auth = magnetar.Authentication.oauth2(issuer.url, issuer.credentials())
+    with magnetar.Client(secured.service_url, authentication=auth) as client:
+        round_trip(client, topic)
+    assert len(issuer.requests) == 2, issuer.requests
 
 
 # -- credentials that expire while in use ----------------------------------------------------

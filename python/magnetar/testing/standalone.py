@@ -220,12 +220,13 @@ class Standalone(Admin):
             raise StandaloneError("this broker was not started with auth=True")
         return hs256_token(self.auth_secret_key, subject, None if expires_in is None else time.time() + expires_in)
 
-    def client_certificate(self, common_name: str) -> tuple[Path, Path]:
+    def client_certificate(self, common_name: str, x509_version: int = 3) -> tuple[Path, Path]:
         """(certificate, key) PEM files for the role ``common_name``, signed by the broker's CA,
-        for TLS authentication (``tls=True``)."""
+        for TLS authentication (``tls=True``); ``x509_version=1`` for an old-style certificate."""
         if not self.tls or self.data_dir is None:
             raise StandaloneError("this broker was not started with tls=True")
-        return make_client_certificate(self.data_dir / "tls", self.data_dir / "clients", common_name)
+        return make_client_certificate(self.data_dir / "tls", self.data_dir / "clients", common_name,
+                                       x509_version=x509_version)
 
     def tokens_tool(self, subject: str) -> subprocess.Popen[str]:
         """``bin/pulsar tokens create`` for ``subject`` with the broker's key file, started in

@@ -169,6 +169,9 @@ impl Connection {
                     message,
                 }) if opts.auth.as_ref().is_some_and(|a| a.renews()) => {
                     log::info!("{addr} refused the credential ({message}); trying once more with a fresh one");
+                    if let Some(auth) = &opts.auth {
+                        auth.refused();
+                    }
                     Self::connect_once(addr, opts, tls, proxy_to).await
                 }
                 other => other,
