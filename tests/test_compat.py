@@ -185,7 +185,7 @@ def test_unreadable_tls_files_fail_at_first_use_as_connect_error(topic: str) -> 
     """As in the official client (its test_tls_encryption_with_other_auth): the client is made,
     and the first operation raises ConnectError with the reason."""
     testdata = Path(__file__).resolve().parent.parent / "src" / "net" / "testdata"
-    swapped = {"tls_certificate_file_path": str(testdata / "client.key.pem"),
+    swapped: dict[str, Any] = {"tls_certificate_file_path": str(testdata / "client.key.pem"),
                "tls_private_key_file_path": str(testdata / "client.cert.pem")}
     client = pulsar.Client("pulsar+ssl://127.0.0.1:6651", **swapped)
     with pytest.raises(pulsar.ConnectError, match="client certificate"):
