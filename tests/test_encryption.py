@@ -254,3 +254,32 @@ def test_interop_with_the_official_client_both_ways(service_url, client, topic):
         assert all(not m.encryption_context().is_decryption_failed() for m in received)
     finally:
         official.close()
+
+
+def test_compat_names_and_encryption_context(service_url, topic):
+    import magnetar.compat as pulsar
+
+    client = pulsar.Client(service_url)
+    try:
+        keys = pulsar.CryptoKeyReader(str(PUBLIC), str(PRIVATE))
+        consumer = client.subscribe(topic, "s", crypto_key_reader=keys)
+        raw = client.subscribe(topic, "raw", crypto_failure_action=pulsar.ConsumerCryptoFailureAction.CONSUME)
+        producer = client.create_producer(topic, encryption_key="app", crypto_key_reader=keys,
+                                          compression_type=pulsar.CompressionType.LZ4)
+        producer.send(b"compat")
+        msg = consumer.receive(10_000)
+        assert msg.data() == b"compat"
+        ctx = msg.encryption_context()
+        assert [(k.key, len(k.value), k.metadata) for k in ctx.keys()] == [("app", 256, {})]
+        assert (ctx.algorithm(), len(ctx.param()), ctx.compression_type()) == ("", 12, pulsar.CompressionType.LZ4)
+        assert (ctx.uncompressed_message_size(), ctx.batch_size(), ctx.is_decryption_failed()) == (6, -1, False)
+        assert raw.receive(10_000).encryption_context().is_decryption_failed()
+        # As the official client: a key name without a reader (or a reader without a name)
+        # encrypts nothing.
+        client.create_producer(topic, encryption_key="app").send(b"plain")
+        assert consumer.receive(10_000).encryption_context() is None
+        with pytest.raises(pulsar.CryptoError, match="no-such-key.pem"):
+            client.create_producer(topic, encryption_key="app",
+                                   crypto_key_reader=pulsar.CryptoKeyReader("no-such-key.pem", str(PRIVATE)))
+    finally:
+        client.close()
