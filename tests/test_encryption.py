@@ -16,6 +16,7 @@ import magnetar
 from magnetar.testing import Standalone
 from test_fake_peer import f_bytes
 from test_hostile_messages import RawProducer, _corrupt_count, _meta
+from waiting import wait_until
 
 KEYS = Path(__file__).parent / "keys"
 PUBLIC, PRIVATE = KEYS / "app-public.pem", KEYS / "app-private.pem"
@@ -283,3 +284,28 @@ def test_compat_names_and_encryption_context(service_url, topic):
                                    crypto_key_reader=pulsar.CryptoKeyReader("no-such-key.pem", str(PRIVATE)))
     finally:
         client.close()
+
+
+class LateKey(magnetar.CryptoKeyReader):
+    """A private key that is not there at first (a key store being filled), then is."""
+
+    def __init__(self) -> None:
+        super().__init__(PUBLIC, PRIVATE)
+        self.ready = False
+        self.refused = 0
+
+    def get_private_key(self, key_name: str, metadata: Mapping[str, str]) -> Any:
+        if not self.ready:
+            self.refused += 1
+            raise LookupError("not yet")
+        return super().get_private_key(key_name, metadata)
+
+
+def test_fail_with_an_ack_timeout_redelivers_until_the_key_is_there(client, topic):
+    keys = LateKey()
+    consumer = client.subscribe(topic, "s", initial_position="earliest", crypto_key_reader=keys, ack_timeout=1.0)
+    client.create_producer(topic, encryption_keys=["app"], crypto_key_reader=reader(), batching=False).send(b"late")
+    assert wait_until(lambda: keys.refused >= 1, timeout=10)
+    keys.ready = True
+    msg = consumer.receive(timeout=20)  # redelivered after the ack timeout, decrypted this time
+    assert msg.data == b"late"
