@@ -64,7 +64,10 @@ impl ProducerCrypto {
     /// Seals a (compressed) payload, drawing a new data key first when it is due.
     pub fn seal(&mut self, meta: &mut MessageMetadata, payload: &[u8]) -> Result<Vec<u8>> {
         let r = self.reader.clone();
-        if let Err(e) = self.encryptor.rotate_if_due(Instant::now(), &mut |n| r.public_key(n, &[])) {
+        if let Err(e) = self
+            .encryptor
+            .rotate_if_due(Instant::now(), &mut |n| r.public_key(n, &[]))
+        {
             log::error!("cannot draw a new data key, the current one stays in use: {e}");
         }
         Ok(self.encryptor.seal(meta, payload)?)

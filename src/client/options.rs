@@ -149,7 +149,9 @@ impl ProducerOptions {
             return Err(Error::invalid("encryption key names must not be empty"));
         }
         match (self.encryption_keys.is_empty(), self.crypto_key_reader.is_some()) {
-            (false, false) => Err(Error::invalid("encryption_keys needs a crypto_key_reader to supply the keys")),
+            (false, false) => Err(Error::invalid(
+                "encryption_keys needs a crypto_key_reader to supply the keys",
+            )),
             (true, true) => Err(Error::invalid(
                 "crypto_key_reader without encryption_keys encrypts nothing; name the keys to encrypt for",
             )),

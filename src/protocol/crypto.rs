@@ -54,7 +54,11 @@ pub enum CryptoError {
     KeyUnavailable { name: String, reason: String },
     /// Key bytes that are not an RSA key in a known encoding.
     #[error("key {name:?} is not a usable RSA {kind} key: {reason}")]
-    BadKey { name: String, kind: &'static str, reason: String },
+    BadKey {
+        name: String,
+        kind: &'static str,
+        reason: String,
+    },
     /// RSA encryption of the data key failed (a key too small for OAEP).
     #[error("cannot encrypt the data key with key {name:?}: {reason}")]
     Wrap { name: String, reason: String },
@@ -161,7 +165,9 @@ fn pem_text(bytes: &[u8]) -> Option<&str> {
 /// An RSA public key from SubjectPublicKeyInfo or PKCS#1, PEM or DER.
 pub fn parse_public_key(name: &str, bytes: &[u8]) -> Result<RsaPublicKey, CryptoError> {
     let parsed = match pem_text(bytes) {
-        Some(pem) if pem.contains("BEGIN RSA PUBLIC KEY") => RsaPublicKey::from_pkcs1_pem(pem).map_err(|e| e.to_string()),
+        Some(pem) if pem.contains("BEGIN RSA PUBLIC KEY") => {
+            RsaPublicKey::from_pkcs1_pem(pem).map_err(|e| e.to_string())
+        }
         Some(pem) => RsaPublicKey::from_public_key_pem(pem).map_err(|e| e.to_string()),
         None => RsaPublicKey::from_public_key_der(bytes)
             .or_else(|_| RsaPublicKey::from_pkcs1_der(bytes))

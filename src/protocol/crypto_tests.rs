@@ -49,7 +49,11 @@ fn round_trip_with_pkcs1_and_pkcs8_private_keys_and_the_cache() {
         let mut calls = 0;
         let mut keys = |n: &str, m: &[(String, String)]| {
             calls += 1;
-            assert_eq!((n, m[0].1.as_str()), ("app", "1"), "the key's metadata reaches the reader");
+            assert_eq!(
+                (n, m[0].1.as_str()),
+                ("app", "1"),
+                "the key's metadata reaches the reader"
+            );
             private(key)(n, m)
         };
         assert_eq!(d.open(&meta, &data, Instant::now(), &mut keys).unwrap(), b"hello");
@@ -74,7 +78,9 @@ fn the_data_key_is_drawn_again_after_its_lifetime() {
     let start = Instant::now();
     let mut enc = Encryptor::new(&["app".to_string()], start, &mut public_keys).unwrap();
     let before = enc.keys().to_vec();
-    assert!(!enc.rotate_if_due(start + Duration::from_secs(60), &mut public_keys).unwrap());
+    assert!(!enc
+        .rotate_if_due(start + Duration::from_secs(60), &mut public_keys)
+        .unwrap());
     assert_eq!(enc.keys(), &before[..]);
     let later = start + DATA_KEY_LIFETIME;
     assert!(enc.rotate_if_due(later, &mut public_keys).unwrap());
@@ -93,12 +99,21 @@ fn tampered_or_truncated_payloads_are_refused() {
     let mut keys = private(PRIVATE);
     let mut bad = data.clone();
     bad[0] ^= 1;
-    assert_eq!(d.open(&meta, &bad, Instant::now(), &mut keys), Err(CryptoError::Payload));
+    assert_eq!(
+        d.open(&meta, &bad, Instant::now(), &mut keys),
+        Err(CryptoError::Payload)
+    );
     let mut bad_tag = data.clone();
     *bad_tag.last_mut().unwrap() ^= 1;
-    assert_eq!(d.open(&meta, &bad_tag, Instant::now(), &mut keys), Err(CryptoError::Payload));
+    assert_eq!(
+        d.open(&meta, &bad_tag, Instant::now(), &mut keys),
+        Err(CryptoError::Payload)
+    );
     for cut in [0, 3, TAG_LEN, data.len() - 1] {
-        assert_eq!(d.open(&meta, &data[..cut], Instant::now(), &mut keys), Err(CryptoError::Payload));
+        assert_eq!(
+            d.open(&meta, &data[..cut], Instant::now(), &mut keys),
+            Err(CryptoError::Payload)
+        );
     }
     assert_eq!(d.open(&meta, &data, Instant::now(), &mut keys).unwrap(), b"hello world");
 }
@@ -107,8 +122,13 @@ fn tampered_or_truncated_payloads_are_refused() {
 fn the_wrong_private_key_or_a_missing_one_is_an_error() {
     let (meta, data) = sealed(b"secret");
     let mut d = Decryptor::default();
-    let err = d.open(&meta, &data, Instant::now(), &mut private(OTHER_PRIVATE)).unwrap_err();
-    assert!(matches!(err, CryptoError::NoDataKey(ref s) if s.contains("app")), "{err}");
+    let err = d
+        .open(&meta, &data, Instant::now(), &mut private(OTHER_PRIVATE))
+        .unwrap_err();
+    assert!(
+        matches!(err, CryptoError::NoDataKey(ref s) if s.contains("app")),
+        "{err}"
+    );
     let mut missing = |n: &str, _: &[(String, String)]| Err(format!("no file for {n}"));
     let err = d.open(&meta, &data, Instant::now(), &mut missing).unwrap_err();
     assert!(matches!(err, CryptoError::KeyUnavailable { .. }), "{err}");
@@ -128,7 +148,11 @@ fn malformed_keys_are_errors() {
         let e = parse_public_key("k", bytes).unwrap_err();
         assert!(matches!(e, CryptoError::BadKey { kind: "public", .. }), "{e}");
     }
-    for bytes in [&b""[..], b"-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n", PUBLIC] {
+    for bytes in [
+        &b""[..],
+        b"-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
+        PUBLIC,
+    ] {
         let e = parse_private_key("k", bytes).unwrap_err();
         assert!(matches!(e, CryptoError::BadKey { kind: "private", .. }), "{e}");
     }
@@ -152,19 +176,39 @@ fn malformed_encryption_metadata_from_the_wire_is_an_error_not_a_panic() {
     let mut d = Decryptor::default();
     let mut m = meta.clone();
     m.encryption_param = None;
-    assert!(matches!(d.open(&m, &data, now, &mut keys), Err(CryptoError::Metadata(_))));
+    assert!(matches!(
+        d.open(&m, &data, now, &mut keys),
+        Err(CryptoError::Metadata(_))
+    ));
     for iv in [vec![], vec![0u8; 11], vec![0u8; 13], vec![0u8; 4096]] {
         m.encryption_param = Some(iv.into());
-        assert!(matches!(d.open(&m, &data, now, &mut keys), Err(CryptoError::Metadata(_))));
+        assert!(matches!(
+            d.open(&m, &data, now, &mut keys),
+            Err(CryptoError::Metadata(_))
+        ));
     }
     let mut m = meta.clone();
     m.encryption_keys.clear();
-    assert!(matches!(d.open(&m, &data, now, &mut keys), Err(CryptoError::Metadata(_))));
+    assert!(matches!(
+        d.open(&m, &data, now, &mut keys),
+        Err(CryptoError::Metadata(_))
+    ));
     // Wrapped keys of every wrong length, and a right-length one that is not OAEP.
-    for value in [vec![], vec![1u8], vec![0u8; 255], vec![7u8; 256], vec![0xffu8; 256], vec![0u8; 257], vec![0u8; 100_000]] {
+    for value in [
+        vec![],
+        vec![1u8],
+        vec![0u8; 255],
+        vec![7u8; 256],
+        vec![0xffu8; 256],
+        vec![0u8; 257],
+        vec![0u8; 100_000],
+    ] {
         let mut m = meta.clone();
         m.encryption_keys[0].value = value.into();
-        assert!(matches!(d.open(&m, &data, now, &mut keys), Err(CryptoError::NoDataKey(_))));
+        assert!(matches!(
+            d.open(&m, &data, now, &mut keys),
+            Err(CryptoError::NoDataKey(_))
+        ));
     }
     assert_eq!(d.cached(), 0);
 }

@@ -32,7 +32,9 @@ pub fn key_reader(obj: &Bound<'_, PyAny>) -> PyResult<KeyReader> {
             )));
         }
     }
-    let shown = obj.repr().map_or_else(|_| "CryptoKeyReader".to_string(), |r| r.to_string());
+    let shown = obj
+        .repr()
+        .map_or_else(|_| "CryptoKeyReader".to_string(), |r| r.to_string());
     Ok(Arc::new(PyKeyReader {
         reader: obj.clone().unbind(),
         shown,
@@ -63,7 +65,10 @@ fn key_bytes(value: &Bound<'_, PyAny>) -> Result<Vec<u8>, String> {
     } else if let Ok(b) = value.cast::<PyBytes>() {
         Ok(b.as_bytes().to_vec())
     } else {
-        Err(format!("returned {}, not bytes, str or (key, metadata)", value.get_type()))
+        Err(format!(
+            "returned {}, not bytes, str or (key, metadata)",
+            value.get_type()
+        ))
     }
 }
 
@@ -159,7 +164,11 @@ pub fn context(py: Python<'_>, msg: &crate::client::Message) -> PyResult<Option<
             param: PyBytes::new(py, meta.encryption_param.as_deref().unwrap_or_default()).unbind(),
             algorithm: meta.encryption_algo.clone().unwrap_or_default(),
             compression,
-            uncompressed_size: if compression.is_some() { meta.uncompressed_size.unwrap_or(0) } else { 0 },
+            uncompressed_size: if compression.is_some() {
+                meta.uncompressed_size.unwrap_or(0)
+            } else {
+                0
+            },
             batch_size: meta.num_messages_in_batch.unwrap_or(-1),
             decryption_failed: msg.still_encrypted,
         },

@@ -215,7 +215,9 @@ impl Actor {
             msg_id.partition = topic_partition(&self.shared.topic);
             msg_id.topic = Some(self.shared.topic.clone());
             let deadline = Instant::now() + self.opts.ack_timeout;
-            self.unacked.entry((msg_id.ledger_id, msg_id.entry_id)).or_insert((deadline, msg_id));
+            self.unacked
+                .entry((msg_id.ledger_id, msg_id.entry_id))
+                .or_insert((deadline, msg_id));
         }
         self.shared.return_permits(permits);
     }
