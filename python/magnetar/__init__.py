@@ -18,15 +18,17 @@ from __future__ import annotations
 
 import logging as _logging
 
-from ._core import Message, MessageId, SendFuture, __version__
+from ._core import EncryptionContext, Message, MessageId, SendFuture, __version__
 from ._async import AsyncClient, AsyncConsumer, AsyncProducer, AsyncReader
 from ._client import Client, Consumer, Producer, Reader
 from ._config import ClientConfig
+from ._crypto import CryptoKeyReader
 from ._options import (
     AccessMode,
     Authentication,
     BatchingType,
     Compression,
+    CryptoFailureAction,
     HashingScheme,
     InitialPosition,
     RoutingMode,
@@ -38,6 +40,7 @@ from .exceptions import (
     AuthorizationError,
     ConnectError,
     ConsumerBusy,
+    CryptoError,
     IncompatibleSchema,
     InvalidConfiguration,
     MessageTooLarge,
@@ -76,6 +79,10 @@ __all__ = [
     "ConnectError",
     "Consumer",
     "ConsumerBusy",
+    "CryptoError",
+    "CryptoFailureAction",
+    "CryptoKeyReader",
+    "EncryptionContext",
     "HashingScheme",
     "IncompatibleSchema",
     "InitialPosition",

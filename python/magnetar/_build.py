@@ -148,5 +148,7 @@ def reader(topic: str, start: Any, options: Mapping[str, Any]) -> tuple[tuple[st
         "receiver_queue_size": opts["receiver_queue_size"],
         "consumer_name": opts["reader_name"],
         "read_compacted": opts["read_compacted"],
+        "crypto_key_reader": opts["crypto_key_reader"],
+        "crypto_failure_action": opts["crypto_failure_action"],
     }
     return (topic, f"reader-{os.urandom(5).hex()}", engine, False, _schema(opts["schema"])), at_time

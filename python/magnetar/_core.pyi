@@ -6,6 +6,7 @@ import asyncio
 from typing import Any, Callable, Iterable, Mapping, Sequence, final
 
 __all__ = [
+    "EncryptionContext",
     "Message",
     "MessageId",
     "SendFuture",
@@ -133,11 +134,40 @@ class Message:
     def _writer_schema(self) -> tuple[str, int, bytes, dict[str, str], bytes] | None:
         """The writer schema of this message's version, fetched from the registry once."""
     @property
+    def encryption(self) -> EncryptionContext | None:
+        """How the message was encrypted end to end, or None when it was not."""
+    @property
     def _key_b64(self) -> bool:
         """Whether the key is the base64 of bytes (a KeyValue SEPARATED key)."""
     def __len__(self) -> int: ...
     def __buffer__(self, flags: int, /) -> memoryview: ...
     def __release_buffer__(self, buffer: memoryview, /) -> None: ...
+
+@final
+class EncryptionContext:
+    """How a received message was encrypted end to end (``Message.encryption``)."""
+
+    @property
+    def keys(self) -> list[tuple[str, bytes, dict[str, str]]]:
+        """The encrypted data keys: (key name, RSA-encrypted data key, the key's metadata)."""
+    @property
+    def param(self) -> bytes:
+        """The AES-GCM IV (``encryption_param``)."""
+    @property
+    def algorithm(self) -> str:
+        """``encryption_algo`` as the producer set it ("" when unset, as the Java and C++ clients leave it)."""
+    @property
+    def compression(self) -> str | None:
+        """The codec the payload was compressed with before encryption, or None."""
+    @property
+    def uncompressed_size(self) -> int:
+        """The payload's size before compression (0 when uncompressed)."""
+    @property
+    def batch_size(self) -> int:
+        """Messages in the (encrypted) batch, -1 when not batched."""
+    @property
+    def decryption_failed(self) -> bool:
+        """True when the payload is still encrypted (``crypto_failure_action="consume"``)."""
 
 @final
 class SendFuture:

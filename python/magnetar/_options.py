@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Awaitable, Callable, Mapping, NamedTuple, Sequence, TypedDict, Union
 
 from ._auth import Authentication
+from ._crypto import CryptoKeyReader
 from ._core import Message, MessageId
 from .exceptions import InvalidConfiguration
 from ._transaction import TransactionHandle
@@ -32,6 +33,7 @@ __all__ = [
     "Compression",
     "ConnectionOptions",
     "ConsumerOptions",
+    "CryptoFailureAction",
     "Declared",
     "HashingScheme",
     "InitialPosition",
@@ -122,6 +124,19 @@ class BatchingType(_Choice):
     KEY_BASED = "key_based"
 
 
+class CryptoFailureAction(_Choice):
+    """What a consumer does with a message it cannot decrypt."""
+
+    FAIL = "fail"
+    """Do not deliver it and leave it unacknowledged, so it comes back (ack timeout, another
+    consumer) once the key is there."""
+    DISCARD = "discard"
+    """Acknowledge it (the broker records a decryption error) and drop it."""
+    CONSUME = "consume"
+    """Deliver it still encrypted (and compressed); ``msg.encryption.decryption_failed`` is
+    True. A batch then comes as one message."""
+
+
 class Opt(NamedTuple):
     """What a declaration says of one option besides its name and type."""
 
@@ -186,6 +201,8 @@ class ProducerOptions(TypedDict, total=False):
     batching_type: Annotated[Union[BatchingType, str], Opt(BatchingType.DEFAULT, "``default`` or ``key_based`` (one key per batch).", aliases=("batcherBuilder",))]
     partitions_update_interval: Annotated[Seconds, Opt(60.0, "How often new partitions are looked for.", "s", ("autoUpdatePartitionsIntervalSeconds",))]
     schema: Annotated[Union[Schema[Any], None], Opt(None, "A :mod:`magnetar.schema` object: registered with the broker, and ``send`` takes values it encodes (default: bytes).")]
+    encryption_keys: Annotated[Union[Sequence[str], None], Opt(None, "Names of the RSA public keys (from ``crypto_key_reader``) that each message's data key is encrypted for; end-to-end encryption is on when given.", aliases=("encryptionKeys",))]
+    crypto_key_reader: Annotated[Union[CryptoKeyReader, None], Opt(None, "Supplies the keys of ``encryption_keys`` (see :class:`~magnetar.CryptoKeyReader`).", aliases=("cryptoKeyReader",))]
 
 
 class ReaderOptions(TypedDict, total=False):
@@ -196,6 +213,8 @@ class ReaderOptions(TypedDict, total=False):
     reader_name: Annotated[Union[str, None], Opt(None, "Name shown in the broker's stats.", aliases=("readerName",))]
     read_compacted: Annotated[bool, Opt(False, "Read the compacted view of the topic.", aliases=("readCompacted",))]
     schema: Annotated[Union[Schema[Any], None], Opt(None, "A :mod:`magnetar.schema` object that ``msg.value`` decodes with (default: bytes).")]
+    crypto_key_reader: Annotated[Union[CryptoKeyReader, None], Opt(None, "Supplies the private keys that decrypt end-to-end encrypted messages (see :class:`~magnetar.CryptoKeyReader`).", aliases=("cryptoKeyReader",))]
+    crypto_failure_action: Annotated[Union[CryptoFailureAction, str], Opt(CryptoFailureAction.FAIL, "A message that cannot be decrypted: ``fail`` (not delivered, left unacknowledged), ``discard`` (acknowledged and dropped) or ``consume`` (delivered encrypted).", aliases=("cryptoFailureAction",))]
 
 
 class ConsumerOptions(TypedDict, total=False):
@@ -223,6 +242,8 @@ class ConsumerOptions(TypedDict, total=False):
     listener: Annotated[Union[Callable[[Message], Union[object, Awaitable[object]]], None], Opt(None, "Handler each message is pushed to (a coroutine function on AsyncClient); acked when it returns, negatively acked when it raises.")]
     listener_concurrency: Annotated[int, Opt(1, "Handlers running at once (in order per key).")]
     schema: Annotated[Union[Schema[Any], None], Opt(None, "A :mod:`magnetar.schema` object, sent to the broker on subscribe; ``msg.value`` decodes with it (default: bytes).")]
+    crypto_key_reader: Annotated[Union[CryptoKeyReader, None], Opt(None, "Supplies the private keys that decrypt end-to-end encrypted messages (see :class:`~magnetar.CryptoKeyReader`).", aliases=("cryptoKeyReader",))]
+    crypto_failure_action: Annotated[Union[CryptoFailureAction, str], Opt(CryptoFailureAction.FAIL, "A message that cannot be decrypted: ``fail`` (not delivered, left unacknowledged), ``discard`` (acknowledged and dropped) or ``consume`` (delivered encrypted).", aliases=("cryptoFailureAction",))]
 
 
 class MessageFields(TypedDict, total=False):
@@ -271,7 +292,7 @@ class Declared:
     def textual(self) -> bool:
         """Whether a text value can give this option (a command-line flag, an environment
         variable, a Spark option): not callables, mappings, credentials or transactions."""
-        return not any(t in str(self.type) for t in ("Callable", "Mapping", "Authentication", "Schema", "TransactionHandle"))
+        return not any(t in str(self.type) for t in ("Callable", "Mapping", "Authentication", "Schema", "TransactionHandle", "CryptoKeyReader", "Sequence"))
 
     def kind(self) -> type:
         """The plain type a text value of this option converts to (bool, int, float or str)."""

@@ -20,7 +20,8 @@ the broker refused an operation (``None`` otherwise)::
     ├── IncompatibleSchema    (the broker refused the schema)
     ├── SchemaEncodeError     (a value does not fit the schema; also a builtin ValueError)
     ├── SchemaDecodeError     (msg.value cannot decode the payload)
-    └── TransactionError      (a finished transaction used, a failed operation, the coordinator)
+    ├── TransactionError      (a finished transaction used, a failed operation, the coordinator)
+    └── CryptoError           (an encryption key cannot be had or used)
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ __all__ = [
     "AuthorizationError",
     "ConnectError",
     "ConsumerBusy",
+    "CryptoError",
     "IncompatibleSchema",
     "InvalidConfiguration",
     "MessageTooLarge",
@@ -146,3 +148,11 @@ class TransactionError(PulsarError):
     coordinator aborts it after its timeout), one of its sends or acknowledgements failed (its
     commit then aborts it), or its coordinator cannot be reached or refused the request
     (``code`` is then the broker's error)."""
+
+
+# End-to-end encryption
+
+
+class CryptoError(PulsarError):
+    """End-to-end encryption failed: the key reader could not supply a key, or a key is not a
+    usable RSA key (raised by ``create_producer``, and by a send when the key cannot be used)."""

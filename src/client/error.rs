@@ -43,6 +43,9 @@ pub enum ErrorKind {
     /// A transaction cannot go on: it is finished (committed, aborted, timed out), an
     /// operation in it failed, or its coordinator cannot be reached or refused it.
     Transaction,
+    /// End-to-end encryption failed: a key cannot be had or used, or a payload cannot be
+    /// sealed.
+    Crypto,
 }
 
 /// An engine error: a kind, a message, and the broker's error code when the broker said no.

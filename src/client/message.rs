@@ -207,6 +207,9 @@ pub struct Message {
     /// Connection generation of the sub-consumer when it arrived; permits of an older
     /// connection are not returned.
     pub(crate) epoch: u32,
+    /// The payload is as it came, still encrypted (and compressed): it could not be decrypted
+    /// and the consumer's `CryptoFailureAction` is `Consume`.
+    pub still_encrypted: bool,
 }
 
 impl Message {

@@ -5,6 +5,7 @@
 //! its registration on a connection; partitioned and multi-topic handles fan out over them.
 
 pub mod consumer;
+pub mod crypto;
 pub mod error;
 pub mod message;
 pub mod options;
@@ -27,6 +28,7 @@ mod timer;
 
 pub use completion::{Completion, SendCallback};
 pub use consumer::Consumer;
+pub use crypto::{CryptoFailureAction, CryptoKeyReader, EncryptionKeyInfo, KeyReader};
 pub use error::{Error, ErrorKind, Result};
 pub use handle::Client;
 pub use message::{Message, MessageId, OutgoingMessage};

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use super::crypto::{CryptoFailureAction, KeyReader};
 use super::error::{Error, Result};
 use crate::net::ConnectionOptions;
 /// TLS settings live with the sockets; they are part of the client's options.
@@ -93,6 +94,11 @@ pub struct ProducerOptions {
     pub key_based_batching: bool,
     /// The schema announced to the broker (none: bytes).
     pub schema: Option<SchemaInfo>,
+    /// Names of the public keys each message's data key is encrypted for; empty: no
+    /// end-to-end encryption.
+    pub encryption_keys: Vec<String>,
+    /// Supplies the keys of `encryption_keys`.
+    pub crypto_key_reader: Option<KeyReader>,
 }
 
 impl Default for ProducerOptions {
@@ -116,6 +122,8 @@ impl Default for ProducerOptions {
             partitions_update_interval: Duration::from_secs(60),
             key_based_batching: false,
             schema: None,
+            encryption_keys: Vec::new(),
+            crypto_key_reader: None,
         }
     }
 }
@@ -137,7 +145,18 @@ impl ProducerOptions {
                 return Err(Error::invalid("producer name must not be empty"));
             }
         }
-        Ok(())
+        if self.encryption_keys.iter().any(String::is_empty) {
+            return Err(Error::invalid("encryption key names must not be empty"));
+        }
+        match (self.encryption_keys.is_empty(), self.crypto_key_reader.is_some()) {
+            (false, false) => Err(Error::invalid(
+                "encryption_keys needs a crypto_key_reader to supply the keys",
+            )),
+            (true, true) => Err(Error::invalid(
+                "crypto_key_reader without encryption_keys encrypts nothing; name the keys to encrypt for",
+            )),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -199,6 +218,10 @@ pub struct ConsumerOptions {
     pub max_pending_chunked_messages: usize,
     /// The schema announced to the broker on subscribe (none: bytes).
     pub schema: Option<SchemaInfo>,
+    /// Supplies the private keys that decrypt end-to-end encrypted messages.
+    pub crypto_key_reader: Option<KeyReader>,
+    /// What becomes of a message that cannot be decrypted.
+    pub crypto_failure_action: CryptoFailureAction,
 }
 
 impl Default for ConsumerOptions {
@@ -229,6 +252,8 @@ impl Default for ConsumerOptions {
             chunk_expiry: Duration::from_secs(60),
             max_pending_chunked_messages: 10,
             schema: None,
+            crypto_key_reader: None,
+            crypto_failure_action: CryptoFailureAction::Fail,
         }
     }
 }

@@ -9,6 +9,7 @@ pub mod batch;
 pub mod chunks;
 pub mod commands;
 pub mod compression;
+pub mod crypto;
 pub mod entry;
 pub mod error;
 pub mod frame;

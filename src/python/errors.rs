@@ -27,11 +27,12 @@ pub fn class_name(kind: ErrorKind) -> &'static str {
         ErrorKind::Protocol => "ProtocolError",
         ErrorKind::IncompatibleSchema => "IncompatibleSchema",
         ErrorKind::Transaction => "TransactionError",
+        ErrorKind::Crypto => "CryptoError",
     }
 }
 
 /// Every kind, for the test that checks each maps to an existing class.
-pub const ALL_KINDS: [ErrorKind; 16] = [
+pub const ALL_KINDS: [ErrorKind; 17] = [
     ErrorKind::Other,
     ErrorKind::Timeout,
     ErrorKind::Connect,
@@ -48,6 +49,7 @@ pub const ALL_KINDS: [ErrorKind; 16] = [
     ErrorKind::Protocol,
     ErrorKind::IncompatibleSchema,
     ErrorKind::Transaction,
+    ErrorKind::Crypto,
 ];
 
 fn build(py: Python<'_>, class: &str, message: &str, code: Option<i32>) -> PyResult<PyErr> {

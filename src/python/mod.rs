@@ -7,6 +7,7 @@ mod codec;
 mod codec_json;
 mod consumer;
 mod convert;
+mod crypto;
 mod dispatch;
 mod errors;
 mod gate;
@@ -116,6 +117,7 @@ fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<transaction::PyTransaction>()?;
     m.add_class::<types::PyMessageId>()?;
     m.add_class::<types::PyMessage>()?;
+    m.add_class::<crypto::PyEncryptionContext>()?;
     m.add_class::<types::SendFuture>()?;
     m.add_class::<codec::AvroCodec>()?;
     m.add_function(wrap_pyfunction!(_error_class_names, m)?)?;

@@ -11,6 +11,7 @@ use pyo3::types::PyDict;
 use super::auth::PySupplier;
 use super::convert::{duration_option, get, payload, string_pairs, NoLimit};
 use super::errors::invalid;
+use crate::client::crypto::{CryptoFailureAction, KeyReader};
 use crate::client::options::TlsOptions;
 use crate::client::{ClientOptions, ConsumerOptions, HashingScheme, InitialPosition, ProducerOptions, RoutingMode};
 use crate::net::url::ServiceUrl;
@@ -270,6 +271,8 @@ pub fn producer_options(d: &Bound<'_, PyDict>) -> PyResult<ProducerOptions> {
             "hashing_scheme",
             "partitions_update_interval",
             "batching_type",
+            "encryption_keys",
+            "crypto_key_reader",
         ],
     )?;
     let mut o = ProducerOptions::default();
@@ -327,6 +330,16 @@ pub fn producer_options(d: &Bound<'_, PyDict>) -> PyResult<ProducerOptions> {
         &[("default", false), ("key_based", true)],
         &mut o.key_based_batching,
     )?;
+    if let Some(v) = d.get_item("encryption_keys")? {
+        if let Ok(one) = v.extract::<String>() {
+            o.encryption_keys = vec![one];
+        } else if !v.is_none() {
+            o.encryption_keys = v
+                .extract::<Vec<String>>()
+                .map_err(|_| invalid("encryption_keys must be a list of key names (str)"))?;
+        }
+    }
+    o.crypto_key_reader = key_reader_option(d)?;
     o.validate().map_err(super::errors::to_pyerr)?;
     Ok(o)
 }
@@ -358,6 +371,8 @@ pub fn consumer_options(d: &Bound<'_, PyDict>) -> PyResult<ConsumerOptions> {
             "dead_letter_topic",
             "chunk_expiry",
             "max_pending_chunked_messages",
+            "crypto_key_reader",
+            "crypto_failure_action",
         ],
     )?;
     let mut o = ConsumerOptions::default();
@@ -432,6 +447,24 @@ pub fn consumer_options(d: &Bound<'_, PyDict>) -> PyResult<ConsumerOptions> {
         }
         o.max_pending_chunked_messages = v as usize;
     }
+    o.crypto_key_reader = key_reader_option(d)?;
+    choice(
+        d,
+        "crypto_failure_action",
+        &[
+            ("fail", CryptoFailureAction::Fail),
+            ("discard", CryptoFailureAction::Discard),
+            ("consume", CryptoFailureAction::Consume),
+        ],
+        &mut o.crypto_failure_action,
+    )?;
     o.validate().map_err(super::errors::to_pyerr)?;
     Ok(o)
+}
+
+fn key_reader_option(d: &Bound<'_, PyDict>) -> PyResult<Option<KeyReader>> {
+    match d.get_item("crypto_key_reader")? {
+        Some(v) if !v.is_none() => super::crypto::key_reader(&v).map(Some),
+        _ => Ok(None),
+    }
 }

@@ -204,6 +204,12 @@ impl PyMessage {
         super::schema::writer(slf)
     }
 
+    /// How the message was encrypted end to end, or None when it was not.
+    #[getter]
+    fn encryption(&self, py: Python<'_>) -> PyResult<Option<Py<super::crypto::PyEncryptionContext>>> {
+        super::crypto::context(py, &self.inner)
+    }
+
     /// Whether the key is the base64 of bytes (a KeyValue SEPARATED key).
     #[getter]
     fn _key_b64(&self) -> bool {

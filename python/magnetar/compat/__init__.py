@@ -18,6 +18,7 @@ from ._config import (Authentication, AuthenticationAthenz, AuthenticationBasic,
                       AuthenticationTLS, AuthenticationToken, AutoClusterFailover, ConsoleLogger,
                       ConsumerBatchReceivePolicy, ConsumerDeadLetterPolicy, ConsumerKeySharedPolicy, CryptoKeyReader,
                       FileLogger, ServiceInfo, ServiceInfoProvider)
+from ._encryption import EncryptionContext, EncryptionKey
 from ._endpoints import Consumer, Producer, Reader
 from ._pulsar import (BatchingType, BatchReceivePolicy, CompressionType, ConsumerCryptoFailureAction, ConsumerType,
                       InitialPosition, KeySharedMode, LoggerLevel, MessageId, PartitionsRoutingMode,
@@ -33,7 +34,7 @@ __all__ = [
     "Authentication", "AuthenticationAthenz", "AuthenticationBasic", "AuthenticationOauth2", "AuthenticationTLS",
     "AuthenticationToken", "AutoClusterFailover", "BatchReceivePolicy", "BatchingType", "BytesSchema", "Client",
     "CompressionType", "ConsoleLogger", "Consumer", "ConsumerBatchReceivePolicy", "ConsumerCryptoFailureAction",
-    "ConsumerDeadLetterPolicy", "ConsumerKeySharedPolicy", "ConsumerType", "CryptoKeyReader", "FileLogger",
+    "ConsumerDeadLetterPolicy", "ConsumerKeySharedPolicy", "ConsumerType", "CryptoKeyReader", "EncryptionContext", "EncryptionKey", "FileLogger",
     "InitialPosition", "KeySharedMode", "LoggerLevel", "Message", "MessageId", "PartitionsRoutingMode", "Producer",
     "ProducerAccessMode", "Reader", "RegexSubscriptionMode", "Result", "ServiceInfo", "ServiceInfoProvider",
     "exceptions", "schema",

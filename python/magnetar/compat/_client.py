@@ -21,6 +21,7 @@ from ._config import (Authentication, AutoClusterFailover, ConsoleLogger, Consum
 from ._pulsar import (BatchingType, CompressionType, ConsumerCryptoFailureAction, ConsumerType, InitialPosition,
                       KeySharedMode,
                       MessageId, PartitionsRoutingMode, ProducerAccessMode, RegexSubscriptionMode, Result, native_id)
+from ._encryption import EncryptionContext
 from .exceptions import AuthenticationError, ConnectError, InvalidConfiguration, PulsarException, mapped, translate
 from .schema import BytesSchema, Schema
 
@@ -33,6 +34,8 @@ _SUBSCRIPTION = {ConsumerType.Exclusive: "exclusive", ConsumerType.Shared: "shar
 _ACCESS = {ProducerAccessMode.Shared: "shared", ProducerAccessMode.Exclusive: "exclusive",
            ProducerAccessMode.WaitForExclusive: "wait_for_exclusive",
            ProducerAccessMode.ExclusiveWithFencing: "exclusive_with_fencing"}
+_CRYPTO_FAILURE = {ConsumerCryptoFailureAction.FAIL: "fail", ConsumerCryptoFailureAction.DISCARD: "discard",
+                   ConsumerCryptoFailureAction.CONSUME: "consume"}
 _BYTES = BytesSchema()
 _retype = type(re.compile("x"))
 
@@ -96,8 +99,9 @@ class Message:
     def has_null_value(self) -> bool:
         return False
 
-    def encryption_context(self) -> None:
-        return None
+    def encryption_context(self) -> EncryptionContext | None:
+        context = self._m.encryption
+        return None if context is None else EncryptionContext(context)
 
     def __str__(self) -> str:
         return f"Message(topic={self._m.topic!r}, id={self.message_id()}, {len(self._m)} bytes)"
@@ -228,9 +232,10 @@ class Client:
         check_type(ProducerAccessMode, access_mode, "access_mode")
         if chunking_enabled and batching_enabled:
             raise ValueError("Batching and chunking of messages can't be enabled together.")
-        if encryption_key is not None or crypto_key_reader is not None:
-            raise _unsupported("end-to-end encryption (encryption_key, crypto_key_reader)")
         self._check_auth()
+        # As the official client: encryption needs both a key name and a reader.
+        crypto = (dict(encryption_keys=[encryption_key], crypto_key_reader=crypto_key_reader)
+                  if encryption_key and crypto_key_reader is not None else {})
         router = None
         if message_router is not None:
             def router(key: str | None, partitions: int) -> int:
@@ -244,7 +249,7 @@ class Client:
                 routing_mode="single_partition" if message_routing_mode == PartitionsRoutingMode.UseSinglePartition
                 else "round_robin",
                 properties=properties, batching_type="key_based" if batching_type == BatchingType.KeyBased
-                else "default", access_mode=_ACCESS[access_mode], router=router))
+                else "default", access_mode=_ACCESS[access_mode], router=router, **crypto))
 
     def _new_producer(self, topic: str, schema: Schema, options: dict[str, Any]) -> Any:
         with mapped():
@@ -303,8 +308,7 @@ class Client:
         check_type_or_none(ConsumerKeySharedPolicy, key_shared_policy, "key_shared_policy")
         check_type(RegexSubscriptionMode, regex_subscription_mode, "regex_subscription_mode")
         check_type_or_none(ConsumerDeadLetterPolicy, dead_letter_policy, "dead_letter_policy")
-        if crypto_key_reader is not None:
-            raise _unsupported("end-to-end encryption (crypto_key_reader)")
+        check_type(ConsumerCryptoFailureAction, crypto_failure_action, "crypto_failure_action")
         if replicate_subscription_state_enabled:
             raise _unsupported("replicate_subscription_state_enabled")
         if key_shared_policy is not None and (key_shared_policy.key_shared_mode != KeySharedMode.AutoSplit
@@ -324,7 +328,8 @@ class Client:
             "ack_timeout": (unacked_messages_timeout_ms or 0) / 1000, "read_compacted": is_read_compacted,
             "properties": properties, "discovery_period": float(pattern_auto_discovery_period),
             "max_pending_chunked_messages": max_pending_chunked_message, "batch_index_ack": batch_index_ack_enabled,
-            "schema": _native_schema(schema),
+            "schema": _native_schema(schema), "crypto_key_reader": crypto_key_reader,
+            "crypto_failure_action": _CRYPTO_FAILURE[crypto_failure_action],
         }
         initial = None
         if dead_letter_policy is not None:
@@ -370,12 +375,12 @@ class Client:
         check_type(bool, is_read_compacted, "is_read_compacted")
         check_type(bool, start_message_id_inclusive, "start_message_id_inclusive")
         check_type_or_none(CryptoKeyReader, crypto_key_reader, "crypto_key_reader")
-        if crypto_key_reader is not None or crypto_failure_action != ConsumerCryptoFailureAction.FAIL:
-            raise _unsupported("end-to-end encryption (crypto_key_reader, crypto_failure_action)")
+        check_type(ConsumerCryptoFailureAction, crypto_failure_action, "crypto_failure_action")
         self._check_auth()
         return self._new_reader(topic, start, schema, dict(
             start_inclusive=start_message_id_inclusive, receiver_queue_size=receiver_queue_size,
-            reader_name=reader_name, read_compacted=is_read_compacted, schema=_native_schema(schema)),
+            reader_name=reader_name, read_compacted=is_read_compacted, schema=_native_schema(schema),
+            crypto_key_reader=crypto_key_reader, crypto_failure_action=_CRYPTO_FAILURE[crypto_failure_action]),
             reader_listener)
 
     def _new_reader(self, topic: str, start: Any, schema: Schema, options: dict[str, Any], listener: Any) -> Any:

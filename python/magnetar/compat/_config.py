@@ -7,6 +7,7 @@ import json
 import logging
 from typing import Any, Callable, Optional
 
+from .._crypto import CryptoKeyReader as _NativeKeyReader
 from .._options import Authentication as _NativeAuth
 from ._pulsar import KeySharedMode, LoggerLevel
 from .exceptions import InvalidConfiguration
@@ -148,14 +149,14 @@ class AuthenticationAthenz(_Unsupported):
     _what = "Athenz"
 
 
-class CryptoKeyReader:
-    """Key files for end-to-end encryption, which magnetar does not implement: creating a
-    producer or consumer with one raises."""
+class CryptoKeyReader(_NativeKeyReader):
+    """RSA key files for end-to-end encryption: the public key encrypts producers' data keys,
+    the private key decrypts them in consumers (every key name gets this pair)."""
 
     def __init__(self, public_key_path: str, private_key_path: str) -> None:
         check_type(str, public_key_path, "public_key_path")
         check_type(str, private_key_path, "private_key_path")
-        self.public_key_path, self.private_key_path = public_key_path, private_key_path
+        super().__init__(public_key_path, private_key_path)
 
 
 class ConsumerDeadLetterPolicy:

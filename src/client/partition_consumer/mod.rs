@@ -253,6 +253,7 @@ pub(crate) async fn create(
         max_message_size: MAX_CHUNKED_MESSAGE_SIZE,
     };
     let consumer_id = client.next_consumer_id();
+    let opts_reader = opts.crypto_key_reader.clone();
     let mut actor = Actor {
         consumer_id,
         link: Link::new(client.clone(), shared.topic.clone(), HandlerId::Consumer(consumer_id)),
@@ -277,6 +278,7 @@ pub(crate) async fn create(
         chunks: ChunkAssembler::new(chunk_limits),
         chunk_entries: HashMap::new(),
         deferred_last_ids: Vec::new(),
+        crypto: crate::client::crypto::ConsumerCrypto::new(opts_reader),
     };
     let request = actor.subscribe_request();
     actor.link.attach(request).await?;
@@ -347,6 +349,8 @@ struct Actor {
     chunks: ChunkAssembler,
     /// Entries of delivered chunked messages, keyed by the last chunk: acking it acks all.
     chunk_entries: HashMap<EntryKey, Vec<MessageIdData>>,
+    /// The key reader and the data keys unwrapped so far.
+    crypto: crate::client::crypto::ConsumerCrypto,
 }
 
 impl Actor {

@@ -1,5 +1,5 @@
-//! What the broker pushes to one partition's consumer: checks, chunk reassembly, unpacking,
-//! the filters (acked already, before a reader's start, compacted out), and what becomes of an
+//! What the broker pushes to one partition's consumer: checks, decryption, chunk reassembly,
+//! unpacking, the filters (acked already, before a reader's start, compacted out), and what becomes of an
 //! entry that cannot be read.
 //!
 //! Nothing the peer declares sizes an allocation here: `protocol::entry` bounds counts by the
@@ -8,6 +8,7 @@
 //! its validation error and counted as corrupt, and the entries after it are delivered.
 
 use super::*;
+use crate::client::crypto::CryptoFailureAction;
 use crate::protocol::chunks::{ChunkIn, ChunkOutcome, EntryId};
 use crate::protocol::entry::{self, UnpackError};
 use crate::protocol::pb::{CommandMessage, MessageMetadata};
@@ -33,6 +34,28 @@ impl Actor {
             return self.discard(&id_data, ValidationError::ChecksumMismatch, permits);
         }
         let mut payload = payload;
+        // Each entry (each chunk of a chunked message) is encrypted on its own, after
+        // compression: decrypt before reassembling, decompressing and splitting.
+        let mut still_encrypted = false;
+        if !payload.metadata.encryption_keys.is_empty() {
+            match self.crypto.open(&payload.metadata, &payload.data) {
+                Ok(plain) => payload.data = plain.into(),
+                Err(why) => match self.opts.crypto_failure_action {
+                    CryptoFailureAction::Fail => return self.undecryptable(&id_data, &why, permits),
+                    CryptoFailureAction::Discard => {
+                        log::warn!("{}: cannot decrypt a message ({why}); discarding it", self.shared.topic);
+                        return self.discard(&id_data, ValidationError::DecryptionError, permits);
+                    }
+                    CryptoFailureAction::Consume => {
+                        log::warn!(
+                            "{}: cannot decrypt a message ({why}); delivering it encrypted",
+                            self.shared.topic
+                        );
+                        still_encrypted = true;
+                    }
+                },
+            }
+        }
         let chunked = payload.metadata.num_chunks_from_msg.unwrap_or(0) > 1;
         let mut first_chunk = None;
         if chunked {
@@ -57,9 +80,17 @@ impl Actor {
         } else {
             self.max_message_size() * 2
         };
-        let entries = match entry::unpack(&meta, payload.data.clone(), limit) {
-            Ok(e) => e,
-            Err(why) => return self.malformed(&id_data, meta, payload.data, why, permits).await,
+        let entries = if still_encrypted {
+            // Neither decompressed nor split: the application gets the bytes as they came.
+            vec![entry::Entry {
+                single: None,
+                payload: payload.data.clone(),
+            }]
+        } else {
+            match entry::unpack(&meta, payload.data.clone(), limit) {
+                Ok(e) => e,
+                Err(why) => return self.malformed(&id_data, meta, payload.data, why, permits).await,
+            }
         };
         let redelivery_count = cmd.redelivery_count.unwrap_or(0);
         let epoch = self.shared.epoch.load(Ordering::Acquire);
@@ -67,7 +98,7 @@ impl Actor {
         let base_key = (base.ledger_id, base.entry_id);
         base.partition = topic_partition(&self.shared.topic);
         base.topic = Some(self.shared.topic.clone());
-        let batched = meta.num_messages_in_batch.is_some();
+        let batched = meta.num_messages_in_batch.is_some() && !still_encrypted;
         let batch_size = entries.len() as i32;
         let acked_by_broker = |i: usize| {
             !cmd.ack_set.is_empty()
@@ -100,6 +131,7 @@ impl Actor {
                 origin: self.shared.index,
                 first_chunk: first_chunk.clone(),
                 epoch,
+                still_encrypted,
             });
         }
         if let Some(max) = self.opts.max_redeliver_count {
@@ -161,8 +193,32 @@ impl Actor {
             origin: self.shared.index,
             first_chunk: None,
             epoch: self.shared.epoch.load(Ordering::Acquire),
+            still_encrypted: false,
         };
         self.dead_letter(vec![msg]).await;
+        self.shared.return_permits(permits);
+    }
+
+    /// A message that cannot be decrypted under `CryptoFailureAction::Fail`: not delivered
+    /// and not acked, so it comes back on redelivery (after the ack timeout when there is one,
+    /// as with the C++ client, else to the next consumer), when the key may be there.
+    fn undecryptable(&mut self, id: &MessageIdData, why: &str, permits: u32) {
+        log::error!(
+            "{}: cannot decrypt message {}:{} ({why}); not delivered, left unacknowledged",
+            self.shared.topic,
+            id.ledger_id,
+            id.entry_id
+        );
+        if !self.opts.ack_timeout.is_zero() {
+            let mut msg_id = MessageId::from_data(id);
+            msg_id.batch_index = -1;
+            msg_id.partition = topic_partition(&self.shared.topic);
+            msg_id.topic = Some(self.shared.topic.clone());
+            let deadline = Instant::now() + self.opts.ack_timeout;
+            self.unacked
+                .entry((msg_id.ledger_id, msg_id.entry_id))
+                .or_insert((deadline, msg_id));
+        }
         self.shared.return_permits(permits);
     }
 

@@ -52,6 +52,7 @@ pub(super) async fn start(
         state,
     } = channels;
     let producer_id = client.next_producer_id();
+    let encoder = Encoder::new(producer_id, &opts)?;
     let mut actor = Actor {
         wake,
         link: Link::new(
@@ -59,7 +60,7 @@ pub(super) async fn start(
             Arc::from(topic.as_str()),
             HandlerId::Producer(producer_id),
         ),
-        encoder: Encoder::new(producer_id, &opts),
+        encoder,
         client,
         topic,
         partition,
@@ -296,7 +297,8 @@ impl Actor {
     fn send_single(&mut self, msg: OutgoingMessage, seq: u64, done: Completion) {
         let bytes = msg.footprint();
         let max = self.state.max_message_size.load(Ordering::Relaxed);
-        let frames = match self.encoder.single(self.name(), &msg, seq, max) {
+        let name = self.name();
+        let frames = match self.encoder.single(name, &msg, seq, max) {
             Ok(frames) => frames,
             Err(e) => return self.fail_settled(seq, vec![done], bytes, &e),
         };
@@ -336,7 +338,8 @@ impl Actor {
     }
 
     fn send_batch(&mut self, taken: TakenBatch, key: Option<String>, ordering_key: Option<Vec<u8>>) {
-        let frame = self.encoder.batch(self.name(), &taken, key, ordering_key);
+        let name = self.name();
+        let frame = self.encoder.batch(name, &taken, key, ordering_key);
         let TakenBatch {
             first_seq,
             last_seq,

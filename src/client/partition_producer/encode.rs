@@ -1,6 +1,7 @@
-//! What a producer writes for its messages: the metadata of each entry, the compressed
-//! payload, and the `Send` frames, one per entry or one per chunk of a message larger than
-//! the broker takes. No state but the producer's settings; the actor decides when.
+//! What a producer writes for its messages: the metadata of each entry, the compressed (and,
+//! with end-to-end encryption, then encrypted) payload, and the `Send` frames, one per entry or
+//! one per chunk of a message larger than the broker takes. No state but the producer's
+//! settings and its data key; the actor decides when.
 
 use std::borrow::Cow;
 
@@ -8,6 +9,7 @@ use bytes::{Bytes, BytesMut};
 use prost::Message as _;
 
 use super::batch::TakenBatch;
+use crate::client::crypto::ProducerCrypto;
 use crate::client::error::Result;
 use crate::client::message::OutgoingMessage;
 use crate::client::options::ProducerOptions;
@@ -23,22 +25,32 @@ pub(super) struct Encoder {
     chunking: bool,
     /// The version the registry gave the producer's schema; every entry carries it.
     pub schema_version: Option<Bytes>,
+    /// End-to-end encryption, when the producer names keys.
+    crypto: Option<ProducerCrypto>,
 }
 
 impl Encoder {
-    pub fn new(producer_id: u64, opts: &ProducerOptions) -> Encoder {
-        Encoder {
+    /// Fails when encryption is on and a key cannot be had: the producer is not created.
+    pub fn new(producer_id: u64, opts: &ProducerOptions) -> Result<Encoder> {
+        let crypto = match &opts.crypto_key_reader {
+            Some(reader) if !opts.encryption_keys.is_empty() => {
+                Some(ProducerCrypto::new(&opts.encryption_keys, reader.clone())?)
+            }
+            _ => None,
+        };
+        Ok(Encoder {
             producer_id,
             compression: opts.compression,
             chunking: opts.chunking,
             schema_version: None,
-        }
+            crypto,
+        })
     }
 
     /// The frames of one message sent on its own: one, or, when chunking is on and the
     /// (compressed) payload exceeds `max_message_size`, one per chunk in order.
     pub fn single(
-        &self,
+        &mut self,
         producer_name: String,
         msg: &OutgoingMessage,
         sequence_id: u64,
@@ -56,26 +68,31 @@ impl Encoder {
         let txn = msg.txn.as_ref().map(|t| t.id());
         in_txn(None, &mut meta, txn);
         let payload = self.compress(&msg.payload, &mut meta)?;
-        if self.chunking && payload.len() > max_message_size {
-            return Ok(self.chunks(meta, &payload, sequence_id, max_message_size, txn));
+        let overhead = self.crypto.as_ref().map_or(0, ProducerCrypto::overhead);
+        if self.chunking && payload.len() + overhead > max_message_size {
+            return self.chunks(meta, &payload, sequence_id, max_message_size, txn);
         }
         let mut cmd = commands::send(self.producer_id, sequence_id, 1);
         in_txn(Some(&mut cmd), &mut meta, txn);
+        let payload = self.encrypt(&mut meta, payload)?;
         Ok(vec![encode(&cmd, &meta, &payload)])
     }
 
     /// Splits a (compressed) payload into chunks that share the sequence id and a uuid;
-    /// consumers reassemble them.
+    /// consumers reassemble them. With encryption each chunk is encrypted on its own (under
+    /// its own IV), as the Java and C++ clients do, and consumers decrypt before reassembling.
     fn chunks(
-        &self,
+        &mut self,
         meta: MessageMetadata,
         payload: &[u8],
         sequence_id: u64,
         max: usize,
         txn: Option<TxnId>,
-    ) -> Vec<Bytes> {
-        // Leave room for the metadata, as the broker's limit covers the whole entry.
-        let chunk_size = max.saturating_sub(meta.encoded_len() + 64).max(1024);
+    ) -> Result<Vec<Bytes>> {
+        // Leave room for the metadata (and the encryption's keys, IV and tag), as the broker's
+        // limit covers the whole entry.
+        let overhead = self.crypto.as_ref().map_or(0, ProducerCrypto::overhead);
+        let chunk_size = max.saturating_sub(meta.encoded_len() + overhead + 64).max(1024);
         let total = payload.len();
         let count = total.div_ceil(chunk_size);
         let uuid = format!("{}-{}", meta.producer_name, sequence_id);
@@ -92,7 +109,9 @@ impl Encoder {
                 m.num_chunks_from_msg = Some(count as i32);
                 m.total_chunk_msg_size = Some(total as i32);
                 m.chunk_id = Some(i as i32);
-                encode(&cmd, &m, &payload[i * chunk_size..((i + 1) * chunk_size).min(total)])
+                let chunk = Cow::Borrowed(&payload[i * chunk_size..((i + 1) * chunk_size).min(total)]);
+                let chunk = self.encrypt(&mut m, chunk)?;
+                Ok(encode(&cmd, &m, &chunk))
             })
             .collect()
     }
@@ -100,7 +119,7 @@ impl Encoder {
     /// The frame of a batch entry. A key-based batch carries its key, as Key_Shared dispatch
     /// reads the entry's key.
     pub fn batch(
-        &self,
+        &mut self,
         producer_name: String,
         taken: &TakenBatch,
         key: Option<String>,
@@ -122,7 +141,17 @@ impl Encoder {
         }
         in_txn(Some(&mut cmd), &mut meta, taken.txn);
         let payload = self.compress(&taken.payload, &mut meta)?;
+        let payload = self.encrypt(&mut meta, payload)?;
         Ok(encode(&cmd, &meta, &payload))
+    }
+
+    /// The payload sealed under the producer's data key (the keys and IV go in `meta`), or as
+    /// it is without encryption.
+    fn encrypt<'a>(&mut self, meta: &mut MessageMetadata, payload: Cow<'a, [u8]>) -> Result<Cow<'a, [u8]>> {
+        match self.crypto.as_mut() {
+            Some(c) => Ok(Cow::Owned(c.seal(meta, &payload)?)),
+            None => Ok(payload),
+        }
     }
 
     fn compress<'a>(&self, data: &'a [u8], meta: &mut MessageMetadata) -> Result<Cow<'a, [u8]>> {
@@ -196,7 +225,7 @@ mod tests {
         assert!(batch.other_txn(&msg(None)));
         batch.push(msg(Some(&a)), 1, done());
         let taken = batch.take();
-        let enc = Encoder::new(7, &ProducerOptions::default());
+        let mut enc = Encoder::new(7, &ProducerOptions::default()).unwrap();
         let f = decoded(&enc.batch("p".into(), &taken, None, None).unwrap());
         let send = f.command.send.unwrap();
         let meta = f.payload.unwrap().metadata;
@@ -216,7 +245,7 @@ mod tests {
             chunking: true,
             ..Default::default()
         };
-        let enc = Encoder::new(7, &opts);
+        let mut enc = Encoder::new(7, &opts).unwrap();
         let big = OutgoingMessage {
             txn: Some(t),
             ..OutgoingMessage::new(vec![0u8; 5000])
