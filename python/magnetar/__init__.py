@@ -22,6 +22,7 @@ from ._core import Message, MessageId, SendFuture, __version__
 from ._async import AsyncClient, AsyncConsumer, AsyncProducer, AsyncReader
 from ._client import Client, Consumer, Producer, Reader
 from ._config import ClientConfig
+from ._table_view import AsyncTableView, TableView
 from ._options import (
     AccessMode,
     Authentication,
@@ -29,6 +30,8 @@ from ._options import (
     Compression,
     HashingScheme,
     InitialPosition,
+    KeySharedMode,
+    PatternTopics,
     RoutingMode,
     SubscriptionType,
 )
@@ -65,6 +68,7 @@ __all__ = [
     "AsyncConsumer",
     "AsyncProducer",
     "AsyncReader",
+    "AsyncTableView",
     "AsyncTransaction",
     "Authentication",
     "AuthenticationError",
@@ -80,9 +84,11 @@ __all__ = [
     "IncompatibleSchema",
     "InitialPosition",
     "InvalidConfiguration",
+    "KeySharedMode",
     "Message",
     "MessageId",
     "MessageTooLarge",
+    "PatternTopics",
     "Producer",
     "ProducerBusy",
     "ProducerQueueFull",
@@ -94,6 +100,7 @@ __all__ = [
     "SchemaEncodeError",
     "SendFuture",
     "SubscriptionType",
+    "TableView",
     "Timeout",
     "TopicNotFound",
     "TopicTerminated",

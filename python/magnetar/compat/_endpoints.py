@@ -78,7 +78,7 @@ class Producer:
 
     def _content(self, content: Any) -> Any:
         if content is None:
-            raise InvalidConfiguration("null values (content=None, tombstones) are not available in magnetar")
+            return None  # a null value (a tombstone)
         if self._bytes and not isinstance(content, (bytes, bytearray, memoryview)):
             raise TypeError(f"content must be bytes, not {type(content).__name__}")
         return content

@@ -14,7 +14,8 @@ from .. import _build
 from .._aio import call
 from .. import exceptions as _nexc
 from ._client import Client as _SyncClient
-from ._client import Message, partition_names
+from ._client import Message, _native_schema, partition_names
+from ._table_view import TableView as _SyncTableView
 from ._config import check_type_or_none
 from .._core import MessageId as _NativeId
 from ._endpoints import _fields, _not_after, _target
@@ -23,7 +24,7 @@ from .exceptions import PulsarException as _CompatException
 from .exceptions import translate
 from .schema import Schema
 
-__all__ = ["Client", "Consumer", "Producer", "PulsarException", "Reader"]
+__all__ = ["Client", "Consumer", "Producer", "PulsarException", "Reader", "TableView"]
 
 
 class PulsarException(_CompatException):
@@ -190,6 +191,15 @@ class Reader(_Receiving):
             return await self._c.has_message_available()
 
 
+class TableView(_SyncTableView):
+    """``pulsar.TableView`` with a coroutine ``close`` (the official asyncio client has no table
+    view; this one follows the topic on the event loop)."""
+
+    async def close(self) -> None:  # type: ignore[override]
+        async with _mapped():
+            await self._v.close()  # type: ignore[attr-defined]
+
+
 class Client(_SyncClient):
     """``pulsar.asyncio.Client``: ``pulsar.Client``'s options, coroutine methods."""
 
@@ -206,7 +216,9 @@ class Client(_SyncClient):
 
     async def _new_producer(self, topic: str, schema: Schema, options: dict[str, Any]) -> Producer:
         async with _mapped():
-            return Producer(await self._client.create_producer(topic, **options), schema)
+            args = _build.producer(topic, options)
+            core = await call(self._client._core.create_producer, *args, router_payload=True)  # as the blocking twin
+            return Producer(_native.AsyncProducer(core), schema)
 
     def _check_auth(self) -> None:
         if self._refused is not None:
@@ -236,6 +248,11 @@ class Client(_SyncClient):
                           listener: Any) -> Reader:
         async with _mapped():
             return Reader(await self._client.create_reader(topic, start, **options), schema, options["start_inclusive"])
+
+    async def _new_table_view(self, topic: str, subscription: str | None, schema: Schema) -> TableView:
+        async with _mapped():
+            return TableView(await self._client.create_table_view(topic, schema=_native_schema(schema)),
+                             subscription, schema)
 
     async def get_topic_partitions(self, topic: str) -> list[str]:  # type: ignore[override]
         async with _mapped():
