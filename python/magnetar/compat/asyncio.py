@@ -17,8 +17,8 @@ from ._client import Client as _SyncClient
 from ._client import Message, _native_schema, partition_names
 from ._table_view import TableView as _SyncTableView
 from ._config import check_type_or_none
-from .._core import MessageId as _NativeId
 from ._endpoints import _fields, _not_after, _target
+from ._handles import ConsumerAccessors, ProducerAccessors, ReceivingAccessors, seek_target
 from ._pulsar import MessageId, Result
 from .exceptions import PulsarException as _CompatException
 from .exceptions import translate
@@ -61,7 +61,7 @@ async def _mapped() -> AsyncIterator[None]:
         raise PulsarException(Result.__members__.get(type(e).__name__, Result.UnknownError), str(e)) from e
 
 
-class Producer:
+class Producer(ProducerAccessors):
     """Publishes; ``await send(...)`` gives the message id."""
 
     def __init__(self, native: _native.AsyncProducer, schema: Schema) -> None:
@@ -99,23 +99,11 @@ class Producer:
         async with _mapped():
             await self._p.close()
 
-    def topic(self) -> str:
-        return self._p.topic
 
-    def producer_name(self) -> str:
-        return self._p.name
-
-    def last_sequence_id(self) -> int:
-        return self._p.last_sequence_id
-
-    def is_connected(self) -> bool:
-        return self._p.is_connected
-
-
-class _Receiving:
+class _Receiving(ReceivingAccessors):
     def __init__(self, native: Any, schema: Schema, inclusive: bool = False) -> None:
         self._c, self._schema, self._inclusive = native, schema, inclusive
-        self._floor: Any = None  # see the blocking twin (_endpoints._Receiving)
+        self._floor: Any = None  # see ReceivingAccessors._floor_after_seek
 
     async def _next(self, receive: Any) -> Message:
         async with _mapped():
@@ -125,32 +113,23 @@ class _Receiving:
             self._floor = None
         return Message(msg, self._schema)
 
-    def topic(self) -> str:
-        topics = self._c.topics
-        return topics[0] if len(topics) == 1 else ",".join(topics)
-
     async def seek(self, messageid: Any) -> None:
-        if isinstance(messageid, MessageId):
-            target: Any = messageid._id
-        elif isinstance(messageid, int) and not isinstance(messageid, bool):
-            target = messageid
-        else:
-            raise ValueError(f"invalid seek_arg type {type(messageid)}")
+        target = seek_target(messageid)
         async with _mapped():
             await self._c.seek(target)
-        special = isinstance(target, int) or target in (_NativeId.earliest, _NativeId.latest)
-        self._floor = None if self._inclusive or special else target
-
-    def is_connected(self) -> bool:
-        return not self._c._core.closed and self._c._core.is_connected
+        self._floor = self._floor_after_seek(target)
 
     async def close(self) -> None:
         async with _mapped():
             await self._c.close()
 
 
-class Consumer(_Receiving):
+class Consumer(_Receiving, ConsumerAccessors):
     """Receives; there is no receive timeout (use ``asyncio.wait_for``), as in the official API."""
+
+    def __init__(self, native: Any, schema: Schema, inclusive: bool = False, name: str = "") -> None:
+        super().__init__(native, schema, inclusive)
+        self._name = name
 
     async def receive(self) -> Message:
         return await self._next(self._c.receive)
@@ -177,9 +156,6 @@ class Consumer(_Receiving):
     async def unsubscribe(self) -> None:
         async with _mapped():
             await self._c.unsubscribe()
-
-    def subscription_name(self) -> str:
-        return self._c.subscription
 
 
 class Reader(_Receiving):
@@ -242,7 +218,8 @@ class Client(_SyncClient):
                 await (await self._client.subscribe(initial[0], initial[1], initial_position="earliest")).close()
             args, _, _ = _build.consumer(topic, subscription, options)
             args[2]["start_inclusive"] = inclusive  # the engine's option, as in the blocking twin
-            return Consumer(_native.AsyncConsumer(await call(self._client._core.subscribe, *args)), schema, inclusive)
+            return Consumer(_native.AsyncConsumer(await call(self._client._core.subscribe, *args)), schema, inclusive,
+                            options.get("consumer_name") or "")
 
     async def _new_reader(self, topic: str, start: Any, schema: Schema, options: dict[str, Any],
                           listener: Any) -> Reader:
