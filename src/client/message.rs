@@ -312,6 +312,14 @@ mod tests {
     }
 
     #[test]
+    fn a_null_value_is_flagged_in_the_batch_entry() {
+        let mut msg = OutgoingMessage::new(Bytes::new());
+        assert_eq!(single_metadata(&msg, 1).null_value, None);
+        msg.null_value = true;
+        assert_eq!(single_metadata(&msg, 1).null_value, Some(true));
+    }
+
+    #[test]
     fn ids_serialize_as_message_id_data() {
         let mut id = MessageId::new(10, 20, 3, 4);
         id.batch_size = 8;

@@ -341,6 +341,35 @@ mod tests {
     }
 
     #[test]
+    fn key_shared_ranges_are_checked() {
+        let sticky = |ranges: Vec<(i32, i32)>| ConsumerOptions {
+            sub_type: SubType::KeyShared,
+            key_shared_mode: KeySharedMode::Sticky,
+            key_shared_ranges: ranges,
+            ..Default::default()
+        };
+        assert!(sticky(vec![(0, 99), (100, 65535)]).validate().is_ok());
+        for bad in [vec![], vec![(0, 65536)], vec![(-1, 5)], vec![(10, 5)], vec![(50, 100), (0, 50)]] {
+            assert!(sticky(bad.clone()).validate().is_err(), "{bad:?}");
+        }
+        let auto_split_with_ranges = ConsumerOptions {
+            key_shared_ranges: vec![(0, 10)],
+            ..sticky(vec![])
+        };
+        let auto_split_with_ranges = ConsumerOptions {
+            key_shared_mode: KeySharedMode::AutoSplit,
+            ..auto_split_with_ranges
+        };
+        assert!(auto_split_with_ranges.validate().is_err());
+        let shared_out_of_order = ConsumerOptions {
+            sub_type: SubType::Shared,
+            allow_out_of_order_delivery: true,
+            ..Default::default()
+        };
+        assert!(shared_out_of_order.validate().is_err());
+    }
+
+    #[test]
     fn debug_without_credentials_says_none() {
         let printed = format!("{:?}", ClientOptions::default());
         assert!(printed.contains("auth: None"), "{printed}");
