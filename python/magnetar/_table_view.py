@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Callable, Iterator, TypedDict,
 
 from ._core import Message, MessageId
 from ._options import Opt, resolve
-from .exceptions import AlreadyClosed, InvalidConfiguration, TopicTerminated
+from .exceptions import AlreadyClosed, InvalidConfiguration, Timeout, TopicTerminated
 from .schema import Schema
 
 if TYPE_CHECKING:
@@ -28,6 +28,10 @@ if TYPE_CHECKING:
 __all__ = ["AsyncTableView", "TableView", "TableViewOptions"]
 
 _log = logging.getLogger("magnetar")
+
+#: Seconds the initial load waits for a message the broker says is there before it gives up and
+#: returns the view as read so far (the follower goes on reading): never a hang.
+LOAD_STALL_TIMEOUT = 30.0
 
 Listener = Callable[[str, Any], object]
 """``listener(key, value)``: called for every message the view takes in after it was
@@ -73,6 +77,11 @@ class _View(Mapping[str, Any]):
                 listener(key, value)
             except Exception:
                 _log.exception("table view listener raised (topic %s)", self._topic)
+
+    def _stalled(self) -> None:
+        _log.warning("table view of %s: the broker announced a message that did not come within %s s; "
+                     "the view starts with %d keys and goes on following", self._topic, LOAD_STALL_TIMEOUT,
+                     len(self._table))
 
     @property
     def topic(self) -> str:
@@ -136,7 +145,9 @@ class TableView(_View):
         self._reader: Reader = client.create_reader(topic, MessageId.earliest, **_reader_options(options))
         try:
             while self._reader.has_message_available():
-                self._take(self._reader.read_next())
+                self._take(self._reader.read_next(LOAD_STALL_TIMEOUT))
+        except Timeout:
+            self._stalled()
         except BaseException:
             self._reader.close()
             raise
@@ -182,7 +193,9 @@ class AsyncTableView(_View):
         reader = await client.create_reader(topic, MessageId.earliest, **_reader_options(options))
         try:
             while await reader.has_message_available():
-                view._take(await reader.read_next())
+                view._take(await reader.read_next(LOAD_STALL_TIMEOUT))
+        except Timeout:
+            view._stalled()
         except BaseException:
             await reader.close()
             raise

@@ -349,7 +349,13 @@ mod tests {
             ..Default::default()
         };
         assert!(sticky(vec![(0, 99), (100, 65535)]).validate().is_ok());
-        for bad in [vec![], vec![(0, 65536)], vec![(-1, 5)], vec![(10, 5)], vec![(50, 100), (0, 50)]] {
+        for bad in [
+            vec![],
+            vec![(0, 65536)],
+            vec![(-1, 5)],
+            vec![(10, 5)],
+            vec![(50, 100), (0, 50)],
+        ] {
             assert!(sticky(bad.clone()).validate().is_err(), "{bad:?}");
         }
         let auto_split_with_ranges = ConsumerOptions {

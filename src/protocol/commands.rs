@@ -425,7 +425,11 @@ mod tests {
             seek(2, 14, None, Some(5)),
             get_last_message_id(2, 15),
             consumer_stats(2, 16),
-            get_topics_of_namespace("public/default", pb::command_get_topics_of_namespace::Mode::Persistent, 17),
+            get_topics_of_namespace(
+                "public/default",
+                pb::command_get_topics_of_namespace::Mode::Persistent,
+                17,
+            ),
             tc_client_connect(18, 0),
             new_txn(19, 0, 60),
             add_partition_to_txn(20, (0, 1), vec!["persistent://public/default/t".into()]),

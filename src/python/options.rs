@@ -69,8 +69,10 @@ const SUBSCRIPTION_TYPE_NAMES: &[(&str, SubType)] = &[
 ];
 
 /// The values of `key_shared_mode`.
-const KEY_SHARED_MODE_NAMES: &[(&str, KeySharedMode)] =
-    &[("auto_split", KeySharedMode::AutoSplit), ("sticky", KeySharedMode::Sticky)];
+const KEY_SHARED_MODE_NAMES: &[(&str, KeySharedMode)] = &[
+    ("auto_split", KeySharedMode::AutoSplit),
+    ("sticky", KeySharedMode::Sticky),
+];
 
 /// The values of `pattern_topics`.
 const PATTERN_TOPICS_NAMES: &[(&str, TopicDomains)] = &[
