@@ -33,10 +33,11 @@ _SUBSCRIPTION = {ConsumerType.Exclusive: "exclusive", ConsumerType.Shared: "shar
 _ACCESS = {ProducerAccessMode.Shared: "shared", ProducerAccessMode.Exclusive: "exclusive",
            ProducerAccessMode.WaitForExclusive: "wait_for_exclusive",
            ProducerAccessMode.ExclusiveWithFencing: "exclusive_with_fencing"}
-_PATTERN_TOPICS = {RegexSubscriptionMode.PersistentOnly: "persistent",
-                   RegexSubscriptionMode.NonPersistentOnly: "non_persistent", RegexSubscriptionMode.AllTopics: "all"}
-_DOMAINS = {RegexSubscriptionMode.PersistentOnly: "persistent", RegexSubscriptionMode.NonPersistentOnly: "non-persistent",
-            RegexSubscriptionMode.AllTopics: "(?:persistent|non-persistent)"}
+# Each regex subscription mode: the native pattern_topics, and the domains a pattern without
+# one matches in.
+_REGEX_MODES = {RegexSubscriptionMode.PersistentOnly: ("persistent", "persistent"),
+                RegexSubscriptionMode.NonPersistentOnly: ("non_persistent", "non-persistent"),
+                RegexSubscriptionMode.AllTopics: ("all", "(?:persistent|non-persistent)")}
 _BYTES = BytesSchema()
 _retype = type(re.compile("x"))
 
@@ -276,7 +277,7 @@ class Client:
             # As the official client: a pattern without a domain matches in the domains of
             # the regex subscription mode.
             topic = topic.pattern if "://" in topic.pattern else \
-                f"{_DOMAINS[regex_subscription_mode]}://{topic.pattern}"
+                f"{_REGEX_MODES[regex_subscription_mode][1]}://{topic.pattern}"
         elif isinstance(topic, list):
             for t in topic:
                 check_type(str, t, "topic")
@@ -317,7 +318,7 @@ class Client:
             "ack_timeout": (unacked_messages_timeout_ms or 0) / 1000, "read_compacted": is_read_compacted,
             "properties": properties, "discovery_period": float(pattern_auto_discovery_period),
             "max_pending_chunked_messages": max_pending_chunked_message, "batch_index_ack": batch_index_ack_enabled,
-            "schema": _native_schema(schema), "pattern_topics": _PATTERN_TOPICS[regex_subscription_mode],
+            "schema": _native_schema(schema), "pattern_topics": _REGEX_MODES[regex_subscription_mode][0],
         }
         if key_shared_policy is not None and consumer_type == ConsumerType.KeyShared:
             sticky = key_shared_policy.key_shared_mode == KeySharedMode.Sticky
