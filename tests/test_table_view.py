@@ -189,3 +189,16 @@ def test_compat_asyncio_table_view(service_url: str, topic: str) -> None:
         await client.close()
 
     asyncio.run(main())
+
+
+def test_the_blocking_and_asyncio_views_are_twins() -> None:
+    import inspect
+
+    from test_twins import public, shape
+
+    b, a = public(magnetar.TableView), public(magnetar.AsyncTableView)
+    assert set(b) - {"__enter__", "__exit__"} == set(a) - {"__aenter__", "__aexit__"}
+    for name in set(b) & set(a):
+        assert shape(b[name]) == shape(a[name]), name
+    # Only close waits (on the broker); reading the view never does.
+    assert sorted(n for n, m in a.items() if inspect.iscoroutinefunction(m)) == ["__aenter__", "__aexit__", "close"]
