@@ -169,8 +169,8 @@ def test_wrong_argument_types_raise_value_error(compat: pulsar.Client, topic: st
 def test_what_magnetar_lacks_is_refused_clearly(compat: pulsar.Client, topic: str) -> None:
     with pytest.raises(pulsar.CryptoError, match="no-such-key.pem"):  # a key that cannot be read
         compat.create_producer(topic, encryption_key="k", crypto_key_reader=pulsar.CryptoKeyReader("no-such-key.pem", "b"))
-    with pytest.raises(pulsar.InvalidConfiguration, match="TableView"):
-        compat.create_table_view(topic)
+    with pytest.raises(pulsar.InvalidConfiguration, match="replication"):
+        compat.create_producer(topic).send(b"x", replication_clusters=["elsewhere"])
 
 
 def test_errors_map_to_official_classes(service_url: str, topic: str) -> None:

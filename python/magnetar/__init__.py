@@ -23,6 +23,7 @@ from ._async import AsyncClient, AsyncConsumer, AsyncProducer, AsyncReader
 from ._client import Client, Consumer, Producer, Reader
 from ._config import ClientConfig
 from ._crypto import CryptoKeyReader
+from ._table_view import AsyncTableView, TableView
 from ._options import (
     AccessMode,
     Authentication,
@@ -31,6 +32,8 @@ from ._options import (
     CryptoFailureAction,
     HashingScheme,
     InitialPosition,
+    KeySharedMode,
+    PatternTopics,
     RoutingMode,
     SubscriptionType,
 )
@@ -68,6 +71,7 @@ __all__ = [
     "AsyncConsumer",
     "AsyncProducer",
     "AsyncReader",
+    "AsyncTableView",
     "AsyncTransaction",
     "Authentication",
     "AuthenticationError",
@@ -87,9 +91,11 @@ __all__ = [
     "IncompatibleSchema",
     "InitialPosition",
     "InvalidConfiguration",
+    "KeySharedMode",
     "Message",
     "MessageId",
     "MessageTooLarge",
+    "PatternTopics",
     "Producer",
     "ProducerBusy",
     "ProducerQueueFull",
@@ -101,6 +107,7 @@ __all__ = [
     "SchemaEncodeError",
     "SendFuture",
     "SubscriptionType",
+    "TableView",
     "Timeout",
     "TopicNotFound",
     "TopicTerminated",

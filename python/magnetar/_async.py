@@ -18,6 +18,7 @@ from ._core import Message, MessageId
 from ._handles import COMPLETED, ClientHandle, ConsumerHandle, ProducerHandle, ReaderHandle, documented
 from ._listener import AsyncListenerRunner
 from ._options import ConsumerOptions, MessageFields, ProducerOptions, ReaderOptions, Seconds, SendManyColumns, TimeLike, seek_target
+from ._table_view import AsyncTableView, TableViewOptions
 from ._transaction import AsyncTransaction, OpeningTransaction
 from .exceptions import AlreadyClosed, Timeout, TopicTerminated
 from .schema._schemas import SchemaInfo, schema_info, schema_version
@@ -35,7 +36,8 @@ class AsyncProducer(ProducerHandle):
     @documented(MessageFields)
     async def send(self, data: Any, **fields: Unpack[MessageFields]) -> MessageId:
         """Sends one message and returns its id once the broker acknowledged it. Concurrent
-        sends share batches."""
+        sends share batches. ``data=None`` sends a null value (a tombstone: on a
+        compacted topic it deletes its ``key``; consumers see ``msg.null_value``)."""
         if _tm._tracer is not None:
             return await _tm.send_awaited(self._core, data, fields)
         return await call(self._core.send, data, fields or None)
@@ -243,6 +245,14 @@ class AsyncClient(ClientHandle):
         if at_time is not None:
             await call(core.seek, at_time)
         return AsyncReader(core)
+
+    @documented(TableViewOptions)
+    async def create_table_view(self, topic: str, **options: Unpack[TableViewOptions]) -> AsyncTableView:
+        """An :class:`AsyncTableView` of ``topic``: the latest value of each key, read from the
+        compacted view over all partitions and loaded to the end before this returns, then
+        kept up to date on a task of the running event loop. Null values (tombstones) and
+        empty payloads remove their key."""
+        return await AsyncTableView._open(self, topic, **options)
 
     def new_transaction(self, timeout: Seconds = 60.0) -> OpeningTransaction:
         """Opens a transaction; its coordinator aborts it ``timeout`` seconds from now unless

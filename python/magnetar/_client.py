@@ -18,6 +18,7 @@ from ._core import Message, MessageId, SendFuture
 from ._handles import ClientHandle, ConsumerHandle, ProducerHandle, ReaderHandle, documented
 from ._listener import ListenerRunner
 from ._options import ConsumerOptions, MessageFields, SendManyColumns, ProducerOptions, ReaderOptions, Seconds, TimeLike, seek_target
+from ._table_view import TableView, TableViewOptions
 from ._transaction import Transaction
 from .exceptions import AlreadyClosed, TopicTerminated
 from .schema._schemas import SchemaInfo, schema_info, schema_version
@@ -101,7 +102,8 @@ class Producer(ProducerHandle):
     @documented(MessageFields)
     def send(self, data: Any, **fields: Unpack[MessageFields]) -> MessageId:
         """Sends one message and waits for the broker's receipt. The open batch goes out at
-        once rather than waiting for the batching delay."""
+        once rather than waiting for the batching delay. ``data=None`` sends a null value (a tombstone: on a
+        compacted topic it deletes its ``key``; consumers see ``msg.null_value``)."""
         if _tm._tracer is not None:
             return _tm.send(self._core, data, fields)
         return self._core.send(data, fields or None)
@@ -290,6 +292,14 @@ class Client(ClientHandle):
         if at_time is not None:
             core.seek(at_time)
         return Reader(core)
+
+    @documented(TableViewOptions)
+    def create_table_view(self, topic: str, **options: Unpack[TableViewOptions]) -> TableView:
+        """A :class:`TableView` of ``topic``: the latest value of each key, read from the
+        compacted view over all partitions and loaded to the end before this returns, then
+        kept up to date on a thread of its own. Null values (tombstones) and empty payloads
+        remove their key."""
+        return TableView(self, topic, **options)
 
     def new_transaction(self, timeout: Seconds = 60.0) -> Transaction:
         """Opens a transaction; its coordinator aborts it ``timeout`` seconds from now unless

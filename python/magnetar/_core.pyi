@@ -125,9 +125,13 @@ class Message:
     def sequence_id(self) -> int:
         """Sequence id assigned by the producer."""
     @property
+    def null_value(self) -> bool:
+        """Whether the message has a null value (a tombstone, sent as ``send(None)``): ``value``
+        is None and ``data`` empty. An empty payload is not a null value."""
+    @property
     def value(self) -> Any:
-        """The payload decoded by the consumer's schema (the payload bytes without one);
-        raises :class:`~magnetar.SchemaDecodeError` when it cannot be decoded."""
+        """The payload decoded by the consumer's schema (the payload bytes without one); None for
+        a null value; raises :class:`~magnetar.SchemaDecodeError` when it cannot be decoded."""
     @property
     def schema_version(self) -> bytes | None:
         """The registry's version of the schema the message was written with, or None."""
@@ -196,8 +200,9 @@ class _Client:
     blocks without ``future``; given an asyncio future it returns None at once and resolves it."""
 
     def __new__(cls, service_url: str, options: Mapping[str, Any]) -> _Client: ...
-    def create_producer(self, topic: str, options: Mapping[str, Any], router: Callable[[str | None, int], int] | None = None, schema: Any = None, *, future: _Future | None = None) -> Any:
-        """Creates a producer: a ``_Producer``."""
+    def create_producer(self, topic: str, options: Mapping[str, Any], router: Callable[..., int] | None = None, schema: Any = None, *, router_payload: bool = False, future: _Future | None = None) -> Any:
+        """Creates a producer: a ``_Producer``; with ``router_payload`` the router is called as
+        ``router(key, payload, num_partitions)``."""
     def subscribe(self, topic: str | Sequence[str], subscription: str, options: Mapping[str, Any], pattern: bool = False, schema: Any = None, *, future: _Future | None = None) -> Any:
         """Subscribes: a ``_Consumer``."""
     def partition_count(self, topic: str, *, future: _Future | None = None) -> Any:

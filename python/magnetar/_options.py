@@ -37,9 +37,11 @@ __all__ = [
     "Declared",
     "HashingScheme",
     "InitialPosition",
+    "KeySharedMode",
     "MessageFields",
     "Opt",
     "ProducerOptions",
+    "PatternTopics",
     "ReaderOptions",
     "SendManyColumns",
     "RoutingMode",
@@ -83,6 +85,23 @@ class InitialPosition(_Choice):
 
     LATEST = "latest"
     EARLIEST = "earliest"
+
+
+class KeySharedMode(_Choice):
+    """How a Key_Shared subscription gives keys to its consumers."""
+
+    AUTO_SPLIT = "auto_split"
+    """The broker splits the key hash space among the consumers."""
+    STICKY = "sticky"
+    """Each consumer takes the hash ranges it names (``key_shared_ranges``)."""
+
+
+class PatternTopics(_Choice):
+    """Which topics a pattern subscription covers."""
+
+    PERSISTENT = "persistent"
+    NON_PERSISTENT = "non_persistent"
+    ALL = "all"
 
 
 class Compression(_Choice):
@@ -244,6 +263,10 @@ class ConsumerOptions(TypedDict, total=False):
     schema: Annotated[Union[Schema[Any], None], Opt(None, "A :mod:`magnetar.schema` object, sent to the broker on subscribe; ``msg.value`` decodes with it (default: bytes).")]
     crypto_key_reader: Annotated[Union[CryptoKeyReader, None], Opt(None, "Supplies the private keys that decrypt end-to-end encrypted messages (see :class:`~magnetar.CryptoKeyReader`).", aliases=("cryptoKeyReader",))]
     crypto_failure_action: Annotated[Union[CryptoFailureAction, str], Opt(CryptoFailureAction.FAIL, "A message that cannot be decrypted: ``fail`` (not delivered, left unacknowledged), ``discard`` (acknowledged and dropped) or ``consume`` (delivered encrypted).", aliases=("cryptoFailureAction",))]
+    key_shared_mode: Annotated[Union[KeySharedMode, str], Opt(KeySharedMode.AUTO_SPLIT, "Key_Shared: ``auto_split`` (the broker splits the key hashes among consumers) or ``sticky`` (this consumer takes ``key_shared_ranges``).", aliases=("keySharedMode",))]
+    key_shared_ranges: Annotated[Union[Sequence[tuple[int, int]], None], Opt(None, "Key_Shared ``sticky``: the inclusive ``(start, end)`` ranges of key hashes (0 to 65535) this consumer takes; the broker refuses ranges another consumer holds.")]
+    allow_out_of_order_delivery: Annotated[bool, Opt(False, "Key_Shared: deliver a key's new messages to a consumer even while older ones of that key, sent to a consumer that left, are unacknowledged.", aliases=("allowOutOfOrderDelivery",))]
+    pattern_topics: Annotated[Union[PatternTopics, str], Opt(PatternTopics.PERSISTENT, "With ``pattern``: ``persistent``, ``non_persistent`` or ``all`` topics (a pattern without ``domain://`` matches in those domains).", aliases=("regexSubscriptionMode", "subscriptionTopicsMode"))]
 
 
 class MessageFields(TypedDict, total=False):
@@ -292,7 +315,8 @@ class Declared:
     def textual(self) -> bool:
         """Whether a text value can give this option (a command-line flag, an environment
         variable, a Spark option): not callables, mappings, credentials or transactions."""
-        return not any(t in str(self.type) for t in ("Callable", "Mapping", "Authentication", "Schema", "TransactionHandle", "CryptoKeyReader", "Sequence"))
+        return not any(t in str(self.type) for t in ("Callable", "Mapping", "Sequence", "Authentication", "Schema",
+                                                     "TransactionHandle", "CryptoKeyReader"))
 
     def kind(self) -> type:
         """The plain type a text value of this option converts to (bool, int, float or str)."""

@@ -13,7 +13,7 @@ use tokio::sync::oneshot;
 use super::error::{Error, ErrorKind, Result};
 use super::inbox::{Inbox, Take};
 use super::message::{Message, MessageId};
-use super::options::ConsumerOptions;
+use super::options::{ConsumerOptions, TopicDomains};
 use super::partition_consumer::{self, Command, PartitionShared};
 pub use super::partition_consumer::{ConsumerStats, SeekTarget};
 use super::shared::{tracked_through_handle, ClientShared};
@@ -99,7 +99,12 @@ impl Consumer {
                 let full = if p.contains("://") {
                     p.clone()
                 } else {
-                    format!("persistent://public/default/{p}")
+                    let domains = match opts.pattern_domains {
+                        TopicDomains::Persistent => "persistent",
+                        TopicDomains::NonPersistent => "non-persistent",
+                        TopicDomains::All => "(?:persistent|non-persistent)",
+                    };
+                    format!("{domains}://public/default/{p}")
                 };
                 let regex = Regex::new(&format!("^(?:{full})$"))
                     .map_err(|e| Error::invalid(format!("invalid topic pattern: {e}")))?;
@@ -159,7 +164,7 @@ impl Consumer {
                     )))
                 }
             };
-            for t in lookup::topics_of_namespace(&inner.client.pool, &ns).await? {
+            for t in lookup::topics_of_namespace(&inner.client.pool, &ns, inner.opts.pattern_domains).await? {
                 let base = match t.rsplit_once("-partition-") {
                     Some((b, n)) if n.parse::<u32>().is_ok() => b.to_string(),
                     _ => t.clone(),

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::consumer::{Consumer, TopicSelection};
 use super::error::Result;
-use super::options::{ClientOptions, ConsumerOptions, ProducerOptions};
+use super::options::{ClientOptions, ConsumerOptions, ProducerOptions, TopicDomains};
 use super::producer::Producer;
 use super::shared::{ClientShared, ClientState};
 use super::topic::TopicName;
@@ -76,7 +76,7 @@ impl Client {
                 )))
             }
         }
-        Ok(lookup::topics_of_namespace(&self.shared.pool, namespace).await?)
+        Ok(lookup::topics_of_namespace(&self.shared.pool, namespace, TopicDomains::Persistent).await?)
     }
 
     /// Closes every producer and consumer, then the connections. Idempotent.

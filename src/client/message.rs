@@ -160,6 +160,9 @@ pub struct OutgoingMessage {
     pub replication_clusters: Vec<String>,
     /// The transaction the message is produced in: visible to consumers once it commits.
     pub txn: Option<super::transaction::Transaction>,
+    /// A null value (a tombstone): no payload at all, as distinct from an empty one. On a
+    /// compacted topic it deletes its key.
+    pub null_value: bool,
 }
 
 impl OutgoingMessage {
@@ -265,6 +268,14 @@ impl Message {
         &self.metadata.producer_name
     }
 
+    /// Whether the message has a null value (a tombstone), not just an empty payload.
+    pub fn null_value(&self) -> bool {
+        match &self.single {
+            Some(s) => s.null_value == Some(true),
+            None => self.metadata.null_value == Some(true),
+        }
+    }
+
     /// Sequence id assigned by the producer.
     pub fn sequence_id(&self) -> u64 {
         match &self.single {
@@ -286,6 +297,7 @@ pub(crate) fn single_metadata(msg: &OutgoingMessage, sequence_id: u64) -> Single
         event_time: msg.event_time,
         ordering_key: msg.ordering_key.clone().map(Into::into),
         sequence_id: Some(sequence_id),
+        null_value: msg.null_value.then_some(true),
         ..Default::default()
     }
 }
@@ -300,6 +312,14 @@ mod tests {
         let b = MessageId::new(1, 2, -1, 0);
         let c = MessageId::new(1, 3, -1, -1);
         assert!(MessageId::EARLIEST < a && a < b && b < c && c < MessageId::LATEST);
+    }
+
+    #[test]
+    fn a_null_value_is_flagged_in_the_batch_entry() {
+        let mut msg = OutgoingMessage::new(Bytes::new());
+        assert_eq!(single_metadata(&msg, 1).null_value, None);
+        msg.null_value = true;
+        assert_eq!(single_metadata(&msg, 1).null_value, Some(true));
     }
 
     #[test]

@@ -7,7 +7,9 @@ use super::error::{Error, Result};
 use crate::net::ConnectionOptions;
 /// TLS settings live with the sockets; they are part of the client's options.
 pub use crate::net::TlsOptions;
-use crate::protocol::pb::{command_subscribe::SubType, CompressionType, ProducerAccessMode};
+/// Which domains (persistent, non-persistent) a pattern subscription covers.
+pub use crate::protocol::pb::command_get_topics_of_namespace::Mode as TopicDomains;
+use crate::protocol::pb::{command_subscribe::SubType, CompressionType, KeySharedMode, ProducerAccessMode};
 pub use crate::protocol::schema::SchemaInfo;
 
 /// Client-wide settings.
@@ -222,6 +224,16 @@ pub struct ConsumerOptions {
     pub crypto_key_reader: Option<KeyReader>,
     /// What becomes of a message that cannot be decrypted.
     pub crypto_failure_action: CryptoFailureAction,
+    /// Key_Shared: `AutoSplit` (the broker splits the hash space among consumers) or
+    /// `Sticky` (this consumer takes `key_shared_ranges`).
+    pub key_shared_mode: KeySharedMode,
+    /// Key_Shared `Sticky`: the inclusive hash ranges (within 0..=65535) this consumer takes.
+    pub key_shared_ranges: Vec<(i32, i32)>,
+    /// Key_Shared: the broker may deliver a key's messages while earlier ones of that key
+    /// are still unacknowledged by a consumer that left.
+    pub allow_out_of_order_delivery: bool,
+    /// Which topics a pattern subscription looks at: persistent, non-persistent, or both.
+    pub pattern_domains: TopicDomains,
 }
 
 impl Default for ConsumerOptions {
@@ -254,9 +266,16 @@ impl Default for ConsumerOptions {
             schema: None,
             crypto_key_reader: None,
             crypto_failure_action: CryptoFailureAction::Fail,
+            key_shared_mode: KeySharedMode::AutoSplit,
+            key_shared_ranges: Vec::new(),
+            allow_out_of_order_delivery: false,
+            pattern_domains: TopicDomains::Persistent,
         }
     }
 }
+
+/// The highest key hash of Key_Shared: the broker hashes keys into 0..=65535.
+pub const KEY_HASH_MAX: i32 = 65535;
 
 impl ConsumerOptions {
     /// Checks value ranges.
@@ -272,6 +291,36 @@ impl ConsumerOptions {
         }
         if self.max_pending_chunked_messages == 0 {
             return Err(Error::invalid("max_pending_chunked_messages must be at least 1"));
+        }
+        self.validate_key_shared()
+    }
+
+    fn validate_key_shared(&self) -> Result<()> {
+        let sticky = self.key_shared_mode == KeySharedMode::Sticky;
+        if sticky != !self.key_shared_ranges.is_empty() {
+            return Err(Error::invalid(
+                "key_shared_ranges are given with key_shared_mode=\"sticky\", and sticky needs them",
+            ));
+        }
+        if (sticky || self.allow_out_of_order_delivery) && self.sub_type != SubType::KeyShared {
+            return Err(Error::invalid(
+                "key_shared_mode and allow_out_of_order_delivery are for key_shared subscriptions",
+            ));
+        }
+        let mut ranges = self.key_shared_ranges.clone();
+        ranges.sort_unstable();
+        for &(start, end) in &ranges {
+            if !(0..=KEY_HASH_MAX).contains(&start) || !(start..=KEY_HASH_MAX).contains(&end) {
+                return Err(Error::invalid(format!(
+                    "key_shared_ranges: ({start}, {end}) is not an inclusive range within 0..={KEY_HASH_MAX}"
+                )));
+            }
+        }
+        if let Some(w) = ranges.windows(2).find(|w| w[1].0 <= w[0].1) {
+            return Err(Error::invalid(format!(
+                "key_shared_ranges: {:?} and {:?} overlap",
+                w[0], w[1]
+            )));
         }
         Ok(())
     }
@@ -314,6 +363,41 @@ mod tests {
         let printed = format!("{o:?}");
         assert!(printed.contains("operation_timeout: 30s"), "{printed}");
         assert!(printed.contains("client.key.pem"), "{printed}");
+    }
+
+    #[test]
+    fn key_shared_ranges_are_checked() {
+        let sticky = |ranges: Vec<(i32, i32)>| ConsumerOptions {
+            sub_type: SubType::KeyShared,
+            key_shared_mode: KeySharedMode::Sticky,
+            key_shared_ranges: ranges,
+            ..Default::default()
+        };
+        assert!(sticky(vec![(0, 99), (100, 65535)]).validate().is_ok());
+        for bad in [
+            vec![],
+            vec![(0, 65536)],
+            vec![(-1, 5)],
+            vec![(10, 5)],
+            vec![(50, 100), (0, 50)],
+        ] {
+            assert!(sticky(bad.clone()).validate().is_err(), "{bad:?}");
+        }
+        let auto_split_with_ranges = ConsumerOptions {
+            key_shared_ranges: vec![(0, 10)],
+            ..sticky(vec![])
+        };
+        let auto_split_with_ranges = ConsumerOptions {
+            key_shared_mode: KeySharedMode::AutoSplit,
+            ..auto_split_with_ranges
+        };
+        assert!(auto_split_with_ranges.validate().is_err());
+        let shared_out_of_order = ConsumerOptions {
+            sub_type: SubType::Shared,
+            allow_out_of_order_delivery: true,
+            ..Default::default()
+        };
+        assert!(shared_out_of_order.validate().is_err());
     }
 
     #[test]

@@ -4,6 +4,7 @@ use super::stats::bump;
 use super::url::broker_address;
 use super::{Connection, ConnectionPool, NetError};
 use crate::protocol::commands;
+use crate::protocol::pb::command_get_topics_of_namespace::Mode as TopicDomains;
 use crate::protocol::pb::{
     command_lookup_topic_response::LookupType, command_partitioned_topic_metadata_response, CommandLookupTopicResponse,
 };
@@ -91,11 +92,15 @@ async fn partition_count_uncounted(pool: &ConnectionPool, topic: &str) -> Result
     Ok(resp.partitions.unwrap_or(0))
 }
 
-/// Persistent topics of `namespace` (`tenant/ns`), partitions listed one by one.
-pub async fn topics_of_namespace(pool: &ConnectionPool, namespace: &str) -> Result<Vec<String>, NetError> {
+/// Topics of `namespace` (`tenant/ns`) in `mode`'s domains, partitions listed one by one.
+pub async fn topics_of_namespace(
+    pool: &ConnectionPool,
+    namespace: &str,
+    mode: TopicDomains,
+) -> Result<Vec<String>, NetError> {
     let conn = pool.get_service().await?;
     let frame = conn
-        .request(|id| commands::get_topics_of_namespace(namespace, id))
+        .request(|id| commands::get_topics_of_namespace(namespace, mode, id))
         .await?;
     let resp = frame
         .command

@@ -264,13 +264,17 @@ pub fn consumer_stats(consumer_id: u64, request_id: u64) -> BaseCommand {
     })
 }
 
-/// `GetTopicsOfNamespace` (persistent topics), for pattern subscriptions.
-pub fn get_topics_of_namespace(namespace: &str, request_id: u64) -> BaseCommand {
+/// `GetTopicsOfNamespace`: the topics of `mode`'s domains, for pattern subscriptions.
+pub fn get_topics_of_namespace(
+    namespace: &str,
+    mode: pb::command_get_topics_of_namespace::Mode,
+    request_id: u64,
+) -> BaseCommand {
     command!(GetTopicsOfNamespace {
         get_topics_of_namespace: pb::CommandGetTopicsOfNamespace {
             request_id,
             namespace: namespace.to_string(),
-            mode: Some(pb::command_get_topics_of_namespace::Mode::Persistent as i32),
+            mode: Some(mode as i32),
             ..Default::default()
         }
     })
@@ -421,7 +425,11 @@ mod tests {
             seek(2, 14, None, Some(5)),
             get_last_message_id(2, 15),
             consumer_stats(2, 16),
-            get_topics_of_namespace("public/default", 17),
+            get_topics_of_namespace(
+                "public/default",
+                pb::command_get_topics_of_namespace::Mode::Persistent,
+                17,
+            ),
             tc_client_connect(18, 0),
             new_txn(19, 0, 60),
             add_partition_to_txn(20, (0, 1), vec!["persistent://public/default/t".into()]),

@@ -62,7 +62,10 @@ impl PyClient {
         })
     }
 
-    #[pyo3(signature = (topic, options, router=None, schema=None, *, future=None))]
+    /// `router_payload`: the router is called as `router(key, payload, num_partitions)`, for
+    /// routers that look at the payload (magnetar.compat's `message_router`).
+    #[pyo3(signature = (topic, options, router=None, schema=None, *, router_payload=false, future=None))]
+    #[allow(clippy::too_many_arguments)]
     fn create_producer(
         &self,
         py: Python<'_>,
@@ -70,6 +73,7 @@ impl PyClient {
         options: &Bound<'_, PyDict>,
         router: Option<Py<PyAny>>,
         schema: Option<Py<PyAny>>,
+        router_payload: bool,
         future: Option<Py<PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         self.guard.check()?;
@@ -79,7 +83,7 @@ impl PyClient {
         let (guard, dispatch) = (self.guard, self.dispatch.clone());
         let create = async move { c.create_producer(&topic, opts).await };
         run(py, &self.dispatch, future, create, move |py, p| {
-            p.set_router(router.map(python_router));
+            p.set_router(router.map(|r| python_router(r, router_payload)));
             runtime::track(&p);
             Ok(Py::new(py, PyProducer::new(p, guard, dispatch, schema))?.into_any())
         })
@@ -199,12 +203,18 @@ impl PyClient {
     }
 }
 
-/// A Python callable `router(key, num_partitions) -> int` as the producer's router.
-fn python_router(func: Py<PyAny>) -> crate::client::producer::Router {
+/// A Python callable `router(key, num_partitions) -> int` (with `payload`: `router(key,
+/// payload, num_partitions)`) as the producer's router.
+fn python_router(func: Py<PyAny>, payload: bool) -> crate::client::producer::Router {
     std::sync::Arc::new(move |msg: &client::OutgoingMessage, n: usize| {
         gate::attach_unless_exiting(|py| {
-            func.bind(py)
-                .call1((msg.key.clone(), n))
+            let func = func.bind(py);
+            let chosen = if payload {
+                func.call1((msg.key.clone(), pyo3::types::PyBytes::new(py, &msg.payload), n))
+            } else {
+                func.call1((msg.key.clone(), n))
+            };
+            chosen
                 .and_then(|r| r.extract::<usize>())
                 .map_err(|e| Error::invalid(format!("router failed: {e}")))
         })

@@ -12,12 +12,12 @@ use super::auth::PySupplier;
 use super::convert::{duration_option, get, payload, string_pairs, NoLimit};
 use super::errors::invalid;
 use crate::client::crypto::{CryptoFailureAction, KeyReader};
-use crate::client::options::TlsOptions;
+use crate::client::options::{TlsOptions, TopicDomains};
 use crate::client::{ClientOptions, ConsumerOptions, HashingScheme, InitialPosition, ProducerOptions, RoutingMode};
 use crate::net::url::ServiceUrl;
 use crate::net::{AuthProvider, StaticAuth, TokenFile};
 use crate::protocol::compression::parse_codec;
-use crate::protocol::pb::{command_subscribe::SubType, ProducerAccessMode};
+use crate::protocol::pb::{command_subscribe::SubType, KeySharedMode, ProducerAccessMode};
 
 /// Validates `Client` keyword arguments without making a client, so a `ClientConfig` fails where
 /// it is built and not on a remote worker.
@@ -68,6 +68,19 @@ const SUBSCRIPTION_TYPE_NAMES: &[(&str, SubType)] = &[
     ("shared", SubType::Shared),
     ("failover", SubType::Failover),
     ("key_shared", SubType::KeyShared),
+];
+
+/// The values of `key_shared_mode`.
+const KEY_SHARED_MODE_NAMES: &[(&str, KeySharedMode)] = &[
+    ("auto_split", KeySharedMode::AutoSplit),
+    ("sticky", KeySharedMode::Sticky),
+];
+
+/// The values of `pattern_topics`.
+const PATTERN_TOPICS_NAMES: &[(&str, TopicDomains)] = &[
+    ("persistent", TopicDomains::Persistent),
+    ("non_persistent", TopicDomains::NonPersistent),
+    ("all", TopicDomains::All),
 ];
 
 /// The values of `initial_position`.
@@ -373,6 +386,10 @@ pub fn consumer_options(d: &Bound<'_, PyDict>) -> PyResult<ConsumerOptions> {
             "max_pending_chunked_messages",
             "crypto_key_reader",
             "crypto_failure_action",
+            "key_shared_mode",
+            "key_shared_ranges",
+            "allow_out_of_order_delivery",
+            "pattern_topics",
         ],
     )?;
     let mut o = ConsumerOptions::default();
@@ -458,6 +475,16 @@ pub fn consumer_options(d: &Bound<'_, PyDict>) -> PyResult<ConsumerOptions> {
         ],
         &mut o.crypto_failure_action,
     )?;
+    choice(d, "key_shared_mode", KEY_SHARED_MODE_NAMES, &mut o.key_shared_mode)?;
+    if let Some(v) = d.get_item("key_shared_ranges")? {
+        if !v.is_none() {
+            o.key_shared_ranges = v
+                .extract()
+                .map_err(|_| invalid("key_shared_ranges must be a list of (start, end) pairs of ints"))?;
+        }
+    }
+    set(d, "allow_out_of_order_delivery", &mut o.allow_out_of_order_delivery)?;
+    choice(d, "pattern_topics", PATTERN_TOPICS_NAMES, &mut o.pattern_domains)?;
     o.validate().map_err(super::errors::to_pyerr)?;
     Ok(o)
 }

@@ -79,12 +79,19 @@ fn set_key(msg: &mut client::OutgoingMessage, key: Option<String>) {
     }
 }
 
-/// The message of `value` under `schema` (`fields`: the keyword arguments of `send`).
+/// The message of `value` under `schema` (`fields`: the keyword arguments of `send`); `None`
+/// is a null value.
 pub fn message(
     schema: Option<&Py<PyAny>>,
     value: &Bound<'_, PyAny>,
     fields: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<client::OutgoingMessage> {
+    if value.is_none() {
+        // A null value (tombstone) has no payload for any schema: nothing to encode.
+        let mut msg = convert::message(PyBytes::new(value.py(), b"").as_any(), fields)?;
+        msg.null_value = true;
+        return Ok(msg);
+    }
     let Some(s) = schema else {
         return convert::message(value, fields);
     };
@@ -123,6 +130,9 @@ pub fn messages(
 /// `msg.value`: the payload decoded by the consumer's schema, or the payload bytes.
 pub fn value(msg: &Bound<'_, PyMessage>) -> PyResult<Py<PyAny>> {
     let py = msg.py();
+    if msg.get().inner.null_value() {
+        return Ok(py.None());
+    }
     match &msg.get().schema {
         None => Ok(PyBytes::new(py, &msg.get().inner.payload).into_any().unbind()),
         Some(b) => Ok(b.schema.bind(py).call_method1("_decode_message", (msg,))?.unbind()),

@@ -177,6 +177,9 @@ getters!(PyMessage {
     redelivery_count: u32;
     fn producer_name() -> &str;
     fn sequence_id() -> u64;
+    /// Whether the message has a null value (a tombstone, sent as `send(None)`): `value` is
+    /// None and `data` empty. An empty payload is not a null value.
+    fn null_value() -> bool;
 });
 
 #[pymethods]
@@ -187,7 +190,8 @@ impl PyMessage {
         PyBytes::new(py, &self.inner.payload)
     }
 
-    /// The payload decoded by the consumer's schema (the payload bytes without one).
+    /// The payload decoded by the consumer's schema (the payload bytes without one); None for
+    /// a null value.
     #[getter]
     fn value(slf: &Bound<'_, Self>) -> PyResult<Py<PyAny>> {
         super::schema::value(slf)

@@ -25,6 +25,7 @@ from ._pulsar import (BatchingType, BatchReceivePolicy, CompressionType, Consume
                       ProducerAccessMode, RegexSubscriptionMode, Result)
 from .exceptions import *  # noqa: F403
 from .exceptions import __all__ as _exception_names
+from ._table_view import TableView
 from .schema import BytesSchema
 
 __version__ = "3.13.0"
@@ -37,6 +38,6 @@ __all__ = [
     "ConsumerDeadLetterPolicy", "ConsumerKeySharedPolicy", "ConsumerType", "CryptoKeyReader", "EncryptionContext", "EncryptionKey", "FileLogger",
     "InitialPosition", "KeySharedMode", "LoggerLevel", "Message", "MessageId", "PartitionsRoutingMode", "Producer",
     "ProducerAccessMode", "Reader", "RegexSubscriptionMode", "Result", "ServiceInfo", "ServiceInfoProvider",
-    "exceptions", "schema",
+    "TableView", "exceptions", "schema",
     *[n for n in _exception_names if n not in ("mapped", "translate")],
 ]

@@ -36,6 +36,11 @@ _ACCESS = {ProducerAccessMode.Shared: "shared", ProducerAccessMode.Exclusive: "e
            ProducerAccessMode.ExclusiveWithFencing: "exclusive_with_fencing"}
 _CRYPTO_FAILURE = {ConsumerCryptoFailureAction.FAIL: "fail", ConsumerCryptoFailureAction.DISCARD: "discard",
                    ConsumerCryptoFailureAction.CONSUME: "consume"}
+# Each regex subscription mode: the native pattern_topics, and the domains a pattern without
+# one matches in.
+_REGEX_MODES = {RegexSubscriptionMode.PersistentOnly: ("persistent", "persistent"),
+                RegexSubscriptionMode.NonPersistentOnly: ("non_persistent", "non-persistent"),
+                RegexSubscriptionMode.AllTopics: ("all", "(?:persistent|non-persistent)")}
 _BYTES = BytesSchema()
 _retype = type(re.compile("x"))
 
@@ -62,6 +67,9 @@ class Message:
         return self._m.data
 
     def value(self) -> Any:
+        if self._m.null_value:
+            # As the official client: the schema decodes the (empty) payload.
+            return self._schema.decode(b"")
         return self._m.value
 
     def properties(self) -> dict[str, str]:
@@ -97,7 +105,7 @@ class Message:
         return self._m.producer_name
 
     def has_null_value(self) -> bool:
-        return False
+        return self._m.null_value
 
     def encryption_context(self) -> EncryptionContext | None:
         context = self._m.encryption
@@ -149,8 +157,6 @@ class Client:
         check_type(bool, tls_allow_insecure_connection, "tls_allow_insecure_connection")
         check_type(bool, tls_validate_hostname, "tls_validate_hostname")
         check_type_or_none(str, listener_name, "listener_name")
-        if listener_name is not None:
-            raise _unsupported("listener_name (advertised listeners)")
         options: dict[str, Any] = {
             "operation_timeout": float(operation_timeout_seconds),
             "connect_timeout": connection_timeout_ms / 1000,
@@ -162,6 +168,7 @@ class Client:
             "tls_validate_hostname": tls_validate_hostname,
             "tls_certificate_file_path": tls_certificate_file_path,
             "tls_private_key_file_path": tls_private_key_file_path,
+            "listener_name": listener_name,
         }
         self._refused: str | None = None
         if authentication is not None:
@@ -238,8 +245,8 @@ class Client:
                   if encryption_key and crypto_key_reader is not None else {})
         router = None
         if message_router is not None:
-            def router(key: str | None, partitions: int) -> int:
-                return message_router(_RoutedMessage(key), partitions)  # type: ignore[arg-type]
+            def router(key: str | None, payload: bytes, partitions: int) -> int:
+                return message_router(_RoutedMessage(key, payload, schema), partitions)  # type: ignore[arg-type]
         return self._new_producer(
                 topic, schema, dict(name=producer_name, schema=_native_schema(schema), initial_sequence_id=initial_sequence_id,
                 send_timeout=send_timeout_millis / 1000 or None, compression=_COMPRESSION[compression_type],
@@ -253,7 +260,10 @@ class Client:
 
     def _new_producer(self, topic: str, schema: Schema, options: dict[str, Any]) -> Any:
         with mapped():
-            return self._keep(Producer(self._client.create_producer(topic, **options), schema))
+            args = _build.producer(topic, options)
+            # The official router gets the message, so the engine hands it the payload too.
+            core = self._client._core.create_producer(*args, router_payload=True)
+            return self._keep(Producer(_native.Producer(core), schema))
 
     def _keep(self, handle: Any) -> Any:
         # As in the official client, a producer or consumer lives until it or the client is
@@ -280,9 +290,12 @@ class Client:
                   dead_letter_policy: ConsumerDeadLetterPolicy | None = None,
                   crypto_failure_action: ConsumerCryptoFailureAction = ConsumerCryptoFailureAction.FAIL) -> Consumer:
         pattern = isinstance(topic, _retype)
+        check_type(RegexSubscriptionMode, regex_subscription_mode, "regex_subscription_mode")
         if pattern:
-            # As the official client: a pattern without a domain means persistent topics.
-            topic = topic.pattern if "://" in topic.pattern else f"persistent://{topic.pattern}"
+            # As the official client: a pattern without a domain matches in the domains of
+            # the regex subscription mode.
+            topic = topic.pattern if "://" in topic.pattern else \
+                f"{_REGEX_MODES[regex_subscription_mode][1]}://{topic.pattern}"
         elif isinstance(topic, list):
             for t in topic:
                 check_type(str, t, "topic")
@@ -306,16 +319,10 @@ class Client:
         check_type(int, max_pending_chunked_message, "max_pending_chunked_message")
         check_type_or_none(ConsumerBatchReceivePolicy, batch_receive_policy, "batch_receive_policy")
         check_type_or_none(ConsumerKeySharedPolicy, key_shared_policy, "key_shared_policy")
-        check_type(RegexSubscriptionMode, regex_subscription_mode, "regex_subscription_mode")
         check_type_or_none(ConsumerDeadLetterPolicy, dead_letter_policy, "dead_letter_policy")
         check_type(ConsumerCryptoFailureAction, crypto_failure_action, "crypto_failure_action")
         if replicate_subscription_state_enabled:
             raise _unsupported("replicate_subscription_state_enabled")
-        if key_shared_policy is not None and (key_shared_policy.key_shared_mode != KeySharedMode.AutoSplit
-                                              or key_shared_policy.allow_out_of_order_delivery):
-            raise _unsupported("Key_Shared sticky ranges and out-of-order delivery")
-        if regex_subscription_mode != RegexSubscriptionMode.PersistentOnly:
-            raise _unsupported("regex_subscription_mode other than PersistentOnly")
         self._check_auth()
         options: dict[str, Any] = {
             "subscription_type": _SUBSCRIPTION[consumer_type],
@@ -330,7 +337,13 @@ class Client:
             "max_pending_chunked_messages": max_pending_chunked_message, "batch_index_ack": batch_index_ack_enabled,
             "schema": _native_schema(schema), "crypto_key_reader": crypto_key_reader,
             "crypto_failure_action": _CRYPTO_FAILURE[crypto_failure_action],
+            "pattern_topics": _REGEX_MODES[regex_subscription_mode][0],
         }
+        if key_shared_policy is not None and consumer_type == ConsumerType.KeyShared:
+            sticky = key_shared_policy.key_shared_mode == KeySharedMode.Sticky
+            options["key_shared_mode"] = "sticky" if sticky else "auto_split"
+            options["key_shared_ranges"] = key_shared_policy.sticky_ranges if sticky else None
+            options["allow_out_of_order_delivery"] = key_shared_policy.allow_out_of_order_delivery
         initial = None
         if dead_letter_policy is not None:
             options["max_redeliver_count"] = dead_letter_policy.max_redeliver_count
@@ -391,7 +404,16 @@ class Client:
         return reader
 
     def create_table_view(self, topic: str, subscription_name: str | None = None, schema: Schema = _BYTES) -> Any:
-        raise _unsupported("TableView")
+        check_type(str, topic, "topic")
+        check_type_or_none(str, subscription_name, "subscription_name")
+        schema = _schema_of(schema)
+        self._check_auth()
+        return self._new_table_view(topic, subscription_name, schema)
+
+    def _new_table_view(self, topic: str, subscription: str | None, schema: Schema) -> Any:
+        with mapped():
+            return TableView(self._client.create_table_view(topic, schema=_native_schema(schema)), subscription,
+                             schema)
 
     def get_topic_partitions(self, topic: str) -> list[str]:
         check_type(str, topic, "topic")
@@ -416,20 +438,21 @@ def partition_names(topic: str, n: int) -> list[str]:
 
 
 class _RoutedMessage:
-    """What a ``message_router`` sees of a message: its key."""
+    """What a ``message_router`` sees of a message: its key and payload."""
 
-    __slots__ = ("_key",)
+    __slots__ = ("_key", "_data", "_schema")
 
-    def __init__(self, key: str | None) -> None:
-        self._key = key
+    def __init__(self, key: str | None, data: bytes, schema: Schema) -> None:
+        self._key, self._data, self._schema = key, data, schema
 
     def partition_key(self) -> str:
         return self._key or ""
 
     def data(self) -> bytes:
-        raise InvalidConfiguration("a message_router sees only the message's partition_key() in magnetar")
+        return self._data
 
-    value = data
+    def value(self) -> Any:
+        return self._schema.decode(self._data)
 
 
 def _set_logger(logger: Any) -> None:
@@ -463,3 +486,4 @@ class _ToLogger(logging.Handler):
 
 
 from ._endpoints import Consumer, Producer, Reader  # noqa: E402  (they use Message above)
+from ._table_view import TableView  # noqa: E402

@@ -14,6 +14,7 @@ from .. import telemetry as _tm
 from .._core import MessageId as _NativeId
 from ._client import Message, _result_of
 from ._config import ConsumerBatchReceivePolicy, check_type, check_type_or_none
+from ._handles import ConsumerAccessors, ProducerAccessors, ReceivingAccessors, seek_target
 from ._pulsar import MessageId, Result, native_id
 from .exceptions import (CumulativeAcknowledgementNotAllowedError, Interrupted, InvalidConfiguration,
                          OperationNotSupported, mapped, translate)
@@ -25,38 +26,28 @@ __all__ = ["Consumer", "Producer", "Reader"]
 _log = logging.getLogger("magnetar.compat")
 
 
+# The official send arguments that become native message fields: (name, type, native name).
+_FIELDS = (("properties", dict, "properties"), ("partition_key", str, "key"), ("ordering_key", str, "ordering_key"),
+           ("sequence_id", int, "sequence_id"), ("event_timestamp", int, "event_time"), ("deliver_at", int, "deliver_at"),
+           ("deliver_after", timedelta, "deliver_after"))
+
+
 def _fields(properties: Any, partition_key: Any, ordering_key: Any, sequence_id: Any, replication_clusters: Any,
             disable_replication: Any, event_timestamp: Any, deliver_at: Any, deliver_after: Any) -> dict[str, Any]:
-    check_type_or_none(dict, properties, "properties")
-    check_type_or_none(str, partition_key, "partition_key")
-    check_type_or_none(str, ordering_key, "ordering_key")
-    check_type_or_none(int, sequence_id, "sequence_id")
     check_type_or_none(list, replication_clusters, "replication_clusters")
     check_type(bool, disable_replication, "disable_replication")
-    check_type_or_none(int, event_timestamp, "event_timestamp")
-    check_type_or_none(int, deliver_at, "deliver_at")
-    check_type_or_none(timedelta, deliver_after, "deliver_after")
+    fields: dict[str, Any] = {}
+    for (name, kind, native), value in zip(_FIELDS, (properties, partition_key, ordering_key, sequence_id,
+                                                     event_timestamp, deliver_at, deliver_after)):
+        check_type_or_none(kind, value, name)
+        if value is not None:
+            fields[native] = value
     if replication_clusters is not None or disable_replication:
         raise InvalidConfiguration("replication_clusters and disable_replication are not available in magnetar")
-    fields: dict[str, Any] = {}
-    if properties:
-        fields["properties"] = properties
-    if partition_key is not None:
-        fields["key"] = partition_key
-    if ordering_key is not None:
-        fields["ordering_key"] = ordering_key
-    if sequence_id is not None:
-        fields["sequence_id"] = sequence_id
-    if event_timestamp is not None:
-        fields["event_time"] = event_timestamp
-    if deliver_at is not None:
-        fields["deliver_at"] = deliver_at
-    if deliver_after is not None:
-        fields["deliver_after"] = deliver_after
     return fields
 
 
-class Producer:
+class Producer(ProducerAccessors):
     """Publishes to a topic. ``send`` waits for the broker's receipt; ``send_async`` calls
     ``callback(result, msg_id)`` on the client's dispatch thread."""
 
@@ -67,18 +58,9 @@ class Producer:
         self._bytes = isinstance(schema, _NativeBytes)
         self._owner: set[Any] | None = None
 
-    def topic(self) -> str:
-        return self._p.topic
-
-    def producer_name(self) -> str:
-        return self._p.name
-
-    def last_sequence_id(self) -> int:
-        return self._p.last_sequence_id
-
     def _content(self, content: Any) -> Any:
         if content is None:
-            raise InvalidConfiguration("null values (content=None, tombstones) are not available in magnetar")
+            return None  # a null value (a tombstone)
         if self._bytes and not isinstance(content, (bytes, bytearray, memoryview)):
             raise TypeError(f"content must be bytes, not {type(content).__name__}")
         return content
@@ -137,25 +119,16 @@ class Producer:
         with mapped():
             self._p.close()
 
-    def is_connected(self) -> bool:
-        return self._p.is_connected
 
-
-class _Receiving:
+class _Receiving(ReceivingAccessors):
     __slots__ = ("_c", "_schema", "_thread", "_inclusive", "_floor", "_owner", "__weakref__")
 
     def __init__(self, native: Any, schema: Schema, inclusive: bool = False) -> None:
         self._c, self._schema = native, schema
         self._thread: threading.Thread | None = None
         self._inclusive = inclusive
-        # After a seek to a message id, messages up to it are skipped unless the consumer or
-        # reader includes its start (start_message_id_inclusive), as in the official client.
-        self._floor: _NativeId | None = None
+        self._floor: _NativeId | None = None  # see ReceivingAccessors._floor_after_seek
         self._owner: set[Any] | None = None
-
-    def topic(self) -> str:
-        topics = self._c.topics
-        return topics[0] if len(topics) == 1 else ",".join(topics)
 
     def _listen(self, listener: Callable[[Any, Message], Any]) -> None:
         # The official listener neither acks nor nacks for the user (magnetar's own listener
@@ -204,19 +177,10 @@ class _Receiving:
         return Message(msg, self._schema)
 
     def seek(self, messageid: Any) -> None:
-        if isinstance(messageid, MessageId):
-            target: Any = messageid._id
-        elif isinstance(messageid, (_NativeId, int)) and not isinstance(messageid, bool):
-            target = messageid
-        else:
-            raise ValueError(f"invalid seek_arg type {type(messageid)}")
+        target = seek_target(messageid)
         with mapped():
             self._c._core.seek(target)
-        special = isinstance(target, int) or target in (_NativeId.earliest, _NativeId.latest)
-        self._floor = None if self._inclusive or special else target
-
-    def is_connected(self) -> bool:
-        return not self._c._core.closed and self._c._core.is_connected
+        self._floor = self._floor_after_seek(target)
 
     def close(self) -> None:
         if self._owner is not None:
@@ -227,7 +191,7 @@ class _Receiving:
             self._thread.join(5)
 
 
-class Consumer(_Receiving):
+class Consumer(_Receiving, ConsumerAccessors):
     """Receives the messages of a subscription; timeouts in milliseconds."""
 
     __slots__ = ("_policy", "_name", "_individual_only")
@@ -240,12 +204,6 @@ class Consumer(_Receiving):
         self._individual_only = options.get("subscription_type") in ("shared", "key_shared")
         if listener is not None:
             self._listen(listener)
-
-    def subscription_name(self) -> str:
-        return self._c.subscription
-
-    def consumer_name(self) -> str:
-        return self._name
 
     def unsubscribe(self) -> None:
         with mapped():

@@ -14,16 +14,17 @@ from .. import _build
 from .._aio import call
 from .. import exceptions as _nexc
 from ._client import Client as _SyncClient
-from ._client import Message, partition_names
+from ._client import Message, _native_schema, partition_names
+from ._table_view import TableView as _SyncTableView
 from ._config import check_type_or_none
-from .._core import MessageId as _NativeId
 from ._endpoints import _fields, _not_after, _target
+from ._handles import ConsumerAccessors, ProducerAccessors, ReceivingAccessors, seek_target
 from ._pulsar import MessageId, Result
 from .exceptions import PulsarException as _CompatException
 from .exceptions import translate
 from .schema import Schema
 
-__all__ = ["Client", "Consumer", "Producer", "PulsarException", "Reader"]
+__all__ = ["Client", "Consumer", "Producer", "PulsarException", "Reader", "TableView"]
 
 
 class PulsarException(_CompatException):
@@ -60,7 +61,7 @@ async def _mapped() -> AsyncIterator[None]:
         raise PulsarException(Result.__members__.get(type(e).__name__, Result.UnknownError), str(e)) from e
 
 
-class Producer:
+class Producer(ProducerAccessors):
     """Publishes; ``await send(...)`` gives the message id."""
 
     def __init__(self, native: _native.AsyncProducer, schema: Schema) -> None:
@@ -98,23 +99,11 @@ class Producer:
         async with _mapped():
             await self._p.close()
 
-    def topic(self) -> str:
-        return self._p.topic
 
-    def producer_name(self) -> str:
-        return self._p.name
-
-    def last_sequence_id(self) -> int:
-        return self._p.last_sequence_id
-
-    def is_connected(self) -> bool:
-        return self._p.is_connected
-
-
-class _Receiving:
+class _Receiving(ReceivingAccessors):
     def __init__(self, native: Any, schema: Schema, inclusive: bool = False) -> None:
         self._c, self._schema, self._inclusive = native, schema, inclusive
-        self._floor: Any = None  # see the blocking twin (_endpoints._Receiving)
+        self._floor: Any = None  # see ReceivingAccessors._floor_after_seek
 
     async def _next(self, receive: Any) -> Message:
         async with _mapped():
@@ -124,32 +113,23 @@ class _Receiving:
             self._floor = None
         return Message(msg, self._schema)
 
-    def topic(self) -> str:
-        topics = self._c.topics
-        return topics[0] if len(topics) == 1 else ",".join(topics)
-
     async def seek(self, messageid: Any) -> None:
-        if isinstance(messageid, MessageId):
-            target: Any = messageid._id
-        elif isinstance(messageid, int) and not isinstance(messageid, bool):
-            target = messageid
-        else:
-            raise ValueError(f"invalid seek_arg type {type(messageid)}")
+        target = seek_target(messageid)
         async with _mapped():
             await self._c.seek(target)
-        special = isinstance(target, int) or target in (_NativeId.earliest, _NativeId.latest)
-        self._floor = None if self._inclusive or special else target
-
-    def is_connected(self) -> bool:
-        return not self._c._core.closed and self._c._core.is_connected
+        self._floor = self._floor_after_seek(target)
 
     async def close(self) -> None:
         async with _mapped():
             await self._c.close()
 
 
-class Consumer(_Receiving):
+class Consumer(_Receiving, ConsumerAccessors):
     """Receives; there is no receive timeout (use ``asyncio.wait_for``), as in the official API."""
+
+    def __init__(self, native: Any, schema: Schema, inclusive: bool = False, name: str = "") -> None:
+        super().__init__(native, schema, inclusive)
+        self._name = name
 
     async def receive(self) -> Message:
         return await self._next(self._c.receive)
@@ -177,9 +157,6 @@ class Consumer(_Receiving):
         async with _mapped():
             await self._c.unsubscribe()
 
-    def subscription_name(self) -> str:
-        return self._c.subscription
-
 
 class Reader(_Receiving):
     async def read_next(self) -> Message:
@@ -188,6 +165,15 @@ class Reader(_Receiving):
     async def has_message_available(self) -> bool:
         async with _mapped():
             return await self._c.has_message_available()
+
+
+class TableView(_SyncTableView):
+    """``pulsar.TableView`` with a coroutine ``close`` (the official asyncio client has no table
+    view; this one follows the topic on the event loop)."""
+
+    async def close(self) -> None:  # type: ignore[override]
+        async with _mapped():
+            await self._v.close()  # type: ignore[attr-defined]
 
 
 class Client(_SyncClient):
@@ -206,7 +192,9 @@ class Client(_SyncClient):
 
     async def _new_producer(self, topic: str, schema: Schema, options: dict[str, Any]) -> Producer:
         async with _mapped():
-            return Producer(await self._client.create_producer(topic, **options), schema)
+            args = _build.producer(topic, options)
+            core = await call(self._client._core.create_producer, *args, router_payload=True)  # as the blocking twin
+            return Producer(_native.AsyncProducer(core), schema)
 
     def _check_auth(self) -> None:
         if self._unreachable is not None:
@@ -232,12 +220,18 @@ class Client(_SyncClient):
                 await (await self._client.subscribe(initial[0], initial[1], initial_position="earliest")).close()
             args, _, _ = _build.consumer(topic, subscription, options)
             args[2]["start_inclusive"] = inclusive  # the engine's option, as in the blocking twin
-            return Consumer(_native.AsyncConsumer(await call(self._client._core.subscribe, *args)), schema, inclusive)
+            return Consumer(_native.AsyncConsumer(await call(self._client._core.subscribe, *args)), schema, inclusive,
+                            options.get("consumer_name") or "")
 
     async def _new_reader(self, topic: str, start: Any, schema: Schema, options: dict[str, Any],
                           listener: Any) -> Reader:
         async with _mapped():
             return Reader(await self._client.create_reader(topic, start, **options), schema, options["start_inclusive"])
+
+    async def _new_table_view(self, topic: str, subscription: str | None, schema: Schema) -> TableView:
+        async with _mapped():
+            return TableView(await self._client.create_table_view(topic, schema=_native_schema(schema)),
+                             subscription, schema)
 
     async def get_topic_partitions(self, topic: str) -> list[str]:  # type: ignore[override]
         async with _mapped():

@@ -271,6 +271,7 @@ impl Actor {
                 ordering_key: m.ordering_key().map(<[u8]>::to_vec),
                 properties,
                 event_time: m.event_time(),
+                null_value: m.null_value(),
                 ..Default::default()
             };
             match dlq.send(out).await {

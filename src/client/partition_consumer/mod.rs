@@ -29,7 +29,7 @@ use crate::protocol::pb::{
     base_command::Type,
     command_ack::{AckType, ValidationError},
     command_subscribe::{self, SubType},
-    BaseCommand, KeySharedMeta, KeySharedMode, MessageIdData,
+    BaseCommand, IntRange, KeySharedMeta, MessageIdData,
 };
 use crate::protocol::{commands, frame::Payload};
 

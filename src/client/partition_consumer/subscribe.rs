@@ -101,8 +101,11 @@ impl Actor {
         s.schema = self.opts.schema.as_ref().map(|s| s.to_pb());
         if self.opts.sub_type == SubType::KeyShared {
             s.key_shared_meta = Some(KeySharedMeta {
-                key_shared_mode: KeySharedMode::AutoSplit as i32,
-                ..Default::default()
+                key_shared_mode: self.opts.key_shared_mode as i32,
+                hash_ranges: (self.opts.key_shared_ranges.iter())
+                    .map(|&(start, end)| IntRange { start, end })
+                    .collect(),
+                allow_out_of_order_delivery: Some(self.opts.allow_out_of_order_delivery),
             });
         }
         cmd

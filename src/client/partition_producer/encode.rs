@@ -65,6 +65,7 @@ impl Encoder {
         meta.event_time = msg.event_time;
         meta.deliver_at_time = msg.deliver_at;
         meta.replicate_to = msg.replication_clusters.clone();
+        meta.null_value = msg.null_value.then_some(true);
         let txn = msg.txn.as_ref().map(|t| t.id());
         in_txn(None, &mut meta, txn);
         let payload = self.compress(&msg.payload, &mut meta)?;
