@@ -23,6 +23,26 @@ def broker() -> Iterator[Standalone]:
         yield b
 
 
+# The secured broker's roles allowed everything; any other authenticated role is refused by
+# authorization.
+TOKEN_ROLE, BASIC_USER, TLS_ROLE, OAUTH_ROLE = "magnetar-token", "magnetar-basic", "magnetar-tls", "magnetar-oauth"
+BASIC_PASSWORD = "open sesame"
+
+
+@pytest.fixture(scope="session")
+def secured() -> Iterator[Standalone]:
+    """One broker with TLS (binary and web), the token, basic and TLS providers at once, expired
+    credentials challenged every second, and a second listener (``external``, on 127.0.0.2)."""
+    broker = Standalone(port=0, tls=True, tls_names=("127.0.0.1",), auth=True, auth_refresh_check_seconds=1,
+                        super_users=(TOKEN_ROLE, BASIC_USER, TLS_ROLE, OAUTH_ROLE, "tool-made"),
+                        basic_users={BASIC_USER: BASIC_PASSWORD}, listeners={"external": "127.0.0.2"})
+    with broker:
+        # A JVM takes seconds to start: the tool runs while the other tests do.
+        broker.tool = broker.tokens_tool("tool-made")  # type: ignore[attr-defined]
+        yield broker
+        broker.tool.kill()  # type: ignore[attr-defined]
+
+
 @pytest.fixture(scope="session")
 def spark(broker: Standalone) -> Iterator[Any]:
     """One local[2] Spark session with the ``pulsar`` data source, shared by the Spark test
