@@ -22,6 +22,7 @@ from ._core import Message, MessageId, SendFuture, __version__
 from ._async import AsyncClient, AsyncConsumer, AsyncProducer, AsyncReader
 from ._client import Client, Consumer, Producer, Reader
 from ._config import ClientConfig
+from ._failover import AutoClusterFailover
 from ._options import (
     AccessMode,
     Authentication,
@@ -69,6 +70,7 @@ __all__ = [
     "Authentication",
     "AuthenticationError",
     "AuthorizationError",
+    "AutoClusterFailover",
     "BatchingType",
     "Client",
     "ClientConfig",

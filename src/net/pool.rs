@@ -158,10 +158,11 @@ impl ConnectionPool {
         F: FnMut(String) -> Fut,
         Fut: Future<Output = Result<T, NetError>>,
     {
-        let hosts = self.service().hosts.clone();
         let deadline = tokio::time::Instant::now() + self.opts.connect_timeout;
         let mut backoff = Backoff::default_reconnect();
         loop {
+            // Read each round: a failover may have switched clusters meanwhile.
+            let hosts = self.service().hosts.clone();
             let mut last_err = None;
             for _ in 0..hosts.len() {
                 let i = self.next_host.load(Ordering::Relaxed) % hosts.len();
