@@ -101,7 +101,7 @@ def test_refused_credentials_over_http_say_why(secured: Standalone, topic: str) 
         ({}, magnetar.AuthenticationError, "401 Unauthorized Authentication required"),
         ({"authentication": magnetar.Authentication.basic(BASIC_USER, "guess")}, magnetar.AuthenticationError, "401"),
         ({"authentication": magnetar.Authentication.token(secured.make_token("mallory"))}, magnetar.AuthorizationError,
-         "403"),
+         "Unauthorized to validateTopicOperation"),
     ]
     for options, kind, said in cases:
         with magnetar.Client(_https(secured), tls_trust_certs_file_path=ca, connect_timeout=10, **options) as client:

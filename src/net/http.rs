@@ -228,14 +228,20 @@ where
     }
 }
 
-/// The broker's refusal, with its reason (`{"reason": ...}` from Pulsar's REST resources,
-/// `{"message": ...}` from the web server's own checks).
+/// The broker's refusal, with its reason: `{"reason": ...}` from Pulsar's REST resources,
+/// `{"message": ...}` from the web server's own filters.
 fn status_error(host: &str, path: &str, status: StatusCode, body: &[u8]) -> NetError {
-    let reason = serde_json::from_slice::<Value>(body)
-        .ok()
-        .and_then(|v| ["reason", "message"].iter().find_map(|k| v.get(*k)?.as_str().map(String::from)))
+    let json = serde_json::from_slice::<Value>(body).ok();
+    let field = |k: &str| json.as_ref()?.get(k)?.as_str().map(String::from);
+    let from_resource = field("reason");
+    let reason = from_resource
+        .clone()
+        .or_else(|| field("message"))
         .unwrap_or_else(|| String::from_utf8_lossy(body).chars().take(200).collect());
     let code = match status {
+        // The authentication filter refuses with its own body; a 401 from a resource is the
+        // authenticated role being refused the operation.
+        StatusCode::UNAUTHORIZED if from_resource.is_some() => ServerError::AuthorizationError,
         StatusCode::UNAUTHORIZED => ServerError::AuthenticationError,
         StatusCode::FORBIDDEN => ServerError::AuthorizationError,
         StatusCode::NOT_FOUND => ServerError::TopicNotFound,
@@ -303,6 +309,8 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+        let denied = status_error("h:1", "/p", StatusCode::UNAUTHORIZED, br#"{"reason":"Unauthorized to LOOKUP"}"#);
+        assert!(matches!(denied, NetError::Server { code: ServerError::AuthorizationError, .. }), "{denied:?}");
         assert!(status_error("h:1", "/p", StatusCode::SERVICE_UNAVAILABLE, b"").is_retriable());
         assert!(!status_error("h:1", "/p", StatusCode::FORBIDDEN, b"").is_retriable());
     }

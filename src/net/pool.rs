@@ -169,10 +169,10 @@ impl ConnectionPool {
                 match attempt(hosts[i].clone()).await {
                     Ok(c) => return Ok(c),
                     Err(e) => {
-                        log::warn!("cannot reach {}: {e}", hosts[i]);
                         if !e.is_retriable() {
                             return Err(e);
                         }
+                        log::warn!("cannot reach {}: {e}", hosts[i]);
                         self.next_host.fetch_add(1, Ordering::Relaxed);
                         last_err = Some(e);
                     }
