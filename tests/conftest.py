@@ -115,7 +115,7 @@ class Api:
     """A tiny facade over both twins: each method runs the sync call, or the async one on a
     private event loop, so a test states a behaviour once and checks it in both styles."""
 
-    def __init__(self, kind: str, url: str, **options: Any) -> None:
+    def __init__(self, kind: str, url: "str | magnetar.AutoClusterFailover", **options: Any) -> None:
         self.kind = kind
         self.loop = asyncio.new_event_loop() if kind == "async" else None
         options.setdefault("operation_timeout", 20.0)
@@ -147,7 +147,7 @@ class Api:
             self.loop.close()
 
 
-async def _make_async_client(url: str, options: dict[str, Any]) -> magnetar.AsyncClient:
+async def _make_async_client(url: "str | magnetar.AutoClusterFailover", options: dict[str, Any]) -> magnetar.AsyncClient:
     return magnetar.AsyncClient(url, **options)
 
 

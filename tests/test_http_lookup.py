@@ -57,7 +57,7 @@ def test_a_plain_topic_and_its_schema_through_an_http_url(broker: Standalone, to
         producer.send("typed")
         assert consumer.receive(timeout=15).value == "typed"
         info = client.get_schema(topic)
-        assert info is not None and info.type.name == "STRING", info
+        assert info is not None and info.type == magnetar.schema.SchemaType.STRING, info
 
 
 def test_a_pattern_subscription_lists_the_namespace_over_http(broker: Standalone) -> None:
