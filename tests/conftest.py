@@ -23,6 +23,29 @@ def broker() -> Iterator[Standalone]:
         yield b
 
 
+# The secured broker's roles allowed everything; any other authenticated role is refused by
+# authorization.
+TOKEN_ROLE, BASIC_USER, TLS_ROLE, OAUTH_ROLE = "magnetar-token", "magnetar-basic", "magnetar-tls", "magnetar-oauth"
+BASIC_PASSWORD = "open sesame"
+
+
+@pytest.fixture(scope="session")
+def secured() -> Iterator[Standalone]:
+    """One broker with TLS (binary and web), the token, basic and TLS providers at once, expired
+    credentials challenged every second, and two more listeners: ``external`` on 127.0.0.2 and
+    ``sni``, which advertises the host name ``localhost`` (brokers behind an SNI proxy must)."""
+    broker = Standalone(port=0, tls=True, tls_names=("127.0.0.1", "localhost"), auth=True,
+                        auth_refresh_check_seconds=1,
+                        super_users=(TOKEN_ROLE, BASIC_USER, TLS_ROLE, OAUTH_ROLE, "tool-made"),
+                        basic_users={BASIC_USER: BASIC_PASSWORD},
+                        listeners={"external": "127.0.0.2", "sni": "localhost"})
+    with broker:
+        # A JVM takes seconds to start: the tool runs while the other tests do.
+        broker.tool = broker.tokens_tool("tool-made")  # type: ignore[attr-defined]
+        yield broker
+        broker.tool.kill()  # type: ignore[attr-defined]
+
+
 @pytest.fixture(scope="session")
 def spark(broker: Standalone) -> Iterator[Any]:
     """One local[2] Spark session with the ``pulsar`` data source, shared by the Spark test
@@ -95,7 +118,7 @@ class Api:
     """A tiny facade over both twins: each method runs the sync call, or the async one on a
     private event loop, so a test states a behaviour once and checks it in both styles."""
 
-    def __init__(self, kind: str, url: str, **options: Any) -> None:
+    def __init__(self, kind: str, url: "str | magnetar.AutoClusterFailover", **options: Any) -> None:
         self.kind = kind
         self.loop = asyncio.new_event_loop() if kind == "async" else None
         options.setdefault("operation_timeout", 20.0)
@@ -127,7 +150,7 @@ class Api:
             self.loop.close()
 
 
-async def _make_async_client(url: str, options: dict[str, Any]) -> magnetar.AsyncClient:
+async def _make_async_client(url: "str | magnetar.AutoClusterFailover", options: dict[str, Any]) -> magnetar.AsyncClient:
     return magnetar.AsyncClient(url, **options)
 
 

@@ -31,29 +31,12 @@ import magnetar
 from magnetar.testing import Standalone, tool_output
 from magnetar.testing.sni import SniForwarder
 
-from conftest import Api
+from conftest import BASIC_PASSWORD, BASIC_USER, OAUTH_ROLE, TLS_ROLE, TOKEN_ROLE, Api
 from waiting import wait_until
 
-# Roles allowed everything; any other authenticated role is refused by authorization.
-TOKEN_ROLE, BASIC_USER, TLS_ROLE, OAUTH_ROLE = "magnetar-token", "magnetar-basic", "magnetar-tls", "magnetar-oauth"
-BASIC_PASSWORD = "open sesame"
+# The roles and the secured broker (session-wide: test_http_lookup uses it too) live in conftest.
 # Tokens of the refresh tests live this long; the broker checks for expired ones every second.
 SHORT_LIFETIME = 3
-
-
-@pytest.fixture(scope="module")
-def secured() -> Iterator[Standalone]:
-    # The "sni" listener advertises a host name: brokers behind an SNI proxy must.
-    broker = Standalone(port=0, tls=True, tls_names=("127.0.0.1", "localhost"), auth=True,
-                        auth_refresh_check_seconds=1,
-                        super_users=(TOKEN_ROLE, BASIC_USER, TLS_ROLE, OAUTH_ROLE, "tool-made"),
-                        basic_users={BASIC_USER: BASIC_PASSWORD},
-                        listeners={"external": "127.0.0.2", "sni": "localhost"})
-    with broker:
-        # A JVM takes seconds to start: the tool runs while the other tests do.
-        broker.tool = broker.tokens_tool("tool-made")  # type: ignore[attr-defined]
-        yield broker
-        broker.tool.kill()  # type: ignore[attr-defined]
 
 
 @pytest.fixture

@@ -24,6 +24,7 @@ from ._client import Client, Consumer, Producer, Reader
 from ._config import ClientConfig
 from ._crypto import CryptoKeyReader
 from ._table_view import AsyncTableView, TableView
+from ._failover import AutoClusterFailover
 from ._options import (
     AccessMode,
     Authentication,
@@ -76,6 +77,7 @@ __all__ = [
     "Authentication",
     "AuthenticationError",
     "AuthorizationError",
+    "AutoClusterFailover",
     "BatchingType",
     "Client",
     "ClientConfig",

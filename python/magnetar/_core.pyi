@@ -199,7 +199,10 @@ class _Client:
     """Engine handle of ``magnetar.Client`` and ``magnetar.AsyncClient``. Each waiting method
     blocks without ``future``; given an asyncio future it returns None at once and resolves it."""
 
-    def __new__(cls, service_url: str, options: Mapping[str, Any]) -> _Client: ...
+    def __new__(cls, service_url: str, options: Mapping[str, Any],
+                failover: tuple[list[str], float, float, float] | None = None) -> _Client:
+        """``failover``: secondary service URLs, check interval, failover delay and switch-back
+        delay in seconds (``magnetar.AutoClusterFailover``)."""
     def create_producer(self, topic: str, options: Mapping[str, Any], router: Callable[..., int] | None = None, schema: Any = None, *, router_payload: bool = False, future: _Future | None = None) -> Any:
         """Creates a producer: a ``_Producer``; with ``router_payload`` the router is called as
         ``router(key, payload, num_partitions)``."""
@@ -223,6 +226,9 @@ class _Client:
     @property
     def state(self) -> str:
         """"idle", "connecting", "connected" or "closed"."""
+    @property
+    def current_cluster(self) -> int:
+        """The cluster in use: 0 for the service URL, ``i + 1`` for the ``i``-th failover secondary."""
 
 @final
 class _Transaction:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Generator, Generic, 
 
 from . import _build, _core, telemetry
 from ._core import Message, MessageId
+from ._failover import AutoClusterFailover
 from ._options import ClientOptions, option_docs
 from ._state import StateWatcher
 from ._transaction import TransactionHandle
@@ -206,9 +207,11 @@ class ClientHandle(_Handle):
 
     ``service_url`` is ``pulsar://host:port``, or several hosts
     (``pulsar://h1:6650,h2:6650``) tried in turn; ``pulsar+ssl://host:6651`` connects with TLS,
-    and lookups then follow the brokers' TLS URLs. Options are validated at once
-    (:class:`~magnetar.InvalidConfiguration`); nothing connects until a producer, consumer or
-    reader is created. A broker whose certificate is refused makes ``create_producer``/
+    and lookups then follow the brokers' TLS URLs. ``http://host:8080`` or ``https://host:8443``
+    (a broker's web service) makes lookups go to the admin REST API. An
+    :class:`~magnetar.AutoClusterFailover` in its place moves the client between clusters.
+    Options are validated at once (:class:`~magnetar.InvalidConfiguration`); nothing connects
+    until a producer, consumer or reader is created. A broker whose certificate is refused makes ``create_producer``/
     ``subscribe`` raise :class:`~magnetar.ConnectError` with the reason (for example
     ``UnknownIssuer``, or ``certificate not valid for name``).
 
@@ -224,12 +227,22 @@ class ClientHandle(_Handle):
     :class:`~magnetar.InvalidConfiguration`.
     """
 
-    def __init__(self, service_url: str, **options: Unpack[ClientOptions]) -> None:
+    def __init__(self, service_url: str | AutoClusterFailover, **options: Unpack[ClientOptions]) -> None:
         engine, on_state_change = _build.client(options)
-        self._core = _core._Client(service_url, engine)
-        self.service_url = service_url
+        if isinstance(service_url, AutoClusterFailover):
+            self._urls = service_url.urls
+            self._core = _core._Client(service_url.primary, engine, service_url._engine())
+        else:
+            self._urls = (service_url,)
+            self._core = _core._Client(service_url, engine)
         self._watcher = StateWatcher(self._core, on_state_change) if on_state_change else None
         telemetry.register(self)
+
+    @property
+    def service_url(self) -> str:
+        """The service URL in use: the one given, or with :class:`~magnetar.AutoClusterFailover`
+        the URL of the cluster the client is on now."""
+        return self._urls[self._core.current_cluster]
 
     @property
     def state(self) -> str:

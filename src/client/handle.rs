@@ -28,6 +28,12 @@ impl Client {
         })
     }
 
+    /// Which cluster is in use: 0 for the service URL, `i + 1` for the `i`th failover
+    /// secondary.
+    pub fn current_cluster(&self) -> usize {
+        self.shared.pool.current_cluster()
+    }
+
     /// Creates a producer; looks the topic up and attaches before returning.
     pub async fn create_producer(&self, topic: &str, opts: ProducerOptions) -> Result<Producer> {
         Producer::open(self.shared.clone(), topic, opts).await

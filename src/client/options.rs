@@ -25,6 +25,21 @@ pub struct ClientOptions {
     pub max_backoff: Duration,
     /// How often each producer and consumer logs a statistics line; zero: never.
     pub stats_interval: Duration,
+    /// Other clusters to fail over to, given as service URLs (see `net::failover`).
+    pub failover: Option<FailoverOptions>,
+}
+
+/// Automatic cluster failover: the service URL is the primary's.
+#[derive(Debug, Clone)]
+pub struct FailoverOptions {
+    /// Service URLs of the clusters to fall back on, in order of preference.
+    pub secondaries: Vec<String>,
+    /// Time between probes.
+    pub check_interval: Duration,
+    /// How long the cluster in use must stay unreachable before another is chosen.
+    pub failover_delay: Duration,
+    /// How long the primary must stay reachable before it is used again.
+    pub switch_back_delay: Duration,
 }
 
 impl Default for ClientOptions {
@@ -35,6 +50,7 @@ impl Default for ClientOptions {
             initial_backoff: Duration::from_millis(100),
             max_backoff: Duration::from_secs(60),
             stats_interval: Duration::ZERO,
+            failover: None,
         }
     }
 }

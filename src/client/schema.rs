@@ -14,7 +14,14 @@ impl Client {
     pub async fn get_schema(&self, topic: &str, version: Option<Vec<u8>>) -> Result<Option<(SchemaInfo, Vec<u8>)>> {
         self.shared.check_open()?;
         let topic = TopicName::parse(topic)?;
-        let conn = self.shared.pool.get_service().await?;
+        let conn = match crate::net::lookup::broker_for(&self.shared.pool, topic.as_str()).await {
+            // A web service's lookup already says the topic does not exist.
+            Err(NetError::Server {
+                code: ServerError::TopicNotFound,
+                ..
+            }) => return Ok(None),
+            found => found?,
+        };
         let frame = conn
             .request(|id| schema::get_schema(topic.as_str(), version.clone(), id))
             .await?;

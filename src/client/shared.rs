@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use super::error::{Error, Result};
 use super::memory::MemoryLimit;
 use super::options::ClientOptions;
+use crate::net::failover::{self, FailoverPolicy};
 use crate::net::url::ServiceUrl;
 use crate::net::ConnectionPool;
 
@@ -49,7 +50,7 @@ type Closer = Box<dyn FnOnce() -> Pin<Box<dyn Future<Output = ()> + Send>> + Sen
 
 /// Owned by the client; every producer, consumer and partition actor holds a reference.
 pub(crate) struct ClientShared {
-    pub pool: ConnectionPool,
+    pub pool: Arc<ConnectionPool>,
     pub opts: ClientOptions,
     next_producer_id: AtomicU64,
     next_consumer_id: AtomicU64,
@@ -97,9 +98,39 @@ type Reporter = Box<dyn Fn() -> Option<(&'static str, String)> + Send>;
 
 impl ClientShared {
     /// The shared state of a client for `service_url`; reads TLS files, connects nothing.
+    /// With failover options it starts the watcher that probes the clusters, which needs to
+    /// be called within the tokio runtime.
     pub fn new(service_url: &str, opts: ClientOptions) -> Result<ClientShared> {
         let service = ServiceUrl::parse(service_url)?;
-        let pool = ConnectionPool::new(service, opts.connection.clone())?;
+        let pool = match &opts.failover {
+            None => Arc::new(ConnectionPool::new(service, opts.connection.clone())?),
+            Some(f) => {
+                if f.secondaries.is_empty() {
+                    return Err(Error::invalid("cluster failover needs at least one secondary service URL"));
+                }
+                if f.check_interval.is_zero() {
+                    return Err(Error::invalid("the failover check interval must be positive"));
+                }
+                let secondaries = f
+                    .secondaries
+                    .iter()
+                    .map(|u| ServiceUrl::parse(u))
+                    .collect::<std::result::Result<Vec<_>, _>>()?;
+                let policy = FailoverPolicy {
+                    secondaries: secondaries.clone(),
+                    check_interval: f.check_interval,
+                    failover_delay: f.failover_delay,
+                    switch_back_delay: f.switch_back_delay,
+                };
+                let runtime = tokio::runtime::Handle::try_current()
+                    .map_err(|_| Error::invalid("a failover client must be made within the tokio runtime"))?;
+                let mut clusters = vec![service.clone()];
+                clusters.extend(secondaries);
+                let pool = Arc::new(ConnectionPool::for_clusters(clusters, opts.connection.clone())?);
+                runtime.spawn(failover::watch(Arc::downgrade(&pool), service, policy));
+                pool
+            }
+        };
         let memory = MemoryLimit::new(opts.memory_limit);
         Ok(ClientShared {
             pool,
@@ -184,6 +215,7 @@ impl ClientShared {
         for h in handles {
             let _ = h.await;
         }
+        self.pool.shut_down();
         self.pool.close_all();
     }
 

@@ -1,5 +1,7 @@
-//! Topic lookup (following redirects) and partition metadata.
+//! Topic lookup (following redirects) and partition metadata: binary commands on a connection
+//! to the service URL, or REST calls (`net::http`) when it is `http://` or `https://`.
 
+use super::http;
 use super::stats::bump;
 use super::url::broker_address;
 use super::{Connection, ConnectionPool, NetError};
@@ -26,6 +28,9 @@ pub async fn lookup_topic(pool: &ConnectionPool, topic: &str) -> Result<Connecti
 }
 
 async fn lookup_topic_uncounted(pool: &ConnectionPool, topic: &str) -> Result<Connection, NetError> {
+    if pool.uses_http() {
+        return pool.get(&http::lookup(pool, topic).await?).await;
+    }
     let mut conn = pool.get_service().await?;
     let mut authoritative = false;
     for _ in 0..MAX_REDIRECTS {
@@ -80,6 +85,9 @@ pub async fn partition_count(pool: &ConnectionPool, topic: &str) -> Result<u32, 
 }
 
 async fn partition_count_uncounted(pool: &ConnectionPool, topic: &str) -> Result<u32, NetError> {
+    if pool.uses_http() {
+        return http::partitions(pool, topic).await;
+    }
     let conn = pool.get_service().await?;
     let frame = conn.request(|id| commands::partitioned_metadata(topic, id)).await?;
     let resp = frame
@@ -92,12 +100,25 @@ async fn partition_count_uncounted(pool: &ConnectionPool, topic: &str) -> Result
     Ok(resp.partitions.unwrap_or(0))
 }
 
+/// A connection to a broker that can answer questions about `topic` (its schema): any broker
+/// of the service URL, or, when the service URL is a web service, the one owning `topic`.
+pub async fn broker_for(pool: &ConnectionPool, topic: &str) -> Result<Connection, NetError> {
+    if pool.uses_http() {
+        lookup_topic(pool, topic).await
+    } else {
+        pool.get_service().await
+    }
+}
+
 /// Topics of `namespace` (`tenant/ns`) in `mode`'s domains, partitions listed one by one.
 pub async fn topics_of_namespace(
     pool: &ConnectionPool,
     namespace: &str,
     mode: TopicDomains,
 ) -> Result<Vec<String>, NetError> {
+    if pool.uses_http() {
+        return http::topics(pool, namespace, mode).await;
+    }
     let conn = pool.get_service().await?;
     let frame = conn
         .request(|id| commands::get_topics_of_namespace(namespace, mode, id))

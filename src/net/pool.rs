@@ -1,7 +1,8 @@
 //! One shared connection per broker address, opened on first use and replaced once closed.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use tokio::sync::Mutex;
@@ -16,8 +17,13 @@ use super::NetError;
 /// The connections of one client.
 pub struct ConnectionPool {
     opts: ConnectionOptions,
-    service: ServiceUrl,
-    // Set for `pulsar+ssl://`: then every broker, lookup targets included, is dialled with TLS.
+    // The service URL of each cluster (one, unless the client fails over between clusters)
+    // and the one in use (`net::failover` moves it).
+    clusters: Vec<ServiceUrl>,
+    current: AtomicUsize,
+    shut_down: AtomicBool,
+    // Set when a cluster's URL is `pulsar+ssl://` or `https://`; used for the clusters whose URL
+    // is: then every broker, lookup targets included, is dialled with TLS.
     tls: Option<TlsConnector>,
     // Per-address locks so two callers wanting the same broker share one dial.
     slots: std::sync::Mutex<HashMap<String, Arc<Mutex<Option<Connection>>>>>,
@@ -31,30 +37,78 @@ impl ConnectionPool {
     /// A pool for the brokers behind `service`. Certificate and key files are read here, so
     /// a bad one fails now, even if the URL does not use TLS.
     pub fn new(service: ServiceUrl, opts: ConnectionOptions) -> Result<Self, NetError> {
-        if opts.sni_proxy.is_some() && !service.tls {
+        Self::for_clusters(vec![service], opts)
+    }
+
+    /// A pool for several clusters, the first in use (see `net::failover`).
+    pub fn for_clusters(clusters: Vec<ServiceUrl>, opts: ConnectionOptions) -> Result<Self, NetError> {
+        assert!(!clusters.is_empty(), "a pool needs a service URL");
+        if let Some(plain) = clusters.iter().find(|c| opts.sni_proxy.is_some() && (!c.tls || c.http)) {
             return Err(NetError::InvalidUrl {
-                url: service.hosts.join(","),
+                url: plain.hosts.join(","),
                 reason: "an SNI proxy routes TLS connections: the service URL must be pulsar+ssl://".into(),
             });
         }
-        let tls = if service.tls || opts.tls.names_files() {
+        let any_tls = clusters.iter().any(|c| c.tls);
+        let tls = if any_tls || opts.tls.names_files() {
             Some(TlsConnector::new(&opts.tls)?)
         } else {
             None
         };
         Ok(ConnectionPool {
-            tls: tls.filter(|_| service.tls),
+            tls: tls.filter(|_| any_tls),
             opts,
-            service,
+            clusters,
+            current: AtomicUsize::new(0),
+            shut_down: AtomicBool::new(false),
             slots: Default::default(),
             next_host: AtomicUsize::new(0),
             counters: NetCounters::default(),
         })
     }
 
-    /// Whether connections use TLS (the service URL is `pulsar+ssl://`).
+    /// Whether connections use TLS (the service URL is `pulsar+ssl://` or `https://`).
     pub fn uses_tls(&self) -> bool {
-        self.tls.is_some()
+        self.service().tls
+    }
+
+    /// Whether lookups go to the web service (the service URL is `http://` or `https://`).
+    pub fn uses_http(&self) -> bool {
+        self.service().http
+    }
+
+    /// The TLS session maker, when the service URL in use is a TLS one.
+    pub(crate) fn tls_connector(&self) -> Option<&TlsConnector> {
+        self.tls.as_ref().filter(|_| self.uses_tls())
+    }
+
+    /// The service URL in use.
+    fn service(&self) -> &ServiceUrl {
+        &self.clusters[self.current_cluster()]
+    }
+
+    /// Which cluster is in use: its index in the list the pool was made with.
+    pub fn current_cluster(&self) -> usize {
+        self.current.load(Ordering::Acquire)
+    }
+
+    /// Makes cluster `index` the one in use and closes every connection, so whatever was
+    /// attached to the previous cluster reconnects (and looks its topics up) on this one.
+    pub fn switch_to(&self, index: usize) {
+        assert!(index < self.clusters.len(), "no cluster {index}");
+        self.current.store(index, Ordering::Release);
+        self.next_host.store(0, Ordering::Relaxed);
+        self.close_all();
+    }
+
+    /// Stops the failover watcher (the client is closing).
+    pub fn shut_down(&self) {
+        self.shut_down.store(true, Ordering::Release);
+    }
+
+    /// Whether `shut_down` was called.
+    pub fn is_shut_down(&self) -> bool {
+        self.shut_down.load(Ordering::Acquire)
     }
 
     /// The connection settings.
@@ -93,7 +147,7 @@ impl ConnectionPool {
             None => (far, None),
         };
         let route = Route { sni_for, proxy_to };
-        let conn = Connection::connect(dial, &self.opts, self.tls.as_ref(), route)
+        let conn = Connection::connect(dial, &self.opts, self.tls_connector(), route)
             .await
             .inspect_err(|_| bump(&self.counters.connections_failed))?;
         bump(&self.counters.connections_opened);
@@ -101,24 +155,34 @@ impl ConnectionPool {
         Ok(conn)
     }
 
-    /// A connection to any host of the service URL, trying them in turn; a round through every
-    /// host that fails backs off before the next, until the connect timeout's budget is spent.
+    /// A connection to any host of the (binary) service URL, trying them in turn.
     pub async fn get_service(&self) -> Result<Connection, NetError> {
-        let hosts = &self.service.hosts;
+        self.on_service_hosts(|host| async move { self.get(&host).await }).await
+    }
+
+    /// `attempt` on the hosts of the service URL in turn until one succeeds; a round through
+    /// every host that fails backs off before the next, until the connect timeout's budget is
+    /// spent. A failure that retrying cannot mend (a refused credential) ends it at once.
+    pub(crate) async fn on_service_hosts<T, F, Fut>(&self, mut attempt: F) -> Result<T, NetError>
+    where
+        F: FnMut(String) -> Fut,
+        Fut: Future<Output = Result<T, NetError>>,
+    {
         let deadline = tokio::time::Instant::now() + self.opts.connect_timeout;
         let mut backoff = Backoff::default_reconnect();
         loop {
+            // Read each round: a failover may have switched clusters meanwhile.
+            let hosts = self.service().hosts.clone();
             let mut last_err = None;
             for _ in 0..hosts.len() {
                 let i = self.next_host.load(Ordering::Relaxed) % hosts.len();
-                match self.get(&hosts[i]).await {
+                match attempt(hosts[i].clone()).await {
                     Ok(c) => return Ok(c),
                     Err(e) => {
-                        log::warn!("cannot reach {}: {e}", hosts[i]);
-                        // Only auth-style failures are final; anything else tries the next host.
                         if !e.is_retriable() {
                             return Err(e);
                         }
+                        log::warn!("cannot reach {}: {e}", hosts[i]);
                         self.next_host.fetch_add(1, Ordering::Relaxed);
                         last_err = Some(e);
                     }

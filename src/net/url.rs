@@ -1,4 +1,5 @@
-//! Service URLs: `pulsar://host:port[,host:port...]`, or `pulsar+ssl://` for TLS.
+//! Service URLs: `pulsar://host:port[,host:port...]`, or `pulsar+ssl://` for TLS; `http://` and
+//! `https://` name brokers' web services, which then answer lookups (`net::http`).
 
 use super::NetError;
 
@@ -7,26 +8,32 @@ use super::NetError;
 pub struct ServiceUrl {
     /// `host:port` strings, in the order given.
     pub hosts: Vec<String>,
-    /// `pulsar+ssl://`: every connection of the client is TLS.
+    /// `pulsar+ssl://` or `https://`: every connection of the client is TLS.
     pub tls: bool,
+    /// `http://` or `https://`: lookups go to the brokers' admin REST API.
+    pub http: bool,
 }
 
 impl ServiceUrl {
     /// Parses `pulsar://h1:6650,h2:6650`; a missing port defaults to 6650 (6651 with
-    /// `pulsar+ssl://`).
+    /// `pulsar+ssl://`, 80 with `http://`, 443 with `https://`, as the official clients do).
     pub fn parse(url: &str) -> Result<Self, NetError> {
         let invalid = |reason: &str| NetError::InvalidUrl {
             url: url.to_string(),
             reason: reason.to_string(),
         };
-        let (rest, tls) = if let Some(r) = url.strip_prefix("pulsar://") {
-            (r, false)
-        } else if let Some(r) = url.strip_prefix("pulsar+ssl://") {
-            (r, true)
-        } else {
-            return Err(invalid("must start with pulsar:// or pulsar+ssl://"));
+        let schemes = [
+            ("pulsar://", false, false, 6650),
+            ("pulsar+ssl://", true, false, 6651),
+            ("http://", false, true, 80),
+            ("https://", true, true, 443),
+        ];
+        let Some((rest, tls, http, default_port)) = schemes
+            .iter()
+            .find_map(|&(scheme, tls, http, port)| Some((url.strip_prefix(scheme)?, tls, http, port)))
+        else {
+            return Err(invalid("must start with pulsar://, pulsar+ssl://, http:// or https://"));
         };
-        let default_port = if tls { 6651 } else { 6650 };
         let rest = rest.trim_end_matches('/');
         if rest.is_empty() {
             return Err(invalid("no host"));
@@ -47,7 +54,7 @@ impl ServiceUrl {
             };
             hosts.push(host);
         }
-        Ok(ServiceUrl { hosts, tls })
+        Ok(ServiceUrl { hosts, tls, http })
     }
 }
 
@@ -55,7 +62,7 @@ impl ServiceUrl {
 /// into `host:port`, refusing a scheme other than the client's (`tls`).
 pub fn broker_address(url: &str, tls: bool) -> Result<String, NetError> {
     let mut parsed = ServiceUrl::parse(url)?;
-    if parsed.tls != tls {
+    if parsed.tls != tls || parsed.http {
         return Err(NetError::UnexpectedResponse(format!(
             "the broker URL {url:?} is not {}",
             if tls { "pulsar+ssl://" } else { "pulsar://" }
@@ -90,23 +97,35 @@ mod tests {
     }
 
     #[test]
+    fn parses_web_service_urls_with_their_default_ports() {
+        let u = ServiceUrl::parse("http://a,b:8080").unwrap();
+        assert!(u.http && !u.tls);
+        assert_eq!(u.hosts, vec!["a:80".to_string(), "b:8080".to_string()]);
+        let u = ServiceUrl::parse("https://a/").unwrap();
+        assert!(u.http && u.tls);
+        assert_eq!(u.hosts, vec!["a:443".to_string()]);
+    }
+
+    #[test]
     fn broker_address_must_match_the_clients_scheme() {
         assert_eq!(broker_address("pulsar+ssl://b:6651", true).unwrap(), "b:6651");
         assert_eq!(broker_address("pulsar://b:6650", false).unwrap(), "b:6650");
         assert!(broker_address("pulsar://b:6650", true).is_err());
         assert!(broker_address("pulsar+ssl://b:6651", false).is_err());
+        assert!(broker_address("http://b:8080", false).is_err());
     }
 
     #[test]
     fn rejects_bad_urls() {
         for bad in [
-            "http://h:1",
+            "ftp://h:1",
             "pulsar://",
             "pulsar://h:notaport",
             "pulsar://:1",
             "pulsar://a:1,,b:2",
             "pulsar+ssl://",
-            "https://h:443",
+            "https://",
+            "http://h:1/admin",
         ] {
             assert!(ServiceUrl::parse(bad).is_err(), "{bad}");
         }

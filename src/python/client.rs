@@ -51,9 +51,31 @@ fn selection(topic: &Bound<'_, PyAny>, pattern: bool) -> PyResult<TopicSelection
 
 #[pymethods]
 impl PyClient {
+    /// `failover`: the secondary service URLs, then the check interval, failover delay and
+    /// switch-back delay in seconds (`magnetar.AutoClusterFailover`).
     #[new]
-    fn new(service_url: &str, options: &Bound<'_, PyDict>) -> PyResult<Self> {
-        let opts = options::client_options(options)?;
+    #[pyo3(signature = (service_url, options, failover=None))]
+    fn new(
+        service_url: &str,
+        options: &Bound<'_, PyDict>,
+        failover: Option<(Vec<String>, f64, f64, f64)>,
+    ) -> PyResult<Self> {
+        let mut opts = options::client_options(options)?;
+        if let Some((secondaries, check, delay, back)) = failover {
+            let secs = |v: f64, what: &str| {
+                std::time::Duration::try_from_secs_f64(v)
+                    .map_err(|_| invalid(format!("{what} must be a non-negative number of seconds, got {v}")))
+            };
+            opts.failover = Some(client::FailoverOptions {
+                secondaries,
+                check_interval: secs(check, "check_interval")?,
+                failover_delay: secs(delay, "failover_delay")?,
+                switch_back_delay: secs(back, "switch_back_delay")?,
+            });
+        }
+        // The failover watcher is a task of the runtime.
+        let rt = runtime::runtime();
+        let _entered = rt.enter();
         let inner = client::Client::new(service_url, opts).map_err(to_pyerr)?;
         Ok(PyClient {
             inner,
@@ -197,6 +219,12 @@ impl PyClient {
     }
 
     /// "idle", "connecting", "connected" or "closed".
+    /// Which cluster is in use: 0 for the service URL, `i + 1` for the `i`th failover secondary.
+    #[getter]
+    fn current_cluster(&self) -> usize {
+        self.inner.current_cluster()
+    }
+
     #[getter]
     fn state(&self) -> &'static str {
         self.inner.state().name()

@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 from .. import _build
 from .. import _client as _native
+from .._failover import AutoClusterFailover as _NativeFailover
 from .. import exceptions as _nexc
 from .._core import Message as _NativeMessage
 from .._core import MessageId as _NativeId
@@ -136,14 +137,17 @@ class Client:
                  tls_validate_hostname: bool = False, logger: Any = None, connection_timeout_ms: int = 10000,
                  listener_name: str | None = None, tls_private_key_file_path: str | None = None,
                  tls_certificate_file_path: str | None = None) -> None:
+        self._clusters: list[ServiceInfo] = []
         if isinstance(service_url, (AutoClusterFailover, ServiceInfoProvider)):
             if authentication is not None or tls_trust_certs_file_path is not None:
                 raise ValueError("authentication and TLS are set per ServiceInfo with a service info provider")
-            if isinstance(service_url, ServiceInfoProvider) and \
-                    not isinstance(service_url.initial_service_info(), ServiceInfo):
-                raise ValueError("initial_service_info() must return a ServiceInfo")
-            raise _unsupported("switching clusters (AutoClusterFailover, ServiceInfoProvider)")
-        check_type(str, service_url, "service_url")
+            if not isinstance(service_url, AutoClusterFailover):
+                if not isinstance(service_url.initial_service_info(), ServiceInfo):
+                    raise ValueError("initial_service_info() must return a ServiceInfo")
+                raise _unsupported("switching clusters by a custom ServiceInfoProvider (AutoClusterFailover works)")
+            service_url, authentication, tls_trust_certs_file_path = self._failover(service_url)
+        else:
+            check_type(str, service_url, "service_url")
         check_type_or_none(Authentication, authentication, "authentication")
         for value, name in ((operation_timeout_seconds, "operation_timeout_seconds"), (io_threads, "io_threads"),
                             (message_listener_threads, "message_listener_threads"),
@@ -194,7 +198,21 @@ class Client:
                 options[name] = None
             self._client = self._connect(service_url, options)
 
-    def _connect(self, service_url: str, options: dict[str, Any]) -> Any:
+    def _failover(self, failover: AutoClusterFailover) -> tuple[Any, Authentication | None, str | None]:
+        """The native failover target, and the credentials and trust file every cluster shares."""
+        self._clusters = [failover.primary, *failover.secondary]
+        first = self._clusters[0]
+        if any(c._auth is not first._auth or c._trust != first._trust for c in self._clusters):
+            raise _unsupported("different credentials or trust files per cluster (AutoClusterFailover)")
+        interval = failover.check_interval_ms / 1000
+        # A threshold counts probes; the first failed (or successful) probe is the first of them.
+        native = _NativeFailover(
+            first.service_url, [c.service_url for c in self._clusters[1:]], check_interval=interval,
+            failover_delay=(failover.failover_threshold - 1) * interval,
+            switch_back_delay=(failover.switch_back_threshold - 1) * interval)
+        return native, first._auth, first._trust
+
+    def _connect(self, service_url: Any, options: dict[str, Any]) -> Any:
         with mapped():
             return _native.Client(service_url, **options)
 
@@ -421,7 +439,9 @@ class Client:
             return partition_names(topic, self._client.get_partition_count(topic))
 
     def get_service_info(self) -> ServiceInfo:
-        return ServiceInfo(self._service_url)
+        """The cluster in use (with AutoClusterFailover, the one the client is on now)."""
+        current = self._client.service_url
+        return next((c for c in self._clusters if c.service_url == current), None) or ServiceInfo(current)
 
     def shutdown(self) -> None:
         self.close()

@@ -271,8 +271,8 @@ class ServiceInfo:
 
 
 class ServiceInfoProvider:
-    """Base class of a provider of the cluster to use. magnetar cannot switch clusters under a
-    live client, so a client given one raises."""
+    """Base class of a provider of the cluster to use. A client given a custom one raises
+    (:class:`AutoClusterFailover` is the provider magnetar implements)."""
 
     def initial_service_info(self) -> ServiceInfo:
         raise NotImplementedError
@@ -285,8 +285,10 @@ class ServiceInfoProvider:
 
 
 class AutoClusterFailover:
-    """Failover between clusters (checked arguments; magnetar cannot switch clusters under a
-    live client, so a client given one raises)."""
+    """Failover between clusters, on :class:`magnetar.AutoClusterFailover`: probes every
+    ``check_interval_ms``; ``failover_threshold`` failed probes of the cluster in use switch to
+    the first reachable secondary, ``switch_back_threshold`` successful probes of the primary
+    switch back. Every cluster must share the same credentials and trust file."""
 
     def __init__(self, primary: ServiceInfo, secondary: list[ServiceInfo], check_interval_ms: int = 5000,
                  failover_threshold: int = 1, switch_back_threshold: int = 1) -> None:

@@ -179,7 +179,7 @@ class TableView(_SyncTableView):
 class Client(_SyncClient):
     """``pulsar.asyncio.Client``: ``pulsar.Client``'s options, coroutine methods."""
 
-    def _connect(self, service_url: str, options: dict[str, Any]) -> Any:
+    def _connect(self, service_url: Any, options: dict[str, Any]) -> Any:
         try:
             return _native.AsyncClient(service_url, **options)
         except _nexc.PulsarError as e:
