@@ -66,5 +66,6 @@ def run(spark: Any, service_url: str, job: dict) -> None:
     w.save()
 
 
+
 if __name__ == "__main__":
     main(json.loads(sys.argv[1]))

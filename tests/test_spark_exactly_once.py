@@ -25,8 +25,9 @@ from waiting import wait_until
 
 from magnetar.spark import ClientConfig
 
-# Low, so that a transaction orphaned by a dead worker or driver aborts within the test.
-TXN_TIMEOUT_MS = "4000"
+# Low, so that a transaction orphaned by a dead worker or driver aborts within the test, yet
+# above the time from a task's start to the driver's commit on a loaded machine.
+TXN_TIMEOUT_MS = "20000"
 SENTINEL = b"--sentinel--"
 
 
@@ -214,7 +215,10 @@ def retried_jobs(broker: Any, service_url: str, tmp_path_factory: Any) -> dict[s
     for name, exactly_once in (("exactly-once", True), ("control", False)):
         topic = _new_topic(f"eo-retry-{name}")
         jobs[name] = {"topic": topic, "marker": str(tmp / f"{name}.killed"), "stats_url": _stats_url(broker, topic),
-                      "rows": 200, "kill_at": 190, "kill_after": 140, "options": _options(exactly_once)}
+                      "rows": 200, "kill_at": 190, "kill_after": 140,
+                      # The default transaction timeout (120 s): the retried task aborts the
+                      # dead attempt's transaction itself, or the final read would wait for it.
+                      "options": {"exactlyOnce": "true"} if exactly_once else {}}
     script = Path(__file__).parent / "spark_retry_job.py"
     proc = subprocess.run([sys.executable, str(script), json.dumps({"service_url": service_url, "jobs": list(jobs.values())})],
                           capture_output=True, text=True, timeout=300, check=False, stdin=subprocess.DEVNULL)

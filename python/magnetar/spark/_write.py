@@ -7,6 +7,7 @@ from __future__ import annotations
 import difflib
 import logging
 import os
+import uuid
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -119,11 +120,11 @@ class PulsarCommitMessage(WriterCommitMessage):
 _IN_FLIGHT = 2
 
 
-def _write(opts: SourceOptions, batches: Iterator[Any]) -> PulsarCommitMessage:
+def _write(opts: SourceOptions, write_id: str, batches: Iterator[Any]) -> PulsarCommitMessage:
     """One task's write: plain, or inside a transaction of its own with ``exactlyOnce``."""
     if not opts.exactly_once:
         return _write_batches(opts, batches)
-    msg, txn_id = _exactly_once.in_transaction(opts, lambda txn: _write_batches(opts, batches, txn))
+    msg, txn_id = _exactly_once.in_transaction(opts, write_id, lambda txn: _write_batches(opts, batches, txn))
     msg.txn = txn_id
     return msg
 
@@ -215,9 +216,10 @@ class PulsarBatchWriter(DataSourceArrowWriter):
     def __init__(self, opts: SourceOptions, schema: StructType) -> None:
         self.opts = opts
         self.schema = schema
+        self.write_id = uuid.uuid4().hex  # made on the driver: the same in every task
 
     def write(self, iterator: Iterator[Any]) -> PulsarCommitMessage:
-        return _write(self.opts, iterator)
+        return _write(self.opts, self.write_id, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         if self.opts.exactly_once:
@@ -240,6 +242,7 @@ class PulsarStreamWriter(_StreamWriterBase):  # type: ignore[misc,valid-type]
     def __init__(self, opts: SourceOptions, schema: StructType) -> None:
         self.opts = opts
         self.schema = schema
+        self.write_id = uuid.uuid4().hex  # made on the driver: the same in every task
 
     def write(self, iterator: Iterator[Any]) -> PulsarCommitMessage:
         first = next(iterator, None)
@@ -252,7 +255,7 @@ class PulsarStreamWriter(_StreamWriterBase):  # type: ignore[misc,valid-type]
         it: Iterator[Any] = itertools.chain([first], iterator)
         if not isinstance(first, pa.RecordBatch):  # the row interface of older PySpark
             it = _rows_to_batches(it, self.schema)
-        return _write(self.opts, it)
+        return _write(self.opts, self.write_id, it)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         if self.opts.exactly_once:
