@@ -48,15 +48,15 @@ def java_program(classes: Path, source: Path) -> Callable[..., list[str]]:
     return run
 
 
-def local_spark(cores: int, app: str) -> Any:
+def local_spark(cores: int, app: str, max_failures: int = 1) -> Any:
     """A local Spark session with ``cores`` executor threads, quiet, its Python workers on this
-    interpreter."""
+    interpreter. ``max_failures`` > 1 lets Spark retry a failed task (``local[N,F]``)."""
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     session = (
-        SparkSession.builder.master(f"local[{cores}]")
+        SparkSession.builder.master(f"local[{cores},{max_failures}]" if max_failures > 1 else f"local[{cores}]")
         .appName(app)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")

@@ -47,7 +47,8 @@ class AsyncProducer(ProducerHandle):
         """Sends many messages and returns every id: the fast path.
 
         ``keys``, ``properties`` and ``event_times`` (datetimes or milliseconds since the epoch),
-        when given, hold one entry (or None) per payload.
+        when given, hold one entry (or None) per payload; ``txn`` sends them all inside a
+        transaction.
         """
         if _tm._tracer is not None:
             return await _tm.send_many_awaited(self._core, payloads, columns)

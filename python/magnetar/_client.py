@@ -132,7 +132,8 @@ class Producer(ProducerHandle):
         """Sends many messages in one call and waits for every receipt: the fast path.
 
         ``keys``, ``properties`` and ``event_times`` (datetimes or milliseconds since the epoch),
-        when given, hold one entry (or None) per payload.
+        when given, hold one entry (or None) per payload; ``txn`` sends them all inside a
+        transaction.
         """
         if _tm._tracer is not None:
             return _tm.send_many(self._core, payloads, columns)

@@ -271,7 +271,7 @@ class _Producer:
         """Sends and returns the ``MessageId`` once the broker has it."""
     def send_async(self, data: Any, fields: Mapping[str, Any] | None = None) -> SendFuture:
         """Queues a message."""
-    def send_many(self, payloads: Iterable[Any], keys: Sequence[str | None] | None = None, properties: Sequence[Mapping[str, str] | None] | None = None, event_times: Sequence[Any] | None = None, *, future: _Future | None = None) -> Any:
+    def send_many(self, payloads: Iterable[Any], keys: Sequence[str | None] | None = None, properties: Sequence[Mapping[str, str] | None] | None = None, event_times: Sequence[Any] | None = None, *, txn: Any = None, future: _Future | None = None) -> Any:
         """Sends many; every ``MessageId`` once all receipts are in."""
     def flush(self, *, future: _Future | None = None) -> None:
         """Flushes and waits."""

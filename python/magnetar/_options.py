@@ -290,6 +290,7 @@ class SendManyColumns(TypedDict, total=False):
     keys: Annotated[Union[Sequence[Union[str, None]], None], Opt(None, "Partition keys.")]
     properties: Annotated[Union[Sequence[Union[Mapping[str, str], None]], None], Opt(None, "User properties.")]
     event_times: Annotated[Union[Sequence[Union[TimeLike, None]], None], Opt(None, "Event times (datetimes or ms since the epoch).")]
+    txn: Annotated[Union[TransactionHandle, None], Opt(None, "A transaction that every message is sent in (``client.new_transaction()``).")]
 
 
 @dataclass(frozen=True)

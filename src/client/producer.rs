@@ -367,7 +367,10 @@ impl Producer {
     pub async fn send_many(&self, msgs: Vec<OutgoingMessage>) -> Vec<Result<MessageId>> {
         let n = msgs.len();
         let slots = Slots::new(n);
-        match self.sole_partition() {
+        // A transaction's messages wait for its partition registration one by one; the runs
+        // path hands messages straight to the partition.
+        let in_txn = msgs.iter().any(|m| m.txn.is_some());
+        match self.sole_partition().filter(|_| !in_txn) {
             Some(part) => self.send_runs(&part, msgs, &slots).await,
             None => {
                 for (i, msg) in msgs.into_iter().enumerate() {

@@ -89,8 +89,10 @@ impl PyProducer {
         Ok(fut)
     }
 
-    /// Sends every payload (bytes-like) and returns every id once all receipts are in.
-    #[pyo3(signature = (payloads, keys=None, properties=None, event_times=None, *, future=None))]
+    /// Sends every payload (bytes-like) and returns every id once all receipts are in; with
+    /// `txn`, every message is sent inside that transaction.
+    #[pyo3(signature = (payloads, keys=None, properties=None, event_times=None, *, txn=None, future=None))]
+    #[allow(clippy::too_many_arguments)]
     fn send_many(
         &self,
         py: Python<'_>,
@@ -98,10 +100,17 @@ impl PyProducer {
         keys: Option<&Bound<'_, PyAny>>,
         properties: Option<&Bound<'_, PyAny>>,
         event_times: Option<&Bound<'_, PyAny>>,
+        txn: Option<&Bound<'_, PyAny>>,
         future: Option<Py<PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         self.guard.check()?;
-        let msgs = schema::messages(self.schema.as_ref(), payloads, keys, properties, event_times)?;
+        let mut msgs = schema::messages(self.schema.as_ref(), payloads, keys, properties, event_times)?;
+        if let Some(t) = txn.filter(|t| !t.is_none()) {
+            let t = transaction::of(t)?;
+            for m in &mut msgs {
+                m.txn = Some(t.clone());
+            }
+        }
         let p = self.inner.clone();
         let room = future.is_some().then(|| self.dispatch.clone());
         let send = async move {

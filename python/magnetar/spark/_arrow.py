@@ -147,11 +147,12 @@ def send_arrow(
 
 def send_lists(producer: Producer, payloads: Sequence[Any], keys: Sequence[str | None] | None,
                props: Sequence[dict[str, str] | None] | None, times: Sequence[int | None] | None,
-               ) -> list[MessageId]:
-    """Sends the rows and waits for every receipt (see :func:`send_arrow`)."""
+               txn: Any = None) -> list[MessageId]:
+    """Sends the rows (inside ``txn`` when given) and waits for every receipt (see
+    :func:`send_arrow`)."""
     if not payloads:
         return []
-    return producer.send_many(payloads, keys=keys, properties=props, event_times=times)
+    return producer.send_many(payloads, keys=keys, properties=props, event_times=times, txn=txn)
 
 
 # -- reads ----------------------------------------------------------------------------------

@@ -227,6 +227,8 @@ _OPTIONS: dict[str, tuple[str, ...]] = {
     "metadataColumns": (),
     "allowDifferentTopicSchemas": (),
     "waitingForNonExistedTopic": (),
+    "exactlyOnce": (),
+    "transactionTimeoutMs": (),
     "authToken": ("auth_token",),
     "authMethod": ("auth_method",),
     "authData": ("auth_data",),
@@ -302,6 +304,8 @@ class SourceOptions:
     metadata_columns: str = "magnetar"
     allow_different_topic_schemas: bool = False
     waiting_for_non_existed_topic: bool = False
+    exactly_once: bool = False
+    transaction_timeout_ms: int = 120_000
     producer_options: tuple[tuple[str, Any], ...] = ()
     reader_options: tuple[tuple[str, Any], ...] = ()
     raw: tuple[tuple[str, str], ...] = field(default=(), repr=False)
@@ -381,6 +385,11 @@ class SourceOptions:
         if start_time is not None and end_time is not None and end_time <= start_time:
             raise _err("endingTime", f"must be after startingTime ({end_time} <= {start_time})")
 
+        exactly_once = _parse_bool("exactlyOnce", get("exactlyOnce") or "false")
+        txn_timeout = _parse_int("transactionTimeoutMs", get("transactionTimeoutMs"))
+        if txn_timeout is not None and not exactly_once:
+            raise _err("transactionTimeoutMs", "only with exactlyOnce=true (writes without it use no transactions)")
+
         producer_kw = _javaopts.java_kwargs("producer", prefixed("pulsar.producer."))
         producer_kw.update(_javaopts.keyword_kwargs("producer", prefixed("producer.")))
         reader_kw = _javaopts.java_kwargs("reader", prefixed("pulsar.reader."))
@@ -397,6 +406,7 @@ class SourceOptions:
                                                       get("allowDifferentTopicSchemas") or "false"),
             waiting_for_non_existed_topic=_parse_bool("waitingForNonExistedTopic",
                                                       get("waitingForNonExistedTopic") or "false"),
+            exactly_once=exactly_once, transaction_timeout_ms=txn_timeout or 120_000,
             producer_options=tuple(sorted(producer_kw.items())),
             reader_options=tuple(sorted(reader_kw.items())), raw=tuple(sorted(opts.items())),
         )
@@ -407,6 +417,8 @@ class SourceOptions:
         """Raises unless the options describe a read: a batch read (``streaming`` False), a
         streaming read (True), or either (None)."""
         given = [n for n, v in (("topic", self.topic), ("topics", self.topics), ("topicsPattern", self.topics_pattern)) if v]
+        if self.exactly_once:
+            raise _err("exactlyOnce", "only for writes (reads are replayed from their offsets, exactly once already)")
         if not given:
             raise _err("topic", "a read needs one of 'topic', 'topics' or 'topicsPattern'")
         if len(given) > 1:

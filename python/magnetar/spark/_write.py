@@ -1,11 +1,13 @@
 """Writes of the ``pulsar`` data source, batch and streaming: Arrow batches sent per topic,
-every receipt awaited before a task ends (at-least-once)."""
+every receipt awaited before a task ends (at-least-once; with ``exactlyOnce`` inside a
+transaction per task, see ``_exactly_once``)."""
 
 from __future__ import annotations
 
 import difflib
 import logging
 import os
+import uuid
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -29,7 +31,7 @@ except ImportError:  # pragma: no cover
     _StreamWriterBase = DataSourceStreamWriter  # type: ignore[misc,assignment]
 
 from ..exceptions import InvalidConfiguration, PulsarError
-from . import _workers
+from . import _exactly_once, _workers
 from ._arrow import columns_of, send_lists
 from ._options import SourceOptions, normalize_topic
 
@@ -101,14 +103,16 @@ def check_write_schema(opts: SourceOptions, schema: StructType) -> None:
 
 
 class PulsarCommitMessage(WriterCommitMessage):
-    """What one task sent: messages per topic."""
+    """What one task sent: messages per topic, and with ``exactlyOnce`` the id of the
+    transaction they were sent in (for the driver to commit)."""
 
-    def __init__(self, sent: dict[str, int], pid: int) -> None:
+    def __init__(self, sent: dict[str, int], pid: int, txn: tuple[int, int] | None = None) -> None:
         self.sent = sent
         self.pid = pid
+        self.txn = txn
 
     def __repr__(self) -> str:
-        return f"PulsarCommitMessage({self.sent}, pid={self.pid})"
+        return f"PulsarCommitMessage({self.sent}, pid={self.pid}, txn={self.txn})"
 
 
 # Arrow batches converted but not yet acknowledged, per task: the next batch is converted
@@ -116,7 +120,16 @@ class PulsarCommitMessage(WriterCommitMessage):
 _IN_FLIGHT = 2
 
 
-def _write_batches(opts: SourceOptions, batches: Iterator[Any]) -> PulsarCommitMessage:
+def _write(opts: SourceOptions, write_id: str, batches: Iterator[Any]) -> PulsarCommitMessage:
+    """One task's write: plain, or inside a transaction of its own with ``exactlyOnce``."""
+    if not opts.exactly_once:
+        return _write_batches(opts, batches)
+    msg, txn_id = _exactly_once.in_transaction(opts, write_id, lambda txn: _write_batches(opts, batches, txn))
+    msg.txn = txn_id
+    return msg
+
+
+def _write_batches(opts: SourceOptions, batches: Iterator[Any], txn: Any = None) -> PulsarCommitMessage:
     """Sends every row, waiting for every receipt before returning. One batch's receipts are
     awaited on a helper thread while the next batch is converted, in order per task."""
     import pyarrow as pa
@@ -131,7 +144,7 @@ def _write_batches(opts: SourceOptions, batches: Iterator[Any]) -> PulsarCommitM
 
     def send_now(p: Any, rows: tuple[Any, ...]) -> None:
         try:
-            send_lists(p, *rows)
+            send_lists(p, *rows, txn=txn)
         except PulsarError:
             _workers._forget_producer(p)  # a broken producer is rebuilt by the next task
             raise
@@ -203,15 +216,20 @@ class PulsarBatchWriter(DataSourceArrowWriter):
     def __init__(self, opts: SourceOptions, schema: StructType) -> None:
         self.opts = opts
         self.schema = schema
+        self.write_id = uuid.uuid4().hex  # made on the driver: the same in every task
 
     def write(self, iterator: Iterator[Any]) -> PulsarCommitMessage:
-        return _write_batches(self.opts, iterator)
+        return _write(self.opts, self.write_id, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        if self.opts.exactly_once:
+            _exactly_once.commit_all(self.opts, messages, "write")
         total = sum(sum(m.sent.values()) for m in messages if isinstance(m, PulsarCommitMessage))
         log.info("pulsar data source: wrote %d messages", total)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        if self.opts.exactly_once:
+            return _exactly_once.abort_all(self.opts, messages, "write")
         total = sum(sum(m.sent.values()) for m in messages if isinstance(m, PulsarCommitMessage))
         log.warning("pulsar data source: write aborted; %d messages of finished tasks were already "
                     "delivered (Pulsar has no transactional write here: at-least-once)", total)
@@ -224,6 +242,7 @@ class PulsarStreamWriter(_StreamWriterBase):  # type: ignore[misc,valid-type]
     def __init__(self, opts: SourceOptions, schema: StructType) -> None:
         self.opts = opts
         self.schema = schema
+        self.write_id = uuid.uuid4().hex  # made on the driver: the same in every task
 
     def write(self, iterator: Iterator[Any]) -> PulsarCommitMessage:
         first = next(iterator, None)
@@ -236,11 +255,15 @@ class PulsarStreamWriter(_StreamWriterBase):  # type: ignore[misc,valid-type]
         it: Iterator[Any] = itertools.chain([first], iterator)
         if not isinstance(first, pa.RecordBatch):  # the row interface of older PySpark
             it = _rows_to_batches(it, self.schema)
-        return _write_batches(self.opts, it)
+        return _write(self.opts, self.write_id, it)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        if self.opts.exactly_once:
+            _exactly_once.commit_all(self.opts, messages, f"batch {batchId}")
         total = sum(sum(m.sent.values()) for m in messages if isinstance(m, PulsarCommitMessage))
         log.info("pulsar data source: batch %d wrote %d messages", batchId, total)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        if self.opts.exactly_once:
+            return _exactly_once.abort_all(self.opts, messages, f"batch {batchId}")
         log.warning("pulsar data source: batch %d aborted; rows already sent stay sent (at-least-once)", batchId)
