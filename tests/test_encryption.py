@@ -271,10 +271,12 @@ def test_compat_names_and_encryption_context(service_url, topic):
         msg = consumer.receive(10_000)
         assert msg.data() == b"compat"
         ctx = msg.encryption_context()
+        assert ctx is not None
         assert [(k.key, len(k.value), k.metadata) for k in ctx.keys()] == [("app", 256, {})]
         assert (ctx.algorithm(), len(ctx.param()), ctx.compression_type()) == ("", 12, pulsar.CompressionType.LZ4)
         assert (ctx.uncompressed_message_size(), ctx.batch_size(), ctx.is_decryption_failed()) == (6, -1, False)
-        assert raw.receive(10_000).encryption_context().is_decryption_failed()
+        undecrypted = raw.receive(10_000).encryption_context()
+        assert undecrypted is not None and undecrypted.is_decryption_failed()
         # As the official client: a key name without a reader (or a reader without a name)
         # encrypts nothing.
         client.create_producer(topic, encryption_key="app").send(b"plain")
