@@ -184,6 +184,8 @@ class Failing(magnetar.CryptoKeyReader):
     ({"encryption_keys": ["app"], "crypto_key_reader": Failing()}, magnetar.CryptoError, "no key app"),
     ({"encryption_keys": ["app"], "crypto_key_reader": magnetar.CryptoKeyReader(PRIVATE)}, magnetar.CryptoError,
      "not a usable RSA public key"),
+    ({"encryption_keys": ["app"], "crypto_key_reader": magnetar.CryptoKeyReader(KEYS / "ec-public.pem")},
+     magnetar.CryptoError, "not a usable RSA public key"),
     ({"encryption_keys": ["app"], "crypto_key_reader": magnetar.CryptoKeyReader(KEYS / "missing.pem")},
      magnetar.CryptoError, "missing.pem"),
 ])

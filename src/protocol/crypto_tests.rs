@@ -4,6 +4,7 @@ const PUBLIC: &[u8] = include_bytes!("../../tests/keys/app-public.pem");
 const PRIVATE: &[u8] = include_bytes!("../../tests/keys/app-private.pem");
 const PRIVATE_PKCS8: &[u8] = include_bytes!("../../tests/keys/app-private-pkcs8.pem");
 const OTHER_PRIVATE: &[u8] = include_bytes!("../../tests/keys/other-private.pem");
+const EC_PUBLIC: &[u8] = include_bytes!("../../tests/keys/ec-public.pem");
 
 fn public_keys(name: &str) -> Result<KeyInfo, String> {
     match name {
@@ -144,6 +145,7 @@ fn malformed_keys_are_errors() {
         b"-----BEGIN RSA PUBLIC KEY-----\n!!\n-----END RSA PUBLIC KEY-----\n",
         &[0x30, 0x82, 0xff, 0xff, 0x00],
         PRIVATE,
+        EC_PUBLIC,
     ] {
         let e = parse_public_key("k", bytes).unwrap_err();
         assert!(matches!(e, CryptoError::BadKey { kind: "public", .. }), "{e}");
