@@ -213,4 +213,19 @@ fn malformed_encryption_metadata_from_the_wire_is_an_error_not_a_panic() {
         ));
     }
     assert_eq!(d.cached(), 0);
+    // Thousands of keys: only the first MAX_KEYS_TRIED are looked up.
+    let mut m = meta.clone();
+    let mut bogus = m.encryption_keys[0].clone();
+    bogus.value = vec![1u8; 256].into();
+    m.encryption_keys = vec![bogus; 5000];
+    let mut lookups = 0;
+    let mut counting = |n: &str, md: &[(String, String)]| {
+        lookups += 1;
+        private(PRIVATE)(n, md)
+    };
+    assert!(matches!(
+        d.open(&m, &data, now, &mut counting),
+        Err(CryptoError::NoDataKey(_))
+    ));
+    assert_eq!(lookups, MAX_KEYS_TRIED);
 }
