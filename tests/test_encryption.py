@@ -313,3 +313,26 @@ def test_fail_with_an_ack_timeout_redelivers_until_the_key_is_there(client, topi
     keys.ready = True
     msg = consumer.receive(timeout=20)  # redelivered after the ack timeout, decrypted this time
     assert msg.data == b"late"
+
+
+@pytest.fixture(scope="module")
+def java_encryption(tmp_path_factory):
+    from jvm import java_program
+
+    return java_program(tmp_path_factory.mktemp("java-encryption"),
+                        Path(__file__).parent / "interop" / "EncryptionInterop.java")
+
+
+def test_interop_with_the_java_client_both_ways(service_url, client, topic, java_encryption):
+    # Java (batched, LZ4) -> magnetar
+    java_encryption("produce", service_url, topic, str(PUBLIC), "3")
+    mine = client.subscribe(topic, "mine", initial_position="earliest", crypto_key_reader=reader())
+    assert [mine.receive(timeout=10).data for _ in range(3)] == [b"java-0", b"java-1", b"java-2"]
+
+    # magnetar (batched, zstd, and a single message) -> Java
+    other = topic + "-2"
+    client.create_producer(other, encryption_keys=["app"], crypto_key_reader=reader(), compression="zstd",
+                           batching=True).send_many([b"m-0", b"m-1"])
+    client.create_producer(other, encryption_keys=["app"], crypto_key_reader=reader(), batching=False).send(b"m-2")
+    out = java_encryption("consume", service_url, other, str(PRIVATE), "3")
+    assert [line for line in out if line.startswith("MSG")] == [f"MSG {b.hex()} app" for b in (b"m-0", b"m-1", b"m-2")]
