@@ -184,6 +184,8 @@ class Failing(magnetar.CryptoKeyReader):
     ({"encryption_keys": ["app"], "crypto_key_reader": Failing()}, magnetar.CryptoError, "no key app"),
     ({"encryption_keys": ["app"], "crypto_key_reader": magnetar.CryptoKeyReader(PRIVATE)}, magnetar.CryptoError,
      "not a usable RSA public key"),
+    ({"encryption_keys": ["app"], "crypto_key_reader": magnetar.CryptoKeyReader(KEYS / "ec-public.pem")},
+     magnetar.CryptoError, "not a usable RSA public key"),
     ({"encryption_keys": ["app"], "crypto_key_reader": magnetar.CryptoKeyReader(KEYS / "missing.pem")},
      magnetar.CryptoError, "missing.pem"),
 ])
@@ -271,10 +273,12 @@ def test_compat_names_and_encryption_context(service_url, topic):
         msg = consumer.receive(10_000)
         assert msg.data() == b"compat"
         ctx = msg.encryption_context()
+        assert ctx is not None
         assert [(k.key, len(k.value), k.metadata) for k in ctx.keys()] == [("app", 256, {})]
         assert (ctx.algorithm(), len(ctx.param()), ctx.compression_type()) == ("", 12, pulsar.CompressionType.LZ4)
         assert (ctx.uncompressed_message_size(), ctx.batch_size(), ctx.is_decryption_failed()) == (6, -1, False)
-        assert raw.receive(10_000).encryption_context().is_decryption_failed()
+        undecrypted = raw.receive(10_000).encryption_context()
+        assert undecrypted is not None and undecrypted.is_decryption_failed()
         # As the official client: a key name without a reader (or a reader without a name)
         # encrypts nothing.
         client.create_producer(topic, encryption_key="app").send(b"plain")
@@ -309,3 +313,26 @@ def test_fail_with_an_ack_timeout_redelivers_until_the_key_is_there(client, topi
     keys.ready = True
     msg = consumer.receive(timeout=20)  # redelivered after the ack timeout, decrypted this time
     assert msg.data == b"late"
+
+
+@pytest.fixture(scope="module")
+def java_encryption(tmp_path_factory):
+    from jvm import java_program
+
+    return java_program(tmp_path_factory.mktemp("java-encryption"),
+                        Path(__file__).parent / "interop" / "EncryptionInterop.java")
+
+
+def test_interop_with_the_java_client_both_ways(service_url, client, topic, java_encryption):
+    # Java (batched, LZ4) -> magnetar
+    java_encryption("produce", service_url, topic, str(PUBLIC), "3")
+    mine = client.subscribe(topic, "mine", initial_position="earliest", crypto_key_reader=reader())
+    assert [mine.receive(timeout=10).data for _ in range(3)] == [b"java-0", b"java-1", b"java-2"]
+
+    # magnetar (batched, zstd, and a single message) -> Java
+    other = topic + "-2"
+    client.create_producer(other, encryption_keys=["app"], crypto_key_reader=reader(), compression="zstd",
+                           batching=True).send_many([b"m-0", b"m-1"])
+    client.create_producer(other, encryption_keys=["app"], crypto_key_reader=reader(), batching=False).send(b"m-2")
+    out = java_encryption("consume", service_url, other, str(PRIVATE), "3")
+    assert [line for line in out if line.startswith("MSG")] == [f"MSG {b.hex()} app" for b in (b"m-0", b"m-1", b"m-2")]

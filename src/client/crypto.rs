@@ -107,3 +107,25 @@ impl ConsumerCrypto {
             .map_err(|e| e.to_string())
     }
 }
+
+/// A reader of the test key files, for the engine's own tests.
+#[cfg(test)]
+#[derive(Debug)]
+pub(crate) struct TestKeys;
+
+#[cfg(test)]
+impl CryptoKeyReader for TestKeys {
+    fn public_key(&self, _: &str, _: &[(String, String)]) -> std::result::Result<KeyInfo, String> {
+        Ok(KeyInfo {
+            key: include_bytes!("../../tests/keys/app-public.pem").to_vec(),
+            metadata: Vec::new(),
+        })
+    }
+
+    fn private_key(&self, _: &str, _: &[(String, String)]) -> std::result::Result<KeyInfo, String> {
+        Ok(KeyInfo {
+            key: include_bytes!("../../tests/keys/app-private.pem").to_vec(),
+            metadata: Vec::new(),
+        })
+    }
+}

@@ -46,6 +46,11 @@ pub const DATA_KEY_LIFETIME: Duration = Duration::from_secs(4 * 60 * 60);
 /// number of producers from growing the cache without limit.
 pub const MAX_CACHED_DATA_KEYS: usize = 4096;
 
+/// Most of an entry's encrypted data keys a consumer tries. A producer encrypts the data key
+/// once per recipient key name, a handful in practice; the bound keeps a hostile entry listing
+/// thousands of keys from costing thousands of RSA decryptions (and key lookups).
+pub const MAX_KEYS_TRIED: usize = 32;
+
 /// Why a payload could not be sealed or opened.
 #[derive(Debug, Clone, Error, PartialEq, Eq)]
 pub enum CryptoError {
@@ -308,7 +313,8 @@ impl Decryptor {
         if iv.len() != IV_LEN {
             return Err(CryptoError::Metadata("encryption_param is not a 12-byte IV"));
         }
-        for k in &meta.encryption_keys {
+        let keys = &meta.encryption_keys[..meta.encryption_keys.len().min(MAX_KEYS_TRIED)];
+        for k in keys {
             if let Some((key, _)) = self.cache.get(&k.value) {
                 if let Ok(plain) = key.open(iv, sealed) {
                     return Ok(plain);
@@ -317,7 +323,7 @@ impl Decryptor {
         }
         let mut tried = Vec::new();
         let mut last_error = None;
-        for k in &meta.encryption_keys {
+        for k in keys {
             tried.push(format!("{:?}", k.key));
             let metadata: Vec<(String, String)> =
                 k.metadata.iter().map(|kv| (kv.key.clone(), kv.value.clone())).collect();
@@ -345,7 +351,7 @@ impl Decryptor {
             }
         }
         Err(match last_error {
-            Some(e) if meta.encryption_keys.len() == 1 => e,
+            Some(e) if keys.len() == 1 => e,
             _ => CryptoError::NoDataKey(tried.join(", ")),
         })
     }

@@ -4,6 +4,7 @@ const PUBLIC: &[u8] = include_bytes!("../../tests/keys/app-public.pem");
 const PRIVATE: &[u8] = include_bytes!("../../tests/keys/app-private.pem");
 const PRIVATE_PKCS8: &[u8] = include_bytes!("../../tests/keys/app-private-pkcs8.pem");
 const OTHER_PRIVATE: &[u8] = include_bytes!("../../tests/keys/other-private.pem");
+const EC_PUBLIC: &[u8] = include_bytes!("../../tests/keys/ec-public.pem");
 
 fn public_keys(name: &str) -> Result<KeyInfo, String> {
     match name {
@@ -144,6 +145,7 @@ fn malformed_keys_are_errors() {
         b"-----BEGIN RSA PUBLIC KEY-----\n!!\n-----END RSA PUBLIC KEY-----\n",
         &[0x30, 0x82, 0xff, 0xff, 0x00],
         PRIVATE,
+        EC_PUBLIC,
     ] {
         let e = parse_public_key("k", bytes).unwrap_err();
         assert!(matches!(e, CryptoError::BadKey { kind: "public", .. }), "{e}");
@@ -211,4 +213,19 @@ fn malformed_encryption_metadata_from_the_wire_is_an_error_not_a_panic() {
         ));
     }
     assert_eq!(d.cached(), 0);
+    // Thousands of keys: only the first MAX_KEYS_TRIED are looked up.
+    let mut m = meta.clone();
+    let mut bogus = m.encryption_keys[0].clone();
+    bogus.value = vec![1u8; 256].into();
+    m.encryption_keys = vec![bogus; 5000];
+    let mut lookups = 0;
+    let mut counting = |n: &str, md: &[(String, String)]| {
+        lookups += 1;
+        private(PRIVATE)(n, md)
+    };
+    assert!(matches!(
+        d.open(&m, &data, now, &mut counting),
+        Err(CryptoError::NoDataKey(_))
+    ));
+    assert_eq!(lookups, MAX_KEYS_TRIED);
 }

@@ -258,4 +258,43 @@ mod tests {
             assert_eq!(f.payload.unwrap().metadata.txnid_most_bits, Some(2));
         }
     }
+
+    #[test]
+    fn encrypted_chunks_fit_the_limit_and_each_decrypts_on_its_own() {
+        use crate::client::crypto::{ConsumerCrypto, TestKeys};
+        let reader: crate::client::KeyReader = std::sync::Arc::new(TestKeys);
+        let opts = ProducerOptions {
+            chunking: true,
+            compression: CompressionType::Lz4,
+            encryption_keys: vec!["app".into()],
+            crypto_key_reader: Some(reader.clone()),
+            ..Default::default()
+        };
+        let mut enc = Encoder::new(7, &opts).unwrap();
+        let body: Vec<u8> = (0..20_000u32).flat_map(|i| i.to_le_bytes()).collect();
+        let max = 8 * 1024;
+        let frames = enc
+            .single("p".into(), &OutgoingMessage::new(body.clone()), 0, max)
+            .unwrap();
+        assert!(frames.len() > 1);
+        let mut consumer = ConsumerCrypto::new(Some(reader));
+        let mut whole = Vec::new();
+        for bytes in &frames {
+            // The broker's limit covers metadata and payload, not the frame's size fields.
+            assert!(bytes.len() <= max + 64, "{} > {max}", bytes.len());
+            let payload = decoded(bytes).payload.unwrap();
+            assert_eq!(payload.metadata.encryption_keys.len(), 1);
+            assert_ne!(payload.metadata.compression, None);
+            whole.extend(consumer.open(&payload.metadata, &payload.data).unwrap());
+        }
+        let meta = decoded(&frames[0]).payload.unwrap().metadata;
+        let plain = crate::protocol::compression::decompress(
+            CompressionType::Lz4,
+            whole.into(),
+            meta.uncompressed_size.unwrap() as usize,
+            1 << 20,
+        )
+        .unwrap();
+        assert_eq!(&plain[..], &body[..]);
+    }
 }
