@@ -277,6 +277,7 @@ pub(crate) async fn create(
         chunks: ChunkAssembler::new(chunk_limits),
         chunk_entries: HashMap::new(),
         deferred_last_ids: Vec::new(),
+        deferred_seeks: Vec::new(),
     };
     let request = actor.subscribe_request();
     actor.link.attach(request).await?;
@@ -343,6 +344,9 @@ struct Actor {
     not_before_ms: Option<u64>,
     /// `LastMessageId` requests that arrived while reattaching.
     deferred_last_ids: Vec<oneshot::Sender<Result<MessageId>>>,
+    /// Seeks that arrived while reattaching (right after another seek, say), in order: each
+    /// runs once attached, and the broker's detach after it holds back the next.
+    deferred_seeks: Vec<(SeekTarget, oneshot::Sender<Result<()>>)>,
     /// Chunked messages being reassembled, by uuid.
     chunks: ChunkAssembler,
     /// Entries of delivered chunked messages, keyed by the last chunk: acking it acks all.
@@ -406,7 +410,11 @@ impl Actor {
             } => self.ack_in_txn(id, cumulative, txn, op),
             Command::Redeliver(ids) => self.redeliver(ids),
             Command::Seek(target, reply) => {
-                let _ = reply.send(self.seek(target).await);
+                if self.link.conn().is_none() && self.link.is_reattaching() {
+                    self.deferred_seeks.push((target, reply));
+                } else {
+                    let _ = reply.send(self.seek(target).await);
+                }
             }
             Command::LastMessageId(reply) => {
                 if self.link.conn().is_none() && self.link.is_reattaching() {
