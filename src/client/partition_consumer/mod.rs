@@ -289,7 +289,10 @@ pub(crate) async fn create(
             actor.seek(SeekTarget::Id(last)).await?;
         }
     }
-    actor.subscribed();
+    if actor.link.conn().is_some() {
+        // Else detached by that seek: the reattach subscribes.
+        actor.subscribed();
+    }
     super::supervisor::spawn(
         "consumer",
         shared.topic.to_string(),
