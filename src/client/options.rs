@@ -313,7 +313,7 @@ impl ConsumerOptions {
 
     fn validate_key_shared(&self) -> Result<()> {
         let sticky = self.key_shared_mode == KeySharedMode::Sticky;
-        if sticky != !self.key_shared_ranges.is_empty() {
+        if sticky == self.key_shared_ranges.is_empty() {
             return Err(Error::invalid(
                 "key_shared_ranges are given with key_shared_mode=\"sticky\", and sticky needs them",
             ));

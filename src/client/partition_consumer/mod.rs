@@ -279,6 +279,7 @@ pub(crate) async fn create(
         chunk_entries: HashMap::new(),
         deferred_last_ids: Vec::new(),
         crypto: crate::client::crypto::ConsumerCrypto::new(opts_reader),
+        deferred_seeks: Vec::new(),
     };
     let request = actor.subscribe_request();
     actor.link.attach(request).await?;
@@ -290,7 +291,10 @@ pub(crate) async fn create(
             actor.seek(SeekTarget::Id(last)).await?;
         }
     }
-    actor.subscribed();
+    if actor.link.conn().is_some() {
+        // Else detached by that seek: the reattach subscribes.
+        actor.subscribed();
+    }
     super::supervisor::spawn(
         "consumer",
         shared.topic.to_string(),
@@ -345,6 +349,9 @@ struct Actor {
     not_before_ms: Option<u64>,
     /// `LastMessageId` requests that arrived while reattaching.
     deferred_last_ids: Vec<oneshot::Sender<Result<MessageId>>>,
+    /// Seeks that arrived while reattaching (right after another seek, say), in order: each
+    /// runs once attached, and the broker's detach after it holds back the next.
+    deferred_seeks: Vec<(SeekTarget, oneshot::Sender<Result<()>>)>,
     /// Chunked messages being reassembled, by uuid.
     chunks: ChunkAssembler,
     /// Entries of delivered chunked messages, keyed by the last chunk: acking it acks all.
@@ -410,7 +417,11 @@ impl Actor {
             } => self.ack_in_txn(id, cumulative, txn, op),
             Command::Redeliver(ids) => self.redeliver(ids),
             Command::Seek(target, reply) => {
-                let _ = reply.send(self.seek(target).await);
+                if self.link.conn().is_none() && self.link.is_reattaching() {
+                    self.deferred_seeks.push((target, reply));
+                } else {
+                    let _ = reply.send(self.seek(target).await);
+                }
             }
             Command::LastMessageId(reply) => {
                 if self.link.conn().is_none() && self.link.is_reattaching() {

@@ -79,6 +79,10 @@ impl Actor {
                 }
             }
         }
+        // The broker closed the consumer before it answered (its `CloseConsumer` is already
+        // on the way to the actor): detach now, so that a call right after the seek waits for
+        // the reattach (see `Command::Seek`) instead of reaching a consumer the broker dropped.
+        self.disconnect(Duration::ZERO);
         Ok(())
     }
 

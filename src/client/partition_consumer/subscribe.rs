@@ -14,6 +14,10 @@ impl Actor {
                 for reply in std::mem::take(&mut self.deferred_last_ids) {
                     let _ = reply.send(self.last_message_id().await);
                 }
+                if !self.deferred_seeks.is_empty() {
+                    let (target, reply) = self.deferred_seeks.remove(0);
+                    let _ = reply.send(self.seek(target).await);
+                }
             }
             LinkEvent::Retrying => {}
             LinkEvent::Failed(e) => {
