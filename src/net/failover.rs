@@ -52,7 +52,10 @@ pub async fn watch(pool: Weak<ConnectionPool>, primary: ServiceUrl, policy: Fail
         let Some(pool) = pool.upgrade().filter(|p| !p.is_shut_down()) else {
             return;
         };
-        let timeout = pool.options().connect_timeout.min(policy.check_interval.max(Duration::from_secs(1)));
+        let timeout = pool
+            .options()
+            .connect_timeout
+            .min(policy.check_interval.max(Duration::from_secs(1)));
         let now = Instant::now();
         let up = reachable(&clusters[current], timeout).await;
         if up {
@@ -89,7 +92,11 @@ pub async fn watch(pool: Weak<ConnectionPool>, primary: ServiceUrl, policy: Fail
     }
 }
 
-async fn first_reachable(clusters: &[ServiceUrl], range: std::ops::RangeFrom<usize>, timeout: Duration) -> Option<usize> {
+async fn first_reachable(
+    clusters: &[ServiceUrl],
+    range: std::ops::RangeFrom<usize>,
+    timeout: Duration,
+) -> Option<usize> {
     let candidates: Vec<usize> = (range.start..clusters.len()).collect();
     first_reachable_of(clusters, &candidates, timeout).await
 }
