@@ -21,7 +21,6 @@ use hyper::{header, Request, StatusCode, Uri};
 use hyper_util::rt::TokioIo;
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::TcpStream;
 
 use super::auth::provider_failed;
 use super::lookup::MAX_REDIRECTS;
@@ -183,15 +182,17 @@ async fn get_once(
     path: &str,
     headers: &[(&'static str, String)],
 ) -> Result<(StatusCode, Option<String>, Bytes), NetError> {
-    let connect_err = |e: std::io::Error| NetError::Connect {
-        addr: addr.to_string(),
-        reason: format!("web service: {e}"),
-    };
-    let tcp = tokio::time::timeout(pool.options().connect_timeout, TcpStream::connect(addr))
+    let opts = pool.options();
+    let tcp = tokio::time::timeout(opts.connect_timeout, opts.dial(addr, pool.tls_connector().is_some()))
         .await
         .map_err(|_| NetError::Timeout("connect"))?
-        .map_err(connect_err)?;
-    tcp.set_nodelay(true).map_err(connect_err)?;
+        .map_err(|e| match e {
+            NetError::Connect { addr, reason } => NetError::Connect {
+                addr,
+                reason: format!("web service: {reason}"),
+            },
+            other => other,
+        })?;
     let mut request = Request::get(path)
         .header(header::HOST, addr)
         .header(header::ACCEPT, "application/json")

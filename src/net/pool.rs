@@ -44,6 +44,11 @@ impl ConnectionPool {
     pub fn for_clusters(clusters: Vec<ServiceUrl>, opts: ConnectionOptions) -> Result<Self, NetError> {
         assert!(!clusters.is_empty(), "a pool needs a service URL");
         let any_tls = clusters.iter().any(|c| c.tls);
+        if opts.sni_proxy.is_some() && !any_tls {
+            return Err(NetError::TlsConfig(
+                "an SNI proxy routes TLS connections: the service URL must be pulsar+ssl:// or https://".into(),
+            ));
+        }
         let tls = if any_tls || opts.tls.names_files() {
             Some(TlsConnector::new(&opts.tls)?)
         } else {

@@ -10,6 +10,7 @@ use pyo3::types::PyDict;
 
 use super::auth::PySupplier;
 use super::convert::{duration_option, get, payload, string_pairs, NoLimit};
+use crate::net::url::ServiceUrl;
 use super::errors::invalid;
 use crate::client::options::TlsOptions;
 use crate::client::{ClientOptions, ConsumerOptions, HashingScheme, InitialPosition, ProducerOptions, RoutingMode};
@@ -137,6 +138,8 @@ pub fn client_options(d: &Bound<'_, PyDict>) -> PyResult<ClientOptions> {
             "tls_certificate_file_path",
             "tls_private_key_file_path",
             "listener_name",
+            "proxy_url",
+            "proxy_protocol",
         ]
         .contains(&k.as_str())
         {
@@ -175,6 +178,10 @@ pub fn client_options(d: &Bound<'_, PyDict>) -> PyResult<ClientOptions> {
     }
     o.connection.auth = auth_provider(d)?;
     o.connection.listener_name = get::<String>(d, "listener_name")?.filter(|n| !n.is_empty());
+    o.connection.sni_proxy = sni_proxy(
+        get::<String>(d, "proxy_url")?.filter(|u| !u.is_empty()),
+        get::<String>(d, "proxy_protocol")?.filter(|p| !p.is_empty()),
+    )?;
     let path =
         |key: &str| -> PyResult<Option<PathBuf>> { Ok(get::<PathBuf>(d, key)?.filter(|p| !p.as_os_str().is_empty())) };
     o.connection.tls = TlsOptions {
@@ -185,6 +192,27 @@ pub fn client_options(d: &Bound<'_, PyDict>) -> PyResult<ClientOptions> {
         private_key_file: path("tls_private_key_file_path")?,
     };
     Ok(o)
+}
+
+/// `host:port` of an SNI-routing proxy: `proxy_url` must be a one-host `pulsar+ssl://` URL and
+/// `proxy_protocol` "sni" (the Java client's `ProxyProtocol.SNI`, its only protocol).
+fn sni_proxy(url: Option<String>, protocol: Option<String>) -> PyResult<Option<String>> {
+    match (url, protocol) {
+        (None, None) => Ok(None),
+        (Some(_), None) | (None, Some(_)) => Err(invalid("proxy_url and proxy_protocol go together")),
+        (Some(url), Some(p)) => {
+            if !p.eq_ignore_ascii_case("sni") {
+                return Err(invalid(format!("proxy_protocol must be \"sni\", not {p:?}")));
+            }
+            let parsed = ServiceUrl::parse(&url).map_err(|e| invalid(e.to_string()))?;
+            if !parsed.tls || parsed.http || parsed.hosts.len() != 1 {
+                return Err(invalid(format!(
+                    "proxy_url must be one pulsar+ssl://host:port (SNI routes TLS), not {url:?}"
+                )));
+            }
+            Ok(parsed.hosts.into_iter().next())
+        }
+    }
 }
 
 /// The credential source: `auth_method` with fixed `auth_data`, a callable `auth_supplier`

@@ -52,6 +52,9 @@ pub struct ConnectionOptions {
     pub tls: TlsOptions,
     /// The broker listener (`advertisedListeners`) whose addresses lookups answer with.
     pub listener_name: Option<String>,
+    /// `host:port` of a proxy that routes TLS connections by SNI: every TLS connection is
+    /// dialled there, naming (and verifying) the broker it is for in the handshake.
+    pub sni_proxy: Option<String>,
 }
 
 impl Default for ConnectionOptions {
@@ -63,7 +66,22 @@ impl Default for ConnectionOptions {
             auth: None,
             tls: TlsOptions::default(),
             listener_name: None,
+            sni_proxy: None,
         }
+    }
+}
+
+impl ConnectionOptions {
+    /// A TCP connection for `addr`: to `addr` itself, or for TLS (`tls`) through the SNI proxy
+    /// when there is one (the TLS handshake over it then names `addr`'s host).
+    pub(crate) async fn dial(&self, addr: &str, tls: bool) -> Result<TcpStream, NetError> {
+        let to = match &self.sni_proxy {
+            Some(proxy) if tls => proxy.as_str(),
+            _ => addr,
+        };
+        let tcp = TcpStream::connect(to).await.map_err(|e| connect_err(to, e))?;
+        tcp.set_nodelay(true).map_err(|e| connect_err(to, e))?;
+        Ok(tcp)
     }
 }
 
@@ -78,6 +96,7 @@ impl std::fmt::Debug for ConnectionOptions {
             auth,
             tls,
             listener_name,
+            sni_proxy,
         } = self;
         f.debug_struct("ConnectionOptions")
             .field("connect_timeout", connect_timeout)
@@ -86,6 +105,7 @@ impl std::fmt::Debug for ConnectionOptions {
             .field("auth", auth)
             .field("tls", tls)
             .field("listener_name", listener_name)
+            .field("sni_proxy", sni_proxy)
             .finish()
     }
 }
@@ -186,8 +206,7 @@ impl Connection {
         proxy_to: Option<&str>,
     ) -> Result<Connection, NetError> {
         let opening = async {
-            let tcp = TcpStream::connect(addr).await.map_err(|e| connect_err(addr, e))?;
-            tcp.set_nodelay(true).map_err(|e| connect_err(addr, e))?;
+            let tcp = opts.dial(addr, tls.is_some()).await?;
             match tls {
                 // Plain TCP keeps tokio's owned halves, which need no lock between them.
                 None => {
