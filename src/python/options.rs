@@ -10,10 +10,10 @@ use pyo3::types::PyDict;
 
 use super::auth::PySupplier;
 use super::convert::{duration_option, get, payload, string_pairs, NoLimit};
-use crate::net::url::ServiceUrl;
 use super::errors::invalid;
 use crate::client::options::TlsOptions;
 use crate::client::{ClientOptions, ConsumerOptions, HashingScheme, InitialPosition, ProducerOptions, RoutingMode};
+use crate::net::url::ServiceUrl;
 use crate::net::{AuthProvider, StaticAuth, TokenFile};
 use crate::protocol::compression::parse_codec;
 use crate::protocol::pb::{command_subscribe::SubType, ProducerAccessMode};
