@@ -1,8 +1,9 @@
 //! Automatic cluster failover: which cluster's service URL the pool uses.
 //!
 //! A watcher probes the cluster in use every `check_interval` (a TCP connection to any of its
-//! hosts, as the C++ client's `AutoClusterFailover` does). When the primary has been unreachable
-//! for `failover_delay`, the first reachable secondary takes over; while a secondary is in use
+//! hosts, as the C++ client's `AutoClusterFailover` does; a TLS handshake through an SNI
+//! proxy). When the primary has been unreachable for `failover_delay`, the first reachable
+//! secondary takes over; while a secondary is in use
 //! the primary is probed too, and once it has been reachable for `switch_back_delay` it takes
 //! over again (at once if the secondary itself is down). Secondaries are never probed while the
 //! primary answers. A switch closes the pool's connections, so producers and consumers
@@ -11,7 +12,6 @@
 use std::sync::Weak;
 use std::time::Duration;
 
-use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use super::url::ServiceUrl;
@@ -28,16 +28,6 @@ pub struct FailoverPolicy {
     pub failover_delay: Duration,
     /// How long the primary must stay reachable before it is used again.
     pub switch_back_delay: Duration,
-}
-
-/// Whether any host of `service` accepts a TCP connection within `timeout`.
-async fn reachable(service: &ServiceUrl, timeout: Duration) -> bool {
-    for host in &service.hosts {
-        if let Ok(Ok(_)) = tokio::time::timeout(timeout, TcpStream::connect(host.as_str())).await {
-            return true;
-        }
-    }
-    false
 }
 
 /// Probes and switches until the pool is gone or shut down.
@@ -57,7 +47,7 @@ pub async fn watch(pool: Weak<ConnectionPool>, primary: ServiceUrl, policy: Fail
             .connect_timeout
             .min(policy.check_interval.max(Duration::from_secs(1)));
         let now = Instant::now();
-        let up = reachable(&clusters[current], timeout).await;
+        let up = pool.reachable(&clusters[current], timeout).await;
         if up {
             failed_since = None;
         }
@@ -67,8 +57,8 @@ pub async fn watch(pool: Weak<ConnectionPool>, primary: ServiceUrl, policy: Fail
                 continue;
             }
             let secondaries: Vec<usize> = (1..clusters.len()).collect();
-            first_reachable(&clusters, &secondaries, timeout).await
-        } else if reachable(&clusters[0], timeout).await {
+            first_reachable(&pool, &clusters, &secondaries, timeout).await
+        } else if pool.reachable(&clusters[0], timeout).await {
             let since = *recovered_since.get_or_insert(now);
             (down_too_long || now - since >= policy.switch_back_delay).then_some(0)
         } else {
@@ -77,7 +67,7 @@ pub async fn watch(pool: Weak<ConnectionPool>, primary: ServiceUrl, policy: Fail
                 continue;
             }
             let others: Vec<usize> = (1..clusters.len()).filter(|&i| i != current).collect();
-            first_reachable(&clusters, &others, timeout).await
+            first_reachable(&pool, &clusters, &others, timeout).await
         };
         if let Some(next) = next {
             log::warn!(
@@ -94,9 +84,14 @@ pub async fn watch(pool: Weak<ConnectionPool>, primary: ServiceUrl, policy: Fail
 }
 
 /// The first of `candidates` (indexes into `clusters`) that is reachable.
-async fn first_reachable(clusters: &[ServiceUrl], candidates: &[usize], timeout: Duration) -> Option<usize> {
+async fn first_reachable(
+    pool: &ConnectionPool,
+    clusters: &[ServiceUrl],
+    candidates: &[usize],
+    timeout: Duration,
+) -> Option<usize> {
     for &i in candidates {
-        if reachable(&clusters[i], timeout).await {
+        if pool.reachable(&clusters[i], timeout).await {
             return Some(i);
         }
     }
