@@ -32,6 +32,13 @@ pub trait AuthProvider: Send + Sync {
     fn renews(&self) -> bool {
         true
     }
+
+    /// Which HTTP header form carries the credential to a web service (`token`: Bearer,
+    /// `basic`: Basic, `tls`: none): the method, unless a credential registered under another
+    /// name says otherwise (the official clients' basic credential with a custom method name).
+    fn http_method(&self) -> &str {
+        self.method()
+    }
 }
 
 impl std::fmt::Debug for dyn AuthProvider {
@@ -54,6 +61,7 @@ pub fn provider_failed(method: &str, why: impl std::fmt::Display) -> NetError {
 pub struct StaticAuth {
     method: String,
     data: Vec<u8>,
+    http_method: Option<String>,
 }
 
 impl StaticAuth {
@@ -62,7 +70,15 @@ impl StaticAuth {
         StaticAuth {
             method: method.into(),
             data: data.into(),
+            http_method: None,
         }
+    }
+
+    /// The same, sent to web services in the header form of `http_method` (see
+    /// [`AuthProvider::http_method`]).
+    pub fn with_http_method(mut self, http_method: Option<String>) -> Self {
+        self.http_method = http_method;
+        self
     }
 }
 
@@ -78,6 +94,10 @@ impl AuthProvider for StaticAuth {
 
     fn renews(&self) -> bool {
         false
+    }
+
+    fn http_method(&self) -> &str {
+        self.http_method.as_deref().unwrap_or(&self.method)
     }
 }
 

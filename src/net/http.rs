@@ -282,7 +282,8 @@ async fn auth_headers(pool: &ConnectionPool) -> Result<Vec<(&'static str, String
     let Some(provider) = pool.options().auth.as_deref() else {
         return Ok(Vec::new());
     };
-    let method = provider.method();
+    // The header form decides which of the broker's providers reads it, so it names that one.
+    let method = provider.http_method();
     let value = match method {
         // The credential is the client certificate of the TLS session itself.
         "tls" => return Ok(Vec::new()),

@@ -129,6 +129,7 @@ pub fn client_options(d: &Bound<'_, PyDict>) -> PyResult<ClientOptions> {
             "auth_data",
             "auth_supplier",
             "auth_token_file",
+            "auth_http_method",
             "initial_backoff",
             "max_backoff",
             "stats_interval",
@@ -241,7 +242,8 @@ fn auth_provider(d: &Bound<'_, PyDict>) -> PyResult<Option<Arc<dyn AuthProvider>
                 Some(v) if !v.is_none() => payload(&v)?.to_vec(),
                 _ => Vec::new(),
             };
-            Arc::new(StaticAuth::new(m, data))
+            let http = get::<String>(d, "auth_http_method")?.filter(|h| !h.is_empty());
+            Arc::new(StaticAuth::new(m, data).with_http_method(http))
         }
     }))
 }
