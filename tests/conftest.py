@@ -13,6 +13,7 @@ import pytest
 
 import magnetar
 from magnetar.testing import Standalone
+from magnetar.testing.faults import FaultProxy, free_ports, proxied_broker_conf
 
 from waiting import bounded
 
@@ -44,6 +45,24 @@ def secured() -> Iterator[Standalone]:
         broker.tool = broker.tokens_tool("tool-made")  # type: ignore[attr-defined]
         yield broker
         broker.tool.kill()  # type: ignore[attr-defined]
+
+
+# A name no resolver knows, in the second broker's certificate: only an SNI proxy reaches it.
+SNI_NAME = "cluster.pulsar.test"
+
+
+@pytest.fixture(scope="session")
+def second_broker() -> Iterator[tuple[Standalone, FaultProxy]]:
+    """A second broker, for the failover and SNI tests, and the fault proxy in front of its
+    plain port, which it advertises (every plain connection of a client goes through the
+    proxy). Its TLS port is advertised as ``localhost``, and its certificate names ``localhost``
+    and :data:`SNI_NAME`."""
+    plain, tls = free_ports(2)
+    conf = proxied_broker_conf(plain)
+    conf["advertisedListeners"] += f",internal:pulsar+ssl://localhost:{tls}"
+    with Standalone(port=0, tls=True, tls_port=tls, tls_names=(SNI_NAME, "localhost"), extra_conf=conf) as b, \
+            FaultProxy(b.port, listen_port=plain) as proxy:
+        yield b, proxy
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,8 @@
 """Automatic cluster failover between two real brokers.
 
-The primary is a second standalone broker reached through a fault proxy (the broker advertises
-the proxy, so every connection of the client to that cluster goes through it): refusing and
+The primary is the suite's second broker (conftest ``second_broker``), reached through a fault
+proxy (the broker advertises the proxy, so every connection of the client to that cluster goes
+through it): refusing and
 dropping the proxy's connections makes the primary unreachable, and letting them through again
 brings it back, without the cost of restarting a JVM. The secondary is the suite's broker,
 also behind a proxy of its own, which counts the connections the client opens to it.
@@ -17,17 +18,17 @@ import pytest
 
 import magnetar
 from magnetar.testing import Standalone
-from magnetar.testing.faults import FaultProxy, free_port, proxied_broker_conf
+from magnetar.testing.faults import FaultProxy
 
 from conftest import Api
 from waiting import wait_until
 
 
-@pytest.fixture(scope="module")
-def primary() -> Iterator[FaultProxy]:
-    port = free_port()
-    with Standalone(port=0, extra_conf=proxied_broker_conf(port)) as b, FaultProxy(b.port, listen_port=port) as proxy:
-        yield proxy
+@pytest.fixture
+def primary(second_broker: tuple[Standalone, FaultProxy]) -> Iterator[FaultProxy]:
+    proxy = second_broker[1]
+    yield proxy
+    proxy.heal()
 
 
 @pytest.fixture

@@ -128,3 +128,26 @@ def test_an_unreachable_web_service_is_a_connect_error(broker: Standalone, topic
     with magnetar.Client(f"http://127.0.0.1:{broker.port}", connect_timeout=2) as client:
         with pytest.raises(magnetar.ConnectError, match="web service port"):
             client.create_producer(topic)
+
+
+def test_the_compat_client_looks_up_over_http_as_the_official_one(secured: Standalone, topic: str) -> None:
+    import magnetar.compat as pulsar
+
+    ca = str(secured.ca_cert_path)
+    client = pulsar.Client(_https(secured), tls_trust_certs_file_path=ca,
+                           authentication=pulsar.AuthenticationBasic(BASIC_USER, BASIC_PASSWORD))
+    try:
+        producer = client.create_producer(topic)
+        consumer = client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+        producer.send(b"compat over https")
+        assert consumer.receive(15000).data() == b"compat over https"
+    finally:
+        client.close()
+    # The official client reports a refused REST lookup as a connection error.
+    client = pulsar.Client(_https(secured), tls_trust_certs_file_path=ca, connection_timeout_ms=10000,
+                           authentication=pulsar.AuthenticationBasic(BASIC_USER, "guess"))
+    try:
+        with pytest.raises(pulsar.ConnectError):
+            client.create_producer(topic)
+    finally:
+        client.close()

@@ -56,6 +56,9 @@ class Authentication:
         self.data = data.encode() if isinstance(data, str) else bytes(data)
         self._kind = "static"
         self._spec: tuple[Any, ...] = (method, self.data)
+        # The header form for web services when it is not the method's (magnetar.compat's
+        # basic credential under a custom method name).
+        self._http_method: str | None = None
 
     @classmethod
     def _make(cls, method: str, kind: str, *spec: Any) -> Authentication:
@@ -178,6 +181,8 @@ class Authentication:
             out["auth_token_file"] = self._spec[0]
         else:
             out["auth_data"] = self.data
+            if self._http_method is not None:
+                out["auth_http_method"] = self._http_method
         return out
 
     def _http_authorization(self) -> str | None:

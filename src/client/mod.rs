@@ -32,7 +32,9 @@ pub use crypto::{CryptoFailureAction, CryptoKeyReader, EncryptionKeyInfo, KeyRea
 pub use error::{Error, ErrorKind, Result};
 pub use handle::Client;
 pub use message::{Message, MessageId, OutgoingMessage};
-pub use options::{ClientOptions, ConsumerOptions, FailoverOptions, HashingScheme, InitialPosition, ProducerOptions, RoutingMode};
+pub use options::{
+    ClientOptions, ConsumerOptions, FailoverOptions, HashingScheme, InitialPosition, ProducerOptions, RoutingMode,
+};
 pub use producer::Producer;
 pub use shared::ClientState;
 pub use topic::TopicName;

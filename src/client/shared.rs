@@ -106,7 +106,9 @@ impl ClientShared {
             None => Arc::new(ConnectionPool::new(service, opts.connection.clone())?),
             Some(f) => {
                 if f.secondaries.is_empty() {
-                    return Err(Error::invalid("cluster failover needs at least one secondary service URL"));
+                    return Err(Error::invalid(
+                        "cluster failover needs at least one secondary service URL",
+                    ));
                 }
                 if f.check_interval.is_zero() {
                     return Err(Error::invalid("the failover check interval must be positive"));

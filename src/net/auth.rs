@@ -33,9 +33,12 @@ pub trait AuthProvider: Send + Sync {
         true
     }
 
-    /// The broker refused the data last given: a provider that caches a credential (OAuth2)
-    /// must not hand the same one out again. Called on an I/O thread, so it only takes note.
-    fn refused(&self) {}
+    /// Which HTTP header form carries the credential to a web service (`token`: Bearer,
+    /// `basic`: Basic, `tls`: none): the method, unless a credential registered under another
+    /// name says otherwise (the official clients' basic credential with a custom method name).
+    fn http_method(&self) -> &str {
+        self.method()
+    }
 }
 
 impl std::fmt::Debug for dyn AuthProvider {
@@ -58,6 +61,7 @@ pub fn provider_failed(method: &str, why: impl std::fmt::Display) -> NetError {
 pub struct StaticAuth {
     method: String,
     data: Vec<u8>,
+    http_method: Option<String>,
 }
 
 impl StaticAuth {
@@ -66,7 +70,15 @@ impl StaticAuth {
         StaticAuth {
             method: method.into(),
             data: data.into(),
+            http_method: None,
         }
+    }
+
+    /// The same, sent to web services in the header form of `http_method` (see
+    /// [`AuthProvider::http_method`]).
+    pub fn with_http_method(mut self, http_method: Option<String>) -> Self {
+        self.http_method = http_method;
+        self
     }
 }
 
@@ -82,6 +94,10 @@ impl AuthProvider for StaticAuth {
 
     fn renews(&self) -> bool {
         false
+    }
+
+    fn http_method(&self) -> &str {
+        self.http_method.as_deref().unwrap_or(&self.method)
     }
 }
 

@@ -21,7 +21,6 @@ use hyper::{header, Request, StatusCode, Uri};
 use hyper_util::rt::TokioIo;
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::TcpStream;
 
 use super::auth::provider_failed;
 use super::lookup::MAX_REDIRECTS;
@@ -39,8 +38,14 @@ pub async fn lookup(pool: &ConnectionPool, topic: &str) -> Result<String, NetErr
     let answer = get_json(pool, &path).await?;
     let tls = pool.uses_tls();
     // Older brokers spell the TLS address `brokerUrlSsl` (the C++ client reads both).
-    let keys: &[&str] = if tls { &["brokerUrlTls", "brokerUrlSsl"] } else { &["brokerUrl"] };
-    let url = keys.iter().find_map(|k| answer.get(*k)?.as_str().filter(|s| !s.is_empty()));
+    let keys: &[&str] = if tls {
+        &["brokerUrlTls", "brokerUrlSsl"]
+    } else {
+        &["brokerUrl"]
+    };
+    let url = keys
+        .iter()
+        .find_map(|k| answer.get(*k)?.as_str().filter(|s| !s.is_empty()));
     let url = url.ok_or_else(|| {
         NetError::UnexpectedResponse(if tls {
             format!("the lookup answer has no TLS broker URL (brokerUrlTls): is TLS enabled on the broker? {answer}")
@@ -54,7 +59,10 @@ pub async fn lookup(pool: &ConnectionPool, topic: &str) -> Result<String, NetErr
 /// Number of partitions of `topic`; 0 for a non-partitioned topic.
 pub async fn partitions(pool: &ConnectionPool, topic: &str) -> Result<u32, NetError> {
     // As the C++ client asks: a topic that auto-creation would make partitioned gets its metadata.
-    let path = format!("/admin/v2/{}/partitions?checkAllowAutoCreation=true", topic_path(topic)?);
+    let path = format!(
+        "/admin/v2/{}/partitions?checkAllowAutoCreation=true",
+        topic_path(topic)?
+    );
     let answer = get_json(pool, &path).await?;
     let n = answer.get("partitions").and_then(Value::as_u64).unwrap_or(0);
     u32::try_from(n).map_err(|_| NetError::UnexpectedResponse(format!("{n} partitions")))
@@ -70,12 +78,11 @@ pub async fn topics(pool: &ConnectionPool, namespace: &str, mode: TopicDomains) 
             code: ServerError::MetadataError,
             message: format!("{namespace:?} is not a tenant/namespace name"),
         })?;
-    let mode = match mode {
-        TopicDomains::Persistent => "PERSISTENT",
-        TopicDomains::NonPersistent => "NON_PERSISTENT",
-        TopicDomains::All => "ALL",
-    };
-    let path = format!("/admin/v2/namespaces/{}/{}/topics?mode={mode}", encode(tenant), encode(ns));
+    let path = format!(
+        "/admin/v2/namespaces/{}/{}/topics?mode=PERSISTENT",
+        encode(tenant),
+        encode(ns)
+    );
     match get_json(pool, &path).await? {
         Value::Array(items) => Ok(items.into_iter().filter_map(|v| v.as_str().map(String::from)).collect()),
         other => Err(NetError::UnexpectedResponse(format!("topics of {namespace}: {other}"))),
@@ -151,8 +158,16 @@ async fn get_following_redirects(
         }
         let to = location
             .and_then(|l| l.parse::<Uri>().ok())
-            .and_then(|uri| Some((uri.authority()?.clone(), uri.path_and_query()?.clone(), uri.scheme_str() == Some("https"))))
-            .ok_or_else(|| NetError::UnexpectedResponse(format!("GET {path} on {host}: {status} without a usable Location")))?;
+            .and_then(|uri| {
+                Some((
+                    uri.authority()?.clone(),
+                    uri.path_and_query()?.clone(),
+                    uri.scheme_str() == Some("https"),
+                ))
+            })
+            .ok_or_else(|| {
+                NetError::UnexpectedResponse(format!("GET {path} on {host}: {status} without a usable Location"))
+            })?;
         let (authority, target, https) = to;
         let default_port = if https { 443 } else { 80 };
         host = format!("{}:{}", authority.host(), authority.port_u16().unwrap_or(default_port));
@@ -168,15 +183,17 @@ async fn get_once(
     path: &str,
     headers: &[(&'static str, String)],
 ) -> Result<(StatusCode, Option<String>, Bytes), NetError> {
-    let connect_err = |e: std::io::Error| NetError::Connect {
-        addr: addr.to_string(),
-        reason: format!("web service: {e}"),
-    };
-    let tcp = tokio::time::timeout(pool.options().connect_timeout, TcpStream::connect(addr))
+    let opts = pool.options();
+    let tcp = tokio::time::timeout(opts.connect_timeout, opts.dial(addr, pool.tls_connector().is_some()))
         .await
         .map_err(|_| NetError::Timeout("connect"))?
-        .map_err(connect_err)?;
-    tcp.set_nodelay(true).map_err(connect_err)?;
+        .map_err(|e| match e {
+            NetError::Connect { addr, reason } => NetError::Connect {
+                addr,
+                reason: format!("web service: {reason}"),
+            },
+            other => other,
+        })?;
     let mut request = Request::get(path)
         .header(header::HOST, addr)
         .header(header::ACCEPT, "application/json")
@@ -266,7 +283,8 @@ async fn auth_headers(pool: &ConnectionPool) -> Result<Vec<(&'static str, String
     let Some(provider) = pool.options().auth.as_deref() else {
         return Ok(Vec::new());
     };
-    let method = provider.method();
+    // The header form decides which of the broker's providers reads it, so it names that one.
+    let method = provider.http_method();
     let value = match method {
         // The credential is the client certificate of the TLS session itself.
         "tls" => return Ok(Vec::new()),
@@ -286,7 +304,10 @@ async fn auth_headers(pool: &ConnectionPool) -> Result<Vec<(&'static str, String
         }
     };
     // The method name spares the broker trying each of its providers in turn.
-    Ok(vec![("authorization", value), ("x-pulsar-auth-method-name", method.to_string())])
+    Ok(vec![
+        ("authorization", value),
+        ("x-pulsar-auth-method-name", method.to_string()),
+    ])
 }
 
 #[cfg(test)]
@@ -295,7 +316,10 @@ mod tests {
 
     #[test]
     fn topic_paths_encode_the_local_name() {
-        assert_eq!(topic_path("persistent://public/default/t").unwrap(), "persistent/public/default/t");
+        assert_eq!(
+            topic_path("persistent://public/default/t").unwrap(),
+            "persistent/public/default/t"
+        );
         assert_eq!(
             topic_path("non-persistent://a/b/x y%/z").unwrap(),
             "non-persistent/a/b/x%20y%25%2Fz"
@@ -307,7 +331,12 @@ mod tests {
 
     #[test]
     fn refusals_keep_the_brokers_reason() {
-        let e = status_error("h:1", "/p", StatusCode::UNAUTHORIZED, br#"{"status":"401","message":"no token"}"#);
+        let e = status_error(
+            "h:1",
+            "/p",
+            StatusCode::UNAUTHORIZED,
+            br#"{"status":"401","message":"no token"}"#,
+        );
         match e {
             NetError::Server { code, message } => {
                 assert_eq!(code, ServerError::AuthenticationError);
@@ -315,8 +344,22 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        let denied = status_error("h:1", "/p", StatusCode::UNAUTHORIZED, br#"{"reason":"Unauthorized to LOOKUP"}"#);
-        assert!(matches!(denied, NetError::Server { code: ServerError::AuthorizationError, .. }), "{denied:?}");
+        let denied = status_error(
+            "h:1",
+            "/p",
+            StatusCode::UNAUTHORIZED,
+            br#"{"reason":"Unauthorized to LOOKUP"}"#,
+        );
+        assert!(
+            matches!(
+                denied,
+                NetError::Server {
+                    code: ServerError::AuthorizationError,
+                    ..
+                }
+            ),
+            "{denied:?}"
+        );
         assert!(status_error("h:1", "/p", StatusCode::SERVICE_UNAVAILABLE, b"").is_retriable());
         assert!(!status_error("h:1", "/p", StatusCode::FORBIDDEN, b"").is_retriable());
     }

@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::Mutex;
 
@@ -50,6 +51,11 @@ impl ConnectionPool {
             });
         }
         let any_tls = clusters.iter().any(|c| c.tls);
+        if opts.sni_proxy.is_some() && !any_tls {
+            return Err(NetError::TlsConfig(
+                "an SNI proxy routes TLS connections: the service URL must be pulsar+ssl:// or https://".into(),
+            ));
+        }
         let tls = if any_tls || opts.tls.names_files() {
             Some(TlsConnector::new(&opts.tls)?)
         } else {
@@ -99,6 +105,29 @@ impl ConnectionPool {
         self.current.store(index, Ordering::Release);
         self.next_host.store(0, Ordering::Relaxed);
         self.close_all();
+    }
+
+    /// Whether any host of `service` answers within `timeout`: accepts a TCP connection, as
+    /// the C++ client probes, or through an SNI proxy (which accepts every connection itself)
+    /// completes a TLS handshake, which only the cluster behind the name can.
+    pub(crate) async fn reachable(&self, service: &ServiceUrl, timeout: Duration) -> bool {
+        for host in &service.hosts {
+            let probe = async {
+                let tcp = self.opts.dial(host, service.tls).await?;
+                match self
+                    .tls
+                    .as_ref()
+                    .filter(|_| service.tls && self.opts.sni_proxy.is_some())
+                {
+                    Some(tls) => tls.connect(host, tcp).await.map(drop),
+                    None => Ok(()),
+                }
+            };
+            if let Ok(Ok(())) = tokio::time::timeout(timeout, probe).await {
+                return true;
+            }
+        }
+        false
     }
 
     /// Stops the failover watcher (the client is closing).

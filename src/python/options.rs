@@ -143,6 +143,7 @@ pub fn client_options(d: &Bound<'_, PyDict>) -> PyResult<ClientOptions> {
             "auth_data",
             "auth_supplier",
             "auth_token_file",
+            "auth_http_method",
             "initial_backoff",
             "max_backoff",
             "stats_interval",
@@ -192,7 +193,10 @@ pub fn client_options(d: &Bound<'_, PyDict>) -> PyResult<ClientOptions> {
     }
     o.connection.auth = auth_provider(d)?;
     o.connection.listener_name = get::<String>(d, "listener_name")?.filter(|n| !n.is_empty());
-    o.connection.sni_proxy = sni_proxy(d)?;
+    o.connection.sni_proxy = sni_proxy(
+        get::<String>(d, "proxy_url")?.filter(|u| !u.is_empty()),
+        get::<String>(d, "proxy_protocol")?.filter(|p| !p.is_empty()),
+    )?;
     let path =
         |key: &str| -> PyResult<Option<PathBuf>> { Ok(get::<PathBuf>(d, key)?.filter(|p| !p.as_os_str().is_empty())) };
     o.connection.tls = TlsOptions {
@@ -205,28 +209,23 @@ pub fn client_options(d: &Bound<'_, PyDict>) -> PyResult<ClientOptions> {
     Ok(o)
 }
 
-/// `proxy_url` with `proxy_protocol="sni"`: the `host:port` every connection dials.
-fn sni_proxy(d: &Bound<'_, PyDict>) -> PyResult<Option<String>> {
-    let url = get::<String>(d, "proxy_url")?.filter(|u| !u.is_empty());
-    let protocol = get::<String>(d, "proxy_protocol")?.filter(|p| !p.is_empty());
+/// `host:port` of an SNI-routing proxy: `proxy_url` must be a one-host `pulsar+ssl://` URL and
+/// `proxy_protocol` "sni" (the Java client's `ProxyProtocol.SNI`, its only protocol).
+fn sni_proxy(url: Option<String>, protocol: Option<String>) -> PyResult<Option<String>> {
     match (url, protocol) {
         (None, None) => Ok(None),
-        (None, Some(_)) => Err(invalid("proxy_protocol needs a proxy_url")),
-        (Some(_), None) => Err(invalid(
-            "proxy_url needs proxy_protocol=\"sni\" (the only proxy protocol)",
-        )),
-        (Some(_), Some(p)) if !p.eq_ignore_ascii_case("sni") => {
-            Err(invalid(format!("proxy_protocol must be \"sni\", not {p:?}")))
-        }
-        (Some(url), Some(_)) => {
-            let parsed = ServiceUrl::parse(&url).map_err(|e| invalid(format!("proxy_url: {e}")))?;
-            match (parsed.tls, parsed.hosts.as_slice()) {
-                (true, [host]) => Ok(Some(host.clone())),
-                (false, _) => Err(invalid(format!(
-                    "proxy_url {url:?} must be pulsar+ssl:// (an SNI proxy routes TLS)"
-                ))),
-                _ => Err(invalid(format!("proxy_url {url:?} must name one host"))),
+        (Some(_), None) | (None, Some(_)) => Err(invalid("proxy_url and proxy_protocol go together")),
+        (Some(url), Some(p)) => {
+            if !p.eq_ignore_ascii_case("sni") {
+                return Err(invalid(format!("proxy_protocol must be \"sni\", not {p:?}")));
             }
+            let parsed = ServiceUrl::parse(&url).map_err(|e| invalid(e.to_string()))?;
+            if !parsed.tls || parsed.http || parsed.hosts.len() != 1 {
+                return Err(invalid(format!(
+                    "proxy_url must be one pulsar+ssl://host:port (SNI routes TLS), not {url:?}"
+                )));
+            }
+            Ok(parsed.hosts.into_iter().next())
         }
     }
 }
@@ -257,7 +256,8 @@ fn auth_provider(d: &Bound<'_, PyDict>) -> PyResult<Option<Arc<dyn AuthProvider>
                 Some(v) if !v.is_none() => payload(&v)?.to_vec(),
                 _ => Vec::new(),
             };
-            Arc::new(StaticAuth::new(m, data))
+            let http = get::<String>(d, "auth_http_method")?.filter(|h| !h.is_empty());
+            Arc::new(StaticAuth::new(m, data).with_http_method(http))
         }
     }))
 }

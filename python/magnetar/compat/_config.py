@@ -131,6 +131,9 @@ class AuthenticationBasic(Authentication):
         check_type(str, password, "password")
         check_type(str, method, "method")
         self._native = _NativeAuth(method, f"{username}:{password}")
+        # The official client sends a basic credential to web services as such, whatever
+        # its method name.
+        self._native._http_method = "basic"
 
 
 class _Unsupported(Authentication):

@@ -8,6 +8,7 @@ arguments are in the official client.
 from __future__ import annotations
 
 import contextlib
+import re
 from typing import Iterator
 
 from .. import exceptions as _native
@@ -100,11 +101,18 @@ _BY_CLASS: dict[type[_native.PulsarError], type[PulsarException]] = {
 }
 
 
+_REST_REFUSAL = re.compile(r"(\w+: )?GET /")
+
+
 def translate(error: _native.PulsarError) -> PulsarException:
     """The compatibility exception for one of magnetar's."""
     cls = _BY_CODE.get(error.code) if error.code is not None else None
     if cls is None:
         cls = next((c for n, c in _BY_CLASS.items() if isinstance(error, n)), UnknownError)
+    if cls in (AuthenticationError, AuthorizationError) and _REST_REFUSAL.match(str(error)):
+        # The official client's HTTP lookup (http:// and https:// service URLs) reports a
+        # refused REST request as a connection error, whatever the status.
+        cls = ConnectError
     out = cls(str(error))
     out.__cause__ = error
     return out

@@ -1,21 +1,21 @@
-"""A TLS pass-through proxy that routes by SNI, on loopback: what Apache Traffic Server does in
-front of Pulsar brokers (``proxy_url`` with ``proxy_protocol="sni"``), small enough for tests.
+"""An SNI-routing TCP forwarder for tests, standing in for Apache Traffic Server or haproxy in
+front of brokers (the Pulsar proxy does not route by SNI).
 
-Python::
+It reads the TLS ClientHello of each connection, takes the server name (SNI) from it and
+forwards the connection, ClientHello included, to the address routed for that name; the TLS
+session itself is between the client and the broker. Standard library only; it listens on
+127.0.0.1 and forwards to loopback addresses only::
 
-    with SniForwarder({"localhost": ("127.0.0.1", broker_tls_port)}) as sni:
-        client = Client("pulsar+ssl://localhost:6651", proxy_url=sni.url, proxy_protocol="sni", ...)
-        ...
-        assert sni.names == ["localhost", ...]
-
-It reads the server name from the client's TLS ClientHello, connects to the address routed for
-it and pipes the bytes both ways without decrypting them. A hello without a server name, or with
-one it has no route for, gets its connection closed (and is counted in :attr:`refused`).
+    with SniForwarder({"broker.pulsar.test": ("127.0.0.1", broker.tls_port)}) as sni:
+        client = magnetar.Client("pulsar+ssl://broker.pulsar.test:6651",
+                                 proxy_url=sni.service_url, proxy_protocol="sni", ...)
+        sni.names   # the server names of the connections it saw, in order
 """
 
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import socket
 import struct
 import threading
@@ -23,150 +23,115 @@ from collections.abc import Mapping
 
 __all__ = ["SniForwarder", "server_name"]
 
-_HANDSHAKE, _CLIENT_HELLO, _SERVER_NAME_EXT = 22, 1, 0
-_MAX_HELLO = 16 * 1024 + 5
-
 
 def server_name(hello: bytes) -> str | None:
-    """The SNI host name of a TLS ClientHello (the first record's bytes), or None when the
-    record is not a whole ClientHello or names no host."""
+    """The SNI host name of a TLS record holding a ClientHello, or None (no SNI, not a
+    ClientHello, or cut short)."""
     try:
-        if hello[0] != _HANDSHAKE:
+        if hello[0] != 0x16 or hello[5] != 0x01:  # handshake record, ClientHello
             return None
-        (record_len,) = struct.unpack_from("!H", hello, 3)
-        body = hello[5:5 + record_len]
-        if body[0] != _CLIENT_HELLO:
-            return None
-        i = 4 + 2 + 32  # handshake header, client version, random
-        i += 1 + body[i]  # session id
-        (n,) = struct.unpack_from("!H", body, i)
-        i += 2 + n  # cipher suites
-        i += 1 + body[i]  # compression methods
-        (ext_total,) = struct.unpack_from("!H", body, i)
-        i += 2
-        end = i + ext_total
-        while i + 4 <= end:
-            ext_type, ext_len = struct.unpack_from("!HH", body, i)
-            i += 4
-            if ext_type == _SERVER_NAME_EXT:
-                # server_name_list: length, then (type, length, name) entries; type 0 is a host.
-                j, list_end = i + 2, i + 2 + struct.unpack_from("!H", body, i)[0]
-                while j + 3 <= list_end:
-                    kind, name_len = body[j], struct.unpack_from("!H", body, j + 1)[0]
-                    if kind == 0:
-                        return bytes(body[j + 3:j + 3 + name_len]).decode("ascii")
-                    j += 3 + name_len
-                return None
-            i += ext_len
+        pos = 5 + 4 + 2 + 32  # record header, handshake header, version, random
+        pos += 1 + hello[pos]  # session id
+        pos += 2 + struct.unpack_from("!H", hello, pos)[0]  # cipher suites
+        pos += 1 + hello[pos]  # compression methods
+        end = pos + 2 + struct.unpack_from("!H", hello, pos)[0]
+        pos += 2
+        while pos + 4 <= end:
+            kind, size = struct.unpack_from("!HH", hello, pos)
+            pos += 4
+            if kind == 0:  # server_name: list length, then (type, length, name) entries
+                entry = pos + 2
+                if hello[entry] == 0:
+                    length = struct.unpack_from("!H", hello, entry + 1)[0]
+                    return hello[entry + 3:entry + 3 + length].decode("ascii")
+            pos += size
     except (IndexError, struct.error, UnicodeDecodeError):
         return None
     return None
 
 
 class SniForwarder:
-    """Listens on 127.0.0.1 (a free port) and forwards each TLS connection to
-    ``routes[server name]``; :attr:`names` lists the server names of the connections it
-    forwarded, in order."""
+    """Forwards each TLS connection to the address its SNI name is routed to; a connection with
+    an unknown or missing name is closed."""
 
     def __init__(self, routes: Mapping[str, tuple[str, int]]) -> None:
         for host, _ in routes.values():
-            if host not in ("127.0.0.1", "::1", "localhost") and not host.startswith("127."):
-                raise ValueError(f"routes must stay on loopback, not {host!r}")
-        self.routes = dict(routes)
-        self.names: list[str] = []
-        self.refused = 0
-        self._listener: socket.socket | None = None
-        self._sockets: set[socket.socket] = set()
+            if not ipaddress.ip_address(host).is_loopback:
+                raise ValueError(f"SniForwarder forwards to loopback addresses only, not {host}")
+        self.routes = {name.lower(): target for name, target in routes.items()}
+        self.names: list[str | None] = []
+        self._server = socket.create_server(("127.0.0.1", 0))
+        self.port: int = self._server.getsockname()[1]
+        self._sockets: list[socket.socket] = []
         self._lock = threading.Lock()
+        self._closed = False
+        threading.Thread(target=self._accept, name="sni-forwarder", daemon=True).start()
 
     @property
-    def port(self) -> int:
-        if self._listener is None:
-            raise RuntimeError("the forwarder is not started")
-        return int(self._listener.getsockname()[1])
-
-    @property
-    def url(self) -> str:
-        """``pulsar+ssl://127.0.0.1:<port>``: the ``proxy_url`` of a client."""
+    def service_url(self) -> str:
+        """``pulsar+ssl://127.0.0.1:<port>``, the ``proxy_url`` to give a client."""
         return f"pulsar+ssl://127.0.0.1:{self.port}"
 
     def __enter__(self) -> SniForwarder:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def start(self) -> SniForwarder:
-        listener = socket.create_server(("127.0.0.1", 0))
-        self._listener = listener
-        threading.Thread(target=self._accept, args=(listener,), daemon=True, name="sni accept").start()
         return self
 
-    def stop(self) -> None:
-        listener, self._listener = self._listener, None
-        if listener is not None:
-            listener.close()
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._closed = True
+        with contextlib.suppress(OSError):
+            self._server.close()
         with self._lock:
-            sockets, self._sockets = self._sockets, set()
-        for s in sockets:
-            with contextlib.suppress(OSError):
-                s.shutdown(socket.SHUT_RDWR)
-            s.close()
-
-    def _accept(self, listener: socket.socket) -> None:
-        while True:
-            try:
-                client, _ = listener.accept()
-            except OSError:
-                return  # closed by stop()
-            threading.Thread(target=self._serve, args=(client,), daemon=True, name="sni conn").start()
-
-    def _serve(self, client: socket.socket) -> None:
-        self._track(client)
-        hello = b""
-        try:
-            client.settimeout(10)
-            # The ClientHello is one record; read its 5-byte header, then the rest of it.
-            while len(hello) < 5 or len(hello) < 5 + struct.unpack_from("!H", hello, 3)[0]:
-                chunk = client.recv(_MAX_HELLO - len(hello))
-                if not chunk or len(hello) + len(chunk) >= _MAX_HELLO:
-                    raise OSError("no whole ClientHello")
-                hello += chunk
-            client.settimeout(None)
-            name = server_name(hello)
-            route = self.routes.get(name) if name is not None else None
-            if route is None:
-                raise OSError(f"no route for server name {name!r}")
-            upstream = socket.create_connection(route, timeout=10)
-            upstream.settimeout(None)
-        except OSError:
-            with self._lock:
-                self.refused += 1
-            self._untrack(client)
-            return
-        with self._lock:
-            self.names.append(name)  # type: ignore[arg-type]  # route found: name is a str
-        self._track(upstream)
-        upstream.sendall(hello)
-        threading.Thread(target=self._pipe, args=(upstream, client), daemon=True, name="sni down").start()
-        self._pipe(client, upstream)
-
-    def _pipe(self, src: socket.socket, dst: socket.socket) -> None:
-        try:
-            while data := src.recv(65536):
-                dst.sendall(data)
-        except OSError:
-            pass
-        for s in (src, dst):
-            self._untrack(s)
+            for s in self._sockets:
+                with contextlib.suppress(OSError):
+                    s.close()
 
     def _track(self, s: socket.socket) -> None:
         with self._lock:
-            self._sockets.add(s)
+            self._sockets.append(s)
 
-    def _untrack(self, s: socket.socket) -> None:
-        with self._lock:
-            self._sockets.discard(s)
+    def _accept(self) -> None:
+        while not self._closed:
+            try:
+                conn, _ = self._server.accept()
+            except OSError:
+                return
+            self._track(conn)
+            threading.Thread(target=self._route, args=(conn,), daemon=True).start()
+
+    def _route(self, conn: socket.socket) -> None:
+        hello = b""
         with contextlib.suppress(OSError):
-            s.shutdown(socket.SHUT_RDWR)
-        s.close()
+            # The whole first record: its length is in the 5-byte header.
+            while len(hello) < 5 or len(hello) < 5 + struct.unpack_from("!H", hello, 3)[0]:
+                chunk = conn.recv(65536)
+                if not chunk:
+                    break
+                hello += chunk
+        name = server_name(hello)
+        with self._lock:
+            self.names.append(name)
+        target = self.routes.get(name.lower()) if name else None
+        if target is None:
+            conn.close()
+            return
+        try:
+            upstream = socket.create_connection(target, timeout=10)
+            upstream.settimeout(None)
+            self._track(upstream)
+            upstream.sendall(hello)
+        except OSError:
+            conn.close()
+            return
+        threading.Thread(target=self._pump, args=(upstream, conn), daemon=True).start()
+        self._pump(conn, upstream)
+
+    @staticmethod
+    def _pump(src: socket.socket, dst: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while chunk := src.recv(65536):
+                dst.sendall(chunk)
+        for s in (src, dst):
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)

@@ -52,9 +52,8 @@ pub struct ConnectionOptions {
     pub tls: TlsOptions,
     /// The broker listener (`advertisedListeners`) whose addresses lookups answer with.
     pub listener_name: Option<String>,
-    /// `host:port` of a proxy that routes TLS connections by SNI: every connection is dialled
-    /// there, with the broker's host name as the SNI (the Java and C++ clients'
-    /// `proxyServiceUrl` with `ProxyProtocol.SNI`).
+    /// `host:port` of a proxy that routes TLS connections by SNI: every TLS connection is
+    /// dialled there, naming (and verifying) the broker it is for in the handshake.
     pub sni_proxy: Option<String>,
 }
 
@@ -69,6 +68,20 @@ impl Default for ConnectionOptions {
             listener_name: None,
             sni_proxy: None,
         }
+    }
+}
+
+impl ConnectionOptions {
+    /// A TCP connection for `addr`: to `addr` itself, or for TLS (`tls`) through the SNI proxy
+    /// when there is one (the TLS handshake over it then names `addr`'s host).
+    pub(crate) async fn dial(&self, addr: &str, tls: bool) -> Result<TcpStream, NetError> {
+        let to = match &self.sni_proxy {
+            Some(proxy) if tls => proxy.as_str(),
+            _ => addr,
+        };
+        let tcp = TcpStream::connect(to).await.map_err(|e| connect_err(to, e))?;
+        tcp.set_nodelay(true).map_err(|e| connect_err(to, e))?;
+        Ok(tcp)
     }
 }
 
@@ -208,8 +221,7 @@ impl Connection {
     ) -> Result<Connection, NetError> {
         let proxy_to = route.proxy_to;
         let opening = async {
-            let tcp = TcpStream::connect(addr).await.map_err(|e| connect_err(addr, e))?;
-            tcp.set_nodelay(true).map_err(|e| connect_err(addr, e))?;
+            let tcp = opts.dial(addr, tls.is_some()).await?;
             match tls {
                 // Plain TCP keeps tokio's owned halves, which need no lock between them.
                 None => {
