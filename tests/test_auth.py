@@ -29,7 +29,6 @@ import pytest
 
 import magnetar
 from magnetar.testing import Standalone, tool_output
-from magnetar.testing.sni import SniForwarder
 
 from conftest import BASIC_PASSWORD, BASIC_USER, OAUTH_ROLE, TLS_ROLE, TOKEN_ROLE, Api
 from waiting import wait_until
@@ -354,39 +353,6 @@ def test_listener_name_picks_the_addresses_lookups_return(secured, topic, caplog
     assert brokers(secured.service_url) == {"127.0.0.1"}
     assert "127.0.0.2" in brokers(secured.service_url, listener_name="external")
     assert brokers(external) == {"127.0.0.2"}
-
-
-def test_sni_proxy_carries_every_connection_with_the_brokers_name(secured, topic):
-    """``proxy_url`` + ``proxy_protocol="sni"``: the lookup connection and the broker connection
-    both go to the proxy, which sees the broker's host name in the TLS ClientHello and forwards
-    the still-encrypted bytes there; the certificate checked is the broker's."""
-    sni_url = secured.listener_tls_urls["sni"]
-    assert sni_url.startswith("pulsar+ssl://localhost:")
-    options: dict[str, Any] = {"tls_trust_certs_file_path": str(secured.ca_cert_path), "listener_name": "sni",
-                               "authentication": magnetar.Authentication.token(secured.make_token(TOKEN_ROLE))}
-    with SniForwarder({"localhost": ("127.0.0.1", int(sni_url.rsplit(":", 1)[1]))}) as sni:
-        with magnetar.Client(sni_url, proxy_url=sni.url, proxy_protocol="sni", **options) as client:
-            round_trip(client, topic)
-            opened = client.stats()["connections_opened"]
-        assert sni.names == ["localhost"] * opened, (sni.names, opened)
-        # A broker known by its IP address cannot be named in an SNI: a clear, immediate error.
-        with magnetar.Client(secured.service_url_tls, proxy_url=sni.url, proxy_protocol="sni", **options) as client:
-            with pytest.raises(magnetar.ConnectError, match="SNI proxy routes by host name"):
-                client.create_producer(topic)
-
-
-def test_sni_proxy_options_are_checked(secured):
-    cases: list[tuple[dict[str, Any], str]] = [
-        ({"proxy_url": "pulsar+ssl://127.0.0.1:1"}, "proxy_protocol"),
-        ({"proxy_protocol": "sni"}, "needs a proxy_url"),
-        ({"proxy_url": "pulsar+ssl://127.0.0.1:1", "proxy_protocol": "http"}, "must be \"sni\""),
-        ({"proxy_url": "pulsar://127.0.0.1:1", "proxy_protocol": "sni"}, "must be pulsar\\+ssl://"),
-        ({"proxy_url": "pulsar+ssl://a:1,b:2", "proxy_protocol": "sni"}, "one host")]
-    for options, needle in cases:
-        with pytest.raises(magnetar.InvalidConfiguration, match=needle):
-            magnetar.Client(secured.service_url_tls, **options)
-    with pytest.raises(magnetar.InvalidConfiguration, match="service URL must be pulsar\\+ssl"):
-        magnetar.Client(secured.service_url, proxy_url="pulsar+ssl://127.0.0.1:1", proxy_protocol="sni")
 
 
 # -- configuration ---------------------------------------------------------------------------

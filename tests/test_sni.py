@@ -77,6 +77,16 @@ def test_bad_proxy_settings_are_configuration_errors(options: dict[str, Any], me
         magnetar.Client("pulsar+ssl://127.0.0.1:6651", **options)
 
 
+def test_a_broker_known_by_ip_address_is_a_clear_error(tls_broker: Standalone, sni: SniForwarder) -> None:
+    """An SNI cannot carry an IP address, so the proxy could not route the connection: say so
+    at once instead of retrying until the connect timeout."""
+    with magnetar.Client(tls_broker.service_url_tls, proxy_url=sni.service_url, proxy_protocol="sni",
+                         tls_trust_certs_file_path=str(tls_broker.ca_cert_path), connect_timeout=60) as client:
+        with pytest.raises(magnetar.ConnectError, match="SNI proxy routes by host name"):
+            client.create_producer(f"persistent://public/default/sni-{uuid.uuid4().hex[:10]}")
+    assert sni.names == []
+
+
 def test_sni_needs_a_tls_service_url() -> None:
     with pytest.raises(magnetar.InvalidConfiguration, match="TLS"):
         magnetar.Client("pulsar://127.0.0.1:6650", proxy_url="pulsar+ssl://127.0.0.1:1", proxy_protocol="sni")

@@ -39,6 +39,10 @@ pub trait AuthProvider: Send + Sync {
     fn http_method(&self) -> &str {
         self.method()
     }
+
+    /// The broker refused the data last given: a provider that caches a credential (OAuth2)
+    /// must not hand the same one out again. Called on an I/O thread, so it only takes note.
+    fn refused(&self) {}
 }
 
 impl std::fmt::Debug for dyn AuthProvider {

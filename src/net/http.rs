@@ -68,8 +68,8 @@ pub async fn partitions(pool: &ConnectionPool, topic: &str) -> Result<u32, NetEr
     u32::try_from(n).map_err(|_| NetError::UnexpectedResponse(format!("{n} partitions")))
 }
 
-/// Persistent topics of `namespace` (`tenant/ns`), partitions listed one by one (as the
-/// binary `GetTopicsOfNamespace` answers).
+/// Topics of `namespace` (`tenant/ns`) in `mode`'s domains, partitions listed one by one (as
+/// the binary `GetTopicsOfNamespace` answers).
 pub async fn topics(pool: &ConnectionPool, namespace: &str, mode: TopicDomains) -> Result<Vec<String>, NetError> {
     let (tenant, ns) = namespace
         .split_once('/')
@@ -78,8 +78,13 @@ pub async fn topics(pool: &ConnectionPool, namespace: &str, mode: TopicDomains) 
             code: ServerError::MetadataError,
             message: format!("{namespace:?} is not a tenant/namespace name"),
         })?;
+    let mode = match mode {
+        TopicDomains::Persistent => "PERSISTENT",
+        TopicDomains::NonPersistent => "NON_PERSISTENT",
+        TopicDomains::All => "ALL",
+    };
     let path = format!(
-        "/admin/v2/namespaces/{}/{}/topics?mode=PERSISTENT",
+        "/admin/v2/namespaces/{}/{}/topics?mode={mode}",
         encode(tenant),
         encode(ns)
     );

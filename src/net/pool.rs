@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::sync::Mutex;
 
 use super::backoff::Backoff;
-use super::connection::{Connection, ConnectionOptions, Route};
+use super::connection::{Connection, ConnectionOptions};
 use super::stats::{bump, NetCounters};
 use super::tls::TlsConnector;
 use super::url::ServiceUrl;
@@ -44,12 +44,6 @@ impl ConnectionPool {
     /// A pool for several clusters, the first in use (see `net::failover`).
     pub fn for_clusters(clusters: Vec<ServiceUrl>, opts: ConnectionOptions) -> Result<Self, NetError> {
         assert!(!clusters.is_empty(), "a pool needs a service URL");
-        if let Some(plain) = clusters.iter().find(|c| opts.sni_proxy.is_some() && (!c.tls || c.http)) {
-            return Err(NetError::InvalidUrl {
-                url: plain.hosts.join(","),
-                reason: "an SNI proxy routes TLS connections: the service URL must be pulsar+ssl://".into(),
-            });
-        }
         let any_tls = clusters.iter().any(|c| c.tls);
         if opts.sni_proxy.is_some() && !any_tls {
             return Err(NetError::TlsConfig(
@@ -168,15 +162,11 @@ impl ConnectionPool {
                 return Ok(conn.clone());
             }
         }
-        // The far end of the TLS session: the Pulsar proxy when there is one, else the broker.
-        let far = proxy.unwrap_or(addr);
-        let proxy_to = proxy.map(|_| addr);
-        let (dial, sni_for) = match self.opts.sni_proxy.as_deref() {
-            Some(sni) => (sni, Some(far)),
-            None => (far, None),
+        let (dial, proxy_to) = match proxy {
+            Some(p) => (p, Some(addr)),
+            None => (addr, None),
         };
-        let route = Route { sni_for, proxy_to };
-        let conn = Connection::connect(dial, &self.opts, self.tls_connector(), route)
+        let conn = Connection::connect(dial, &self.opts, self.tls_connector(), proxy_to)
             .await
             .inspect_err(|_| bump(&self.counters.connections_failed))?;
         bump(&self.counters.connections_opened);

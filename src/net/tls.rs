@@ -134,29 +134,6 @@ impl TlsConnector {
         self.connect_as(addr, host_of(addr), tcp).await
     }
 
-    /// The TLS handshake with the broker `broker` (`host:port`) over `tcp`, a connection to
-    /// the SNI-routing proxy at `proxy`: the proxy reads the broker's host name from the SNI,
-    /// which only a DNS name can carry.
-    pub async fn connect_through_sni_proxy(
-        &self,
-        proxy: &str,
-        broker: &str,
-        tcp: TcpStream,
-    ) -> Result<TlsStream<TcpStream>, NetError> {
-        let host = host_of(broker);
-        if host.parse::<std::net::IpAddr>().is_ok() {
-            // Not worth retrying: the broker's address will not turn into a name.
-            return Err(NetError::Tls {
-                addr: proxy.to_string(),
-                reason: format!(
-                    "an SNI proxy routes by host name, and the broker's address {broker} is an IP address \
-                     (brokers behind an SNI proxy must advertise DNS names)"
-                ),
-            });
-        }
-        self.connect_as(proxy, host, tcp).await
-    }
-
     /// [`TlsConnector::connect`] expecting the certificate of `host` (which `addr` may not name).
     pub(crate) async fn connect_as(
         &self,

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import ipaddress
 import json
 import logging
 import os
@@ -96,14 +95,6 @@ def _stop_all() -> None:
             broker.stop()
 
 
-def _is_ip(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return True
-
-
 class Standalone(Admin):
     """A Pulsar standalone broker (broker + in-process bookie + RocksDB metadata) in a child JVM.
 
@@ -144,10 +135,8 @@ class Standalone(Admin):
         super_users: roles with every permission (``admin`` is always one).
         basic_users: user -> password of the htpasswd file (default: one random user).
         listeners: more broker listeners (``advertisedListeners``), name -> loopback address
-            or host name (say ``{"external": "127.0.0.2"}``), each on a free port of its own
-            (:attr:`listener_urls`; with ``tls`` also a TLS port, :attr:`listener_tls_urls`); a
-            host name is advertised as it is and served on 127.0.0.1. The usual ports form the
-            listener ``internal``.
+            (say ``{"external": "127.0.0.2"}``), each on a free port of its own
+            (:attr:`listener_urls`); the usual ports form the listener ``internal``.
     """
 
     def __init__(self, *, version: str = DEFAULT_VERSION, cache_dir: str | os.PathLike[str] | None = None,
@@ -189,8 +178,6 @@ class Standalone(Admin):
         self.listeners = dict(listeners or {})
         self.listener_urls: dict[str, str] = {}
         """``pulsar://host:port`` of each extra listener, once started."""
-        self.listener_tls_urls: dict[str, str] = {}
-        """``pulsar+ssl://host:port`` of each extra listener of a ``tls`` broker, once started."""
         self.auth_secret_key: bytes | None = None
         """The HS256 key the broker checks tokens with (``auth=True``)."""
         self.startup_seconds: float | None = None
@@ -325,24 +312,15 @@ class Standalone(Admin):
             conf.update(auth_conf(files, self.token, tls=self.tls, super_users=self.super_users,
                                   refresh_check_seconds=self.auth_refresh_check_seconds))
         if self.listeners:
-            extra = iter(pick_ports([(0, 0)] * (len(self.listeners) * (2 if self.tls else 1))))
-            advertised, bound = [f"internal:pulsar://127.0.0.1:{port}"], []
-            if self.tls:
-                advertised.append(f"internal:pulsar+ssl://127.0.0.1:{self.tls_port}")
-            for name, host in self.listeners.items():
-                bind_host = host if _is_ip(host) else "127.0.0.1"
-                schemes = [("pulsar", self.listener_urls)]
-                if self.tls:
-                    schemes.append(("pulsar+ssl", self.listener_tls_urls))
-                for scheme, urls in schemes:
-                    p = next(extra)
-                    urls[name] = f"{scheme}://{host}:{p}"
-                    advertised.append(f"{name}:{scheme}://{host}:{p}")
-                    bound.append(f"{name}:{scheme}://{bind_host}:{p}")
+            extra = pick_ports([(0, 0)] * len(self.listeners))
+            self.listener_urls = {name: f"pulsar://{host}:{p}"
+                                  for (name, host), p in zip(self.listeners.items(), extra, strict=True)}
+            internal = [f"internal:pulsar://127.0.0.1:{port}",
+                        *([f"internal:pulsar+ssl://127.0.0.1:{self.tls_port}"] if self.tls else [])]
             conf.update({
-                "advertisedListeners": ",".join(advertised),
+                "advertisedListeners": ",".join([*internal, *(f"{n}:{u}" for n, u in self.listener_urls.items())]),
                 "internalListenerName": "internal",
-                "bindAddresses": ",".join(bound),
+                "bindAddresses": ",".join(f"{n}:{u}" for n, u in self.listener_urls.items()),
             })
         if bk:  # otherwise BKCluster picks a free bookie port itself (allowEphemeralPorts=false)
             conf["allowEphemeralPorts"] = "true"

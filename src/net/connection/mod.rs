@@ -76,7 +76,25 @@ impl ConnectionOptions {
     /// when there is one (the TLS handshake over it then names `addr`'s host).
     pub(crate) async fn dial(&self, addr: &str, tls: bool) -> Result<TcpStream, NetError> {
         let to = match &self.sni_proxy {
-            Some(proxy) if tls => proxy.as_str(),
+            Some(proxy) if tls => {
+                let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
+                if host
+                    .trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .parse::<std::net::IpAddr>()
+                    .is_ok()
+                {
+                    // Not worth retrying: the broker's address will not turn into a name.
+                    return Err(NetError::Tls {
+                        addr: addr.to_string(),
+                        reason: format!(
+                            "an SNI proxy routes by host name, and {addr} is an IP address \
+                             (brokers behind an SNI proxy must advertise DNS names)"
+                        ),
+                    });
+                }
+                proxy.as_str()
+            }
             _ => addr,
         };
         let tcp = TcpStream::connect(to).await.map_err(|e| connect_err(to, e))?;
@@ -108,18 +126,6 @@ impl std::fmt::Debug for ConnectionOptions {
             .field("sni_proxy", sni_proxy)
             .finish()
     }
-}
-
-/// How a connection reaches its broker, when the dialled address is not simply the broker.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Route<'a> {
-    /// The dialled address is a TLS pass-through proxy that routes by SNI (Apache Traffic
-    /// Server, say), and this (`host:port`) is who the connection is for: its host name is the
-    /// SNI and the name the certificate must carry, and it is the connection's address.
-    pub sni_for: Option<&'a str>,
-    /// The far end is a Pulsar proxy, and `Connect` names this broker (`host:port`) for it to
-    /// forward to (a lookup answered `proxyThroughServiceUrl`).
-    pub proxy_to: Option<&'a str>,
 }
 
 /// Which id space a handler id belongs to: the protocol numbers producers and consumers apart.
@@ -180,21 +186,22 @@ impl std::fmt::Debug for Connection {
 
 impl Connection {
     /// Opens a TCP connection to `addr` (`host:port`), wraps it in TLS when `tls` is given,
-    /// and performs the Pulsar handshake, all within the connect timeout; `route` says whether
-    /// `addr` is the broker itself or a proxy in front of it.
+    /// and performs the Pulsar handshake, all within the connect timeout.
     ///
     /// A credential the broker refuses (typically one that expired while the client was
     /// away) is asked for again and tried once more when the provider can renew it; only a
     /// refused renewed credential is final.
     ///
+    /// With `proxy_to`, `addr` is a Pulsar proxy and `proxy_to` (`host:port`) the broker it
+    /// forwards this connection to, named in `Connect`.
     pub async fn connect(
         addr: &str,
         opts: &ConnectionOptions,
         tls: Option<&TlsConnector>,
-        route: Route<'_>,
+        proxy_to: Option<&str>,
     ) -> Result<Connection, NetError> {
         let attempts = async {
-            match Self::connect_once(addr, opts, tls, route).await {
+            match Self::connect_once(addr, opts, tls, proxy_to).await {
                 Err(NetError::Server {
                     code: ServerError::AuthenticationError,
                     message,
@@ -203,7 +210,7 @@ impl Connection {
                     if let Some(auth) = &opts.auth {
                         auth.refused();
                     }
-                    Self::connect_once(addr, opts, tls, route).await
+                    Self::connect_once(addr, opts, tls, proxy_to).await
                 }
                 other => other,
             }
@@ -217,9 +224,8 @@ impl Connection {
         addr: &str,
         opts: &ConnectionOptions,
         tls: Option<&TlsConnector>,
-        route: Route<'_>,
+        proxy_to: Option<&str>,
     ) -> Result<Connection, NetError> {
-        let proxy_to = route.proxy_to;
         let opening = async {
             let tcp = opts.dial(addr, tls.is_some()).await?;
             match tls {
@@ -240,12 +246,8 @@ impl Connection {
                 // rustls may keep ciphertext after accepting plaintext, so these writes are
                 // flushed.
                 Some(tls) => {
-                    let (stream, named) = match route.sni_for {
-                        Some(far) => (tls.connect_through_sni_proxy(addr, far, tcp).await?, far),
-                        None => (tls.connect(addr, tcp).await?, addr),
-                    };
-                    let (rd, wr) = tokio::io::split(stream);
-                    Self::start(named, opts, rd, wr, true, proxy_to).await
+                    let (rd, wr) = tokio::io::split(tls.connect(addr, tcp).await?);
+                    Self::start(addr, opts, rd, wr, true, proxy_to).await
                 }
             }
         };
