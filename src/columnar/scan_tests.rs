@@ -42,7 +42,16 @@ fn entries_missing_inside_a_ledger_are_no_loss() {
     let mut scan = RangeScan::new("t", None, false, MessageId::new(3, 9, 0, -1), None);
     let step = scan.step(&[at(3, 0, -1), at(3, 4, -1), at(3, 9, -1)]);
     assert_eq!(step, Step { keep: vec![0, 1, 2], loss: None });
-    assert!(scan.done());
+    // a chunk run may start in a hole: the scan reads on past the end, for a while
+    assert!(scan.reached_end() && !scan.done());
+    assert_eq!(scan.step(&[at(3, 10, -1)]).keep, Vec::<usize>::new());
+    assert!(!scan.done());
+    let mut later = at(3, 11, -1);
+    let mut meta = (*later.metadata).clone();
+    meta.publish_time += CHUNK_RUN_WINDOW_MS + 1;
+    later.metadata = std::sync::Arc::new(meta);
+    assert_eq!(scan.step(&[later]).keep, Vec::<usize>::new());
+    assert!(scan.done(), "no chunk run lasts that long");
 }
 
 #[test]
