@@ -5,7 +5,9 @@
 use std::sync::Arc;
 
 use arrow_array::builder::{BinaryBuilder, StringBuilder};
-use arrow_array::{make_array, ArrayRef, Int32Array, Int64Array, MapArray, RecordBatch, RecordBatchOptions, StructArray};
+use arrow_array::{
+    make_array, ArrayRef, Int32Array, Int64Array, MapArray, RecordBatch, RecordBatchOptions, StructArray,
+};
 use arrow_buffer::{Buffer, NullBufferBuilder, OffsetBuffer, ScalarBuffer};
 use arrow_data::ArrayData;
 use arrow_schema::{ArrowError, DataType, Field, SchemaRef, TimeUnit};
@@ -200,9 +202,12 @@ impl Layout {
             Column::EventTime => times(msgs, f.data_type(), Message::event_time)?,
             Column::Properties => properties(msgs, f.data_type())?,
             Column::ProducerName => strings(msgs, |m| Some(m.producer_name())),
-            Column::SequenceId => Arc::new(Int64Array::from_iter_values(msgs.iter().map(|m| m.sequence_id() as i64))),
+            Column::SequenceId => Arc::new(Int64Array::from_iter_values(
+                msgs.iter().map(|m| m.sequence_id() as i64),
+            )),
             Column::RedeliveryCount => Arc::new(Int32Array::from_iter_values(
-                msgs.iter().map(|m| i32::try_from(m.redelivery_count).unwrap_or(i32::MAX)),
+                msgs.iter()
+                    .map(|m| i32::try_from(m.redelivery_count).unwrap_or(i32::MAX)),
             )),
         })
     }
@@ -291,7 +296,9 @@ fn properties(msgs: &[&Message], t: &DataType) -> Result<ArrayRef> {
         return Err(Error::invalid(format!("expected a map type, not {t}")));
     };
     let DataType::Struct(fields) = entries.data_type() else {
-        return Err(Error::invalid(format!("expected map entries of a struct type, not {t}")));
+        return Err(Error::invalid(format!(
+            "expected map entries of a struct type, not {t}"
+        )));
     };
     let mut offsets: Vec<i32> = Vec::with_capacity(msgs.len() + 1);
     offsets.push(0);

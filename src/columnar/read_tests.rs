@@ -79,8 +79,14 @@ fn every_column_of_the_magnetar_schema_is_filled() {
     assert_eq!((keys.value(0), keys.is_null(1)), ("k", true));
     let values = batch.column(1).as_binary::<i32>();
     assert_eq!((values.value(0), values.value(1)), (&b"v0"[..], &b"v1"[..]));
-    assert_eq!(batch.column(2).as_string::<i32>().value(1), "persistent://public/default/t");
-    assert_eq!(batch.column(3).as_primitive::<Int32Type>().values().to_vec(), vec![1, 1]);
+    assert_eq!(
+        batch.column(2).as_string::<i32>().value(1),
+        "persistent://public/default/t"
+    );
+    assert_eq!(
+        batch.column(3).as_primitive::<Int32Type>().values().to_vec(),
+        vec![1, 1]
+    );
     let ids = batch.column(4).as_binary::<i32>();
     assert_eq!(MessageId::deserialize(ids.value(1)).unwrap(), b.id);
     let publish = batch.column(5).as_primitive::<TimestampMicrosecondType>();
@@ -88,7 +94,10 @@ fn every_column_of_the_magnetar_schema_is_filled() {
     let event = batch.column(6).as_primitive::<TimestampMicrosecondType>();
     assert_eq!((event.value(0), event.is_null(1)), (1_600_000_000_000_000, true));
     let props = batch.column(7).as_map();
-    assert_eq!((props.value_length(0), props.value_length(1), props.is_null(1)), (2, 0, false));
+    assert_eq!(
+        (props.value_length(0), props.value_length(1), props.is_null(1)),
+        (2, 0, false)
+    );
     assert_eq!(props.keys().as_string::<i32>().value(1), "b");
     assert_eq!(props.values().as_string::<i32>().value(1), "2");
     assert_eq!(batch.column(8).as_string::<i32>().value(0), "prod");
@@ -108,11 +117,23 @@ fn connector_names_give_binary_keys_and_the_partition_name() {
     let a = message(0, Some("k"), &[], Some(42));
     let batch = layout.build(&[&a]).unwrap();
     assert_eq!(batch.column(1).as_binary::<i32>().value(0), b"k");
-    assert_eq!(batch.column(2).as_string::<i32>().value(0), "persistent://public/default/t-partition-3");
-    assert_eq!(batch.column(3).as_primitive::<arrow_array::types::TimestampMillisecondType>().value(0), 42);
+    assert_eq!(
+        batch.column(2).as_string::<i32>().value(0),
+        "persistent://public/default/t-partition-3"
+    );
+    assert_eq!(
+        batch
+            .column(3)
+            .as_primitive::<arrow_array::types::TimestampMillisecondType>()
+            .value(0),
+        42
+    );
     let unpartitioned = Layout::new(batch.schema(), "persistent://public/default/u", -1).unwrap();
     let batch = unpartitioned.build(&[&a]).unwrap();
-    assert_eq!(batch.column(2).as_string::<i32>().value(0), "persistent://public/default/u");
+    assert_eq!(
+        batch.column(2).as_string::<i32>().value(0),
+        "persistent://public/default/u"
+    );
 }
 
 #[test]

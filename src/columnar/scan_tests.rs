@@ -20,7 +20,13 @@ fn keeps_what_is_after_the_start_up_to_the_end() {
     let mut scan = RangeScan::new("t", Some(start), false, end, None);
     let msgs = [at(3, 1, -1), at(3, 2, -1), at(3, 3, -1), at(3, 4, -1), at(3, 5, -1)];
     let step = scan.step(&msgs);
-    assert_eq!(step, Step { keep: vec![1, 2, 3], loss: None });
+    assert_eq!(
+        step,
+        Step {
+            keep: vec![1, 2, 3],
+            loss: None
+        }
+    );
     assert!(scan.done() && scan.reached_end());
     assert_eq!(scan.last_key(), (3, 4, -1));
 }
@@ -34,14 +40,23 @@ fn a_verified_start_must_be_reread_or_its_ledger_must_remain() {
     let mut gone = RangeScan::new("t", Some(start), true, end, None);
     let step = gone.step(&[at(7, 0, -1), at(7, 1, -1)]);
     assert_eq!(step.keep, vec![0, 1]);
-    assert!(step.loss.unwrap().contains("3:1:0:-1, which is gone (the read resumes at 7:0:0:-1)"));
+    assert!(step
+        .loss
+        .unwrap()
+        .contains("3:1:0:-1, which is gone (the read resumes at 7:0:0:-1)"));
 }
 
 #[test]
 fn entries_missing_inside_a_ledger_are_no_loss() {
     let mut scan = RangeScan::new("t", None, false, MessageId::new(3, 9, 0, -1), None);
     let step = scan.step(&[at(3, 0, -1), at(3, 4, -1), at(3, 9, -1)]);
-    assert_eq!(step, Step { keep: vec![0, 1, 2], loss: None });
+    assert_eq!(
+        step,
+        Step {
+            keep: vec![0, 1, 2],
+            loss: None
+        }
+    );
     // a chunk run may start in a hole: the scan reads on past the end, for a while
     assert!(scan.reached_end() && !scan.done());
     assert_eq!(scan.step(&[at(3, 10, -1)]).keep, Vec::<usize>::new());
@@ -58,10 +73,19 @@ fn entries_missing_inside_a_ledger_are_no_loss() {
 fn a_chunk_run_that_starts_before_the_end_is_read_to_its_last_chunk() {
     // the range ends at entry 5; a chunked message has chunks at 4 and 6, and another
     // producer's message is at 5
-    let mut scan = RangeScan::new("t", Some(MessageId::new(3, 3, 0, -1)), false, MessageId::new(3, 5, 0, -1), None);
+    let mut scan = RangeScan::new(
+        "t",
+        Some(MessageId::new(3, 3, 0, -1)),
+        false,
+        MessageId::new(3, 5, 0, -1),
+        None,
+    );
     let step = scan.step(&[at(3, 5, -1)]);
     assert_eq!(step.keep, vec![0]);
-    assert!(scan.reached_end() && !scan.done(), "entry 4 may be the first chunk of a run");
+    assert!(
+        scan.reached_end() && !scan.done(),
+        "entry 4 may be the first chunk of a run"
+    );
     let step = scan.step(&[chunked(3, 4, 6)]);
     assert_eq!(step.keep, vec![0], "its first chunk is in the range");
     assert!(scan.done());

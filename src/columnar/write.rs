@@ -53,7 +53,10 @@ impl<'a> ByteValues<'a> {
     }
 
     fn is_text(&self) -> bool {
-        matches!(self, ByteValues::String(_) | ByteValues::LargeString(_) | ByteValues::StringView(_))
+        matches!(
+            self,
+            ByteValues::String(_) | ByteValues::LargeString(_) | ByteValues::StringView(_)
+        )
     }
 
     /// Row `i` (not null).
@@ -203,12 +206,36 @@ fn set_event_times(out: &mut [OutgoingMessage], col: &ArrayRef, name: &str) -> R
                 .collect(),
         },
         DataType::Int64 => col.as_primitive::<Int64Type>().iter().collect(),
-        DataType::Int32 => col.as_primitive::<Int32Type>().iter().map(|v| v.map(i64::from)).collect(),
-        DataType::Int16 => col.as_primitive::<Int16Type>().iter().map(|v| v.map(i64::from)).collect(),
-        DataType::Int8 => col.as_primitive::<Int8Type>().iter().map(|v| v.map(i64::from)).collect(),
-        DataType::UInt32 => col.as_primitive::<UInt32Type>().iter().map(|v| v.map(i64::from)).collect(),
-        DataType::UInt16 => col.as_primitive::<UInt16Type>().iter().map(|v| v.map(i64::from)).collect(),
-        DataType::UInt8 => col.as_primitive::<UInt8Type>().iter().map(|v| v.map(i64::from)).collect(),
+        DataType::Int32 => col
+            .as_primitive::<Int32Type>()
+            .iter()
+            .map(|v| v.map(i64::from))
+            .collect(),
+        DataType::Int16 => col
+            .as_primitive::<Int16Type>()
+            .iter()
+            .map(|v| v.map(i64::from))
+            .collect(),
+        DataType::Int8 => col
+            .as_primitive::<Int8Type>()
+            .iter()
+            .map(|v| v.map(i64::from))
+            .collect(),
+        DataType::UInt32 => col
+            .as_primitive::<UInt32Type>()
+            .iter()
+            .map(|v| v.map(i64::from))
+            .collect(),
+        DataType::UInt16 => col
+            .as_primitive::<UInt16Type>()
+            .iter()
+            .map(|v| v.map(i64::from))
+            .collect(),
+        DataType::UInt8 => col
+            .as_primitive::<UInt8Type>()
+            .iter()
+            .map(|v| v.map(i64::from))
+            .collect(),
         DataType::UInt64 => col
             .as_primitive::<UInt64Type>()
             .iter()

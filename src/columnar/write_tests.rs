@@ -1,7 +1,9 @@
 use std::sync::Arc;
 
 use arrow_array::builder::{MapBuilder, StringBuilder};
-use arrow_array::{ArrayRef, BinaryArray, Float64Array, Int64Array, LargeStringArray, StringArray, TimestampMicrosecondArray};
+use arrow_array::{
+    ArrayRef, BinaryArray, Float64Array, Int64Array, LargeStringArray, StringArray, TimestampMicrosecondArray,
+};
 
 use super::*;
 use crate::client::ErrorKind;
@@ -31,7 +33,10 @@ fn props() -> ArrayRef {
 #[test]
 fn every_role_is_read_from_its_column() {
     let b = batch(vec![
-        ("value", Arc::new(BinaryArray::from(vec![&b"x"[..], &b"yz"[..]])) as ArrayRef),
+        (
+            "value",
+            Arc::new(BinaryArray::from(vec![&b"x"[..], &b"yz"[..]])) as ArrayRef,
+        ),
         ("key", Arc::new(StringArray::from(vec![Some("k"), None]))),
         ("properties", props()),
         (
@@ -43,7 +48,10 @@ fn every_role_is_read_from_its_column() {
     assert_eq!(msgs.len(), 2);
     assert_eq!((&msgs[0].payload[..], &msgs[1].payload[..]), (&b"x"[..], &b"yz"[..]));
     assert_eq!((msgs[0].key.as_deref(), msgs[1].key.as_deref()), (Some("k"), None));
-    assert_eq!(msgs[0].properties, vec![("a".into(), "1".into()), ("b".into(), String::new())]);
+    assert_eq!(
+        msgs[0].properties,
+        vec![("a".into(), "1".into()), ("b".into(), String::new())]
+    );
     assert!(msgs[1].properties.is_empty());
     assert_eq!((msgs[0].event_time, msgs[1].event_time), (Some(1_500), None));
 }
@@ -70,10 +78,19 @@ fn missing_optional_columns_leave_the_fields_unset() {
 #[test]
 fn wrong_types_nulls_and_missing_values_are_invalid_configuration() {
     let cases: Vec<(RecordBatch, &str)> = vec![
-        (batch(vec![("key", Arc::new(StringArray::from(vec!["k"])) as ArrayRef)]), "has no \"value\" column"),
-        (batch(vec![("value", Arc::new(Int64Array::from(vec![1])) as ArrayRef)]), "must be binary or string, not Int64"),
         (
-            batch(vec![("value", Arc::new(StringArray::from(vec![Some("a"), None])) as ArrayRef)]),
+            batch(vec![("key", Arc::new(StringArray::from(vec!["k"])) as ArrayRef)]),
+            "has no \"value\" column",
+        ),
+        (
+            batch(vec![("value", Arc::new(Int64Array::from(vec![1])) as ArrayRef)]),
+            "must be binary or string, not Int64",
+        ),
+        (
+            batch(vec![(
+                "value",
+                Arc::new(StringArray::from(vec![Some("a"), None])) as ArrayRef,
+            )]),
             "1 null value(s)",
         ),
         (

@@ -38,7 +38,9 @@ fn import_schema(obj: &Bound<'_, PyAny>) -> PyResult<Schema> {
     }
     let capsule = obj.call_method0(pyo3::intern!(obj.py(), "__arrow_c_schema__"))?;
     let capsule = capsule.cast::<PyCapsule>()?;
-    let ptr = capsule.pointer_checked(Some(c"arrow_schema"))?.cast::<FFI_ArrowSchema>();
+    let ptr = capsule
+        .pointer_checked(Some(c"arrow_schema"))?
+        .cast::<FFI_ArrowSchema>();
     // SAFETY: an "arrow_schema" capsule holds a valid FFI_ArrowSchema, which stays owned by
     // the capsule (borrowed here) while the capsule lives.
     let ffi = unsafe { ptr.as_ref() };
@@ -80,7 +82,9 @@ pub fn import_batches(data: &Bound<'_, PyAny>) -> PyResult<Vec<RecordBatch>> {
     if data.hasattr(pyo3::intern!(py, "__arrow_c_stream__"))? {
         let capsule = data.call_method0(pyo3::intern!(py, "__arrow_c_stream__"))?;
         let capsule = capsule.cast::<PyCapsule>()?;
-        let ptr = capsule.pointer_checked(Some(c"arrow_array_stream"))?.cast::<FFI_ArrowArrayStream>();
+        let ptr = capsule
+            .pointer_checked(Some(c"arrow_array_stream"))?
+            .cast::<FFI_ArrowArrayStream>();
         // SAFETY: an "arrow_array_stream" capsule holds a valid stream, moved out here.
         let reader = unsafe { ArrowArrayStreamReader::from_raw(ptr.as_ptr()) }
             .map_err(|e| arrow_error("importing an Arrow stream", e))?;
@@ -285,8 +289,10 @@ impl PyReceipts {
             Ok(o) => o,
             // interrupted (Ctrl-C): the receipts are gone with the task; say so next time
             Err(e) => {
-                *self.state.lock().unwrap_or_else(|e| e.into_inner()) =
-                    ReceiptState::Done(Err(Error::new(ErrorKind::Other, "waiting for the receipts was interrupted")));
+                *self.state.lock().unwrap_or_else(|e| e.into_inner()) = ReceiptState::Done(Err(Error::new(
+                    ErrorKind::Other,
+                    "waiting for the receipts was interrupted",
+                )));
                 return Err(e);
             }
         };
