@@ -32,7 +32,7 @@ def _send_rows(client: magnetar.Client, topic: str) -> list[magnetar.MessageId]:
 
 def _receive_all(reader: magnetar.Reader, layout: Any, scan: Any) -> pa.Table:
     """Receives until ``scan``'s range is complete."""
-    batches = []
+    batches: list[pa.RecordBatch] = []
     while not scan.done:
         got = reader._core.receive_arrow(layout, 100, 10.0, scan)
         assert got.messages_read, "the range did not complete"
@@ -45,7 +45,7 @@ def test_receive_arrow_fills_every_column_of_the_read_schema(client: magnetar.Cl
     schema = _arrow_schema(READ_SCHEMA)
     layout = _core._ArrowLayout(schema, topic, -1)
     reader = client.create_reader(topic)
-    batches = []
+    batches: list[pa.RecordBatch] = []
     while sum(b.num_rows for b in batches) < 3:  # a call returns what has arrived
         got = reader._core.receive_arrow(layout, 10, 10.0)
         assert got.messages_read, "the messages did not arrive"
