@@ -111,6 +111,11 @@ class PulsarCommitMessage(WriterCommitMessage):
         return f"PulsarCommitMessage({self.sent}, pid={self.pid})"
 
 
+# Messages a sink's producer keeps in flight unless the options set ``max_pending``: with the
+# client's default (1,000) a task waits a round trip per thousand rows, which held raw sends to
+# about a third of what the broker takes here; the client's memory_limit still bounds the bytes.
+SINK_MAX_PENDING = 10_000
+
 # Batches whose receipts a task leaves outstanding while it queues the next ones; beyond
 # that it waits for the oldest (long done by then), so a task's memory stays bounded.
 _IN_FLIGHT = 16
@@ -125,6 +130,7 @@ def _write_batches(opts: SourceOptions, batches: Iterator[Any], txn: Any = None)
     import pyarrow.compute as pc
 
     producer_kw = opts.producer_kwargs
+    producer_kw.setdefault("max_pending", SINK_MAX_PENDING)
     names = write_columns(opts)
     topic_col = names["topic"]
     sent: dict[str, int] = {}
