@@ -16,8 +16,10 @@ data source's. Then, per round, on the key + value topic: a streaming read
 (``readStream ... trigger(availableNow=True)`` into the ``noop`` sink) and a streaming copy
 (the same stream written with ``writeStream.format("pulsar")`` to another topic). The raw client
 figures send and read the same rows (100 B values with keys) with one ``Client`` in this process:
-``send_many`` of 10,000 rows at a time, ``receive_many`` through a reader per partition. Prints one
-line per run and markdown tables of the medians.
+``send_many`` of 10,000 rows at a time, ``receive_many`` through a reader per partition, and the
+engine's Arrow paths that the data source uses, without Spark (``send_arrow`` of 10,000-row record
+batches, ``receive_arrow`` into record batches of the read schema). Prints one line per run and
+markdown tables of the medians.
 """
 
 from __future__ import annotations
@@ -72,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
         stack.callback(spark.stop)
 
         results: dict[str, dict[str, list[float]]] = {s: {"write": [], "count": [], "toArrow": []} for s in SHAPES}
-        other: dict[str, list[float]] = {"stream read": [], "stream read+write": [], "send_many": [], "receive_many": []}
+        other: dict[str, list[float]] = {"stream read": [], "stream read+write": [], "send_many": [], "receive_many": [],
+                                         "send_arrow": [], "receive_arrow": []}
         warm_up(spark, admin, service_url, args.partitions)
         for rnd in range(args.rounds):
             for shape, columns in SHAPES.items():
@@ -120,8 +123,15 @@ def _fill(admin: Any, service_url: str, rows: int, partitions: int) -> tuple[str
 
 
 def raw_client(admin: Any, service_url: str, rows: int, partitions: int) -> dict[str, float]:
-    """The client alone: ``send_many`` into a topic, then ``receive_many`` of it back."""
+    """The client alone: ``send_many`` into a topic, then ``receive_many`` of it back; and the
+    engine's Arrow paths the data source uses, without Spark: ``receive_arrow`` of the same
+    topic into record batches of the read schema, ``send_arrow`` of 10,000-row record batches
+    into another topic."""
+    import pyarrow as pa
+
     import magnetar
+    from magnetar import _core
+    from magnetar.spark._source import READ_SCHEMA, _arrow_schema
 
     topic, send_rate = _fill(admin, service_url, rows, partitions)
     with magnetar.Client(service_url) as client:
@@ -132,9 +142,34 @@ def raw_client(admin: Any, service_url: str, rows: int, partitions: int) -> dict
             while reader.has_message_available():
                 got += len(reader.read_many(1000, timeout=1.0))
         recv_rate = got / (time.perf_counter() - t0)
-    if got != rows:
-        raise SystemExit(f"raw client: sent {rows}, read {got}")
-    return {"send_many": send_rate, "receive_many": recv_rate}
+        if got != rows:
+            raise SystemExit(f"raw client: sent {rows}, read {got}")
+
+        schema = _arrow_schema(READ_SCHEMA)
+        readers = [client.create_reader(f"{topic}-partition-{p}", receiver_queue_size=10_000) for p in range(partitions)]
+        got = 0
+        t0 = time.perf_counter()
+        for p, reader in enumerate(readers):
+            layout = _core._ArrowLayout(schema, topic, p)
+            while reader.has_message_available():
+                got += pa.record_batch(reader._core.receive_arrow(layout, 10_000, 1.0)).num_rows
+        arrow_recv_rate = got / (time.perf_counter() - t0)
+        if got != rows:
+            raise SystemExit(f"receive_arrow: sent {rows}, read {got}")
+
+        out = f"persistent://public/default/spark-bench-{uuid.uuid4().hex[:10]}"
+        admin.create_partitioned_topic(out, partitions)
+        batch = pa.record_batch({"key": [f"k{i % 1000}" for i in range(10_000)],
+                                 "value": [b"%010d" % i + b"x" * 90 for i in range(10_000)]})
+        producer = client.create_producer(out)
+        t0 = time.perf_counter()
+        pending = [producer._core.send_arrow(batch[: min(10_000, rows - start)], key="key")
+                   for start in range(0, rows, 10_000)]
+        sent = sum(r.wait() for r in pending)
+        arrow_send_rate = sent / (time.perf_counter() - t0)
+        producer.close()
+    return {"send_many": send_rate, "receive_many": recv_rate, "send_arrow": arrow_send_rate,
+            "receive_arrow": arrow_recv_rate}
 
 
 def streaming(spark: Any, admin: Any, service_url: str, rows: int, partitions: int) -> dict[str, float]:

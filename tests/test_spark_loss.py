@@ -18,28 +18,10 @@ from jvm import new_topic as _new_topic
 from waiting import wait_until
 
 from magnetar.spark import ClientConfig
-from magnetar.spark._coverage import Coverage
 
 
-# -- the coverage rules, with crafted entries ----------------------------------------------------
-
-
-def test_coverage_of_interleaved_chunks_and_markers() -> None:
-    c = Coverage((7, 0))
-    c.add((7, 1), (7, 1))  # a message
-    c.add((7, 3), (7, 3))  # another producer's message between the chunks at 2 and 4
-    assert c.open_before((7, 3))  # entry 2: a chunk run may still complete
-    c.add((7, 2), (7, 4))  # the chunked message, first chunk 2, last 4
-    assert not c.open_before((7, 4)) and c.holes == []
-    c.add((7, 6), (7, 6))  # entry 5 is a transaction marker: never delivered
-    assert c.open_before((7, 5)) and not c.open_before((7, 4))
-    c.add((9, 0), (9, 0))  # a new ledger from its first entry
-    assert c.holes == [(7, 5, 5)]
-    c.add((11, 2), (11, 2))  # a new ledger whose first entries are markers
-    assert c.holes == [(7, 5, 5), (11, 0, 1)]
-    c.add((11, 0), (11, 3))  # a chunked message spanning them
-    assert c.holes == [(7, 5, 5)]
-    assert not Coverage((3, 4)).open_before((3, 4)) and Coverage((3, 4)).open_before((3, 5))
+# The coverage rules alone, with crafted entries (markers, interleaved chunks), are unit tests of
+# the engine's range scan: src/columnar/scan_tests.rs.
 
 
 # -- on the broker ---------------------------------------------------------------------------

@@ -10,10 +10,14 @@ __all__ = [
     "Message",
     "MessageId",
     "SendFuture",
+    "_ArrowBatch",
+    "_ArrowLayout",
     "_AvroCodec",
     "_Client",
     "_Consumer",
     "_Producer",
+    "_RangeScan",
+    "_Receipts",
     "_Transaction",
     "__version__",
     "_at_exit",
@@ -273,6 +277,8 @@ class _Producer:
         """Queues a message."""
     def send_many(self, payloads: Iterable[Any], keys: Sequence[str | None] | None = None, properties: Sequence[Mapping[str, str] | None] | None = None, event_times: Sequence[Any] | None = None, *, txn: Any = None, future: _Future | None = None) -> Any:
         """Sends many; every ``MessageId`` once all receipts are in."""
+    def send_arrow(self, data: Any, value: str = "value", key: str | None = None, properties: str | None = None, event_time: str | None = None, txn: Any = None) -> _Receipts:
+        """Queues every row of an Arrow batch or table; its receipts once all are queued."""
     def flush(self, *, future: _Future | None = None) -> None:
         """Flushes and waits."""
     def close(self, *, future: _Future | None = None) -> None:
@@ -306,6 +312,8 @@ class _Consumer:
         """A queued message or None."""
     def receive_many(self, max_messages: int = 100, timeout: float | None = None) -> list[Message]:
         """Up to ``max_messages``."""
+    def receive_arrow(self, layout: _ArrowLayout, max_rows: int, timeout: float | None = None, scan: _RangeScan | None = None) -> _ArrowBatch:
+        """Up to ``max_rows`` messages as one Arrow batch of ``layout``'s columns."""
     def wait_for_message(self, future: _Future) -> None:
         """Resolves ``future`` when a message may be available."""
     def ack(self, message: Message | MessageId, txn: Any = None) -> None:
@@ -364,6 +372,51 @@ def _at_exit(timeout: float) -> None:
 def _inject_actor_panic(topic: str) -> int:
     """Makes the producer and consumer actors of ``topic`` panic; returns how many (tests only:
     needs ``MAGNETAR_TEST_HOOKS=1`` in the environment at process start)."""
+
+@final
+class _ArrowLayout:
+    """The columns a bulk read fills (the fields of an Arrow schema), checked once."""
+
+    def __new__(cls, schema: Any, topic: str, partition: int) -> _ArrowLayout: ...
+
+@final
+class _RangeScan:
+    """Which messages of one partition belong to a range of ids, and whether it is complete."""
+
+    def __new__(cls, name: str, start: MessageId | None, verify: bool, end: MessageId, end_time: int | None = None) -> _RangeScan: ...
+    @property
+    def done(self) -> bool:
+        """Whether the range is complete."""
+    @property
+    def reached_end(self) -> bool:
+        """Whether a message at or after the end was read."""
+    @property
+    def last_key(self) -> tuple[int, int, int]:
+        """(ledger, entry, batch index) of the last message kept."""
+
+@final
+class _ArrowBatch:
+    """Received messages as one Arrow record batch (``pyarrow.record_batch(obj)``)."""
+
+    @property
+    def num_rows(self) -> int:
+        """Rows in the batch."""
+    @property
+    def messages_read(self) -> int:
+        """Messages received, kept or not."""
+    @property
+    def loss(self) -> str | None:
+        """What the range scan found missing, if anything."""
+    def __arrow_c_array__(self, requested_schema: Any = None) -> tuple[Any, Any]:
+        """The Arrow PyCapsule protocol."""
+
+@final
+class _Receipts:
+    """The receipts of messages queued by ``_Producer.send_arrow``."""
+
+    def __len__(self) -> int: ...
+    def wait(self) -> int:
+        """Waits for every receipt; the number sent, or raises the first failure."""
 
 @final
 class _AvroCodec:

@@ -365,6 +365,13 @@ impl Producer {
 
     /// Sends every message (flushing after the last) and returns their outcomes in order.
     pub async fn send_many(&self, msgs: Vec<OutgoingMessage>) -> Vec<Result<MessageId>> {
+        self.enqueue_many(msgs).await.wait().await
+    }
+
+    /// Queues every message in order (flushing after the last), waiting for room as
+    /// [`Producer::send_many`] does, and returns once all are queued: their outcomes arrive in
+    /// the [`Receipts`], so a caller can queue its next messages while these are in flight.
+    pub async fn enqueue_many(&self, msgs: Vec<OutgoingMessage>) -> Receipts {
         let n = msgs.len();
         let slots = Slots::new(n);
         // A transaction's messages wait for its partition registration one by one; the runs
@@ -378,7 +385,7 @@ impl Producer {
                 }
             }
         }
-        slots.wait().await
+        Receipts(slots)
     }
 
     /// The only partition, when nothing but it can be chosen (one partition, no router).
@@ -485,5 +492,15 @@ impl Producer {
             }
         }
         result
+    }
+}
+
+/// The outcomes of messages queued by [`Producer::enqueue_many`], in order.
+pub struct Receipts(Arc<Slots>);
+
+impl Receipts {
+    /// Waits for every outcome.
+    pub async fn wait(self) -> Vec<Result<MessageId>> {
+        self.0.wait().await
     }
 }

@@ -1,6 +1,7 @@
 //! The PyO3 surface: `magnetar._core`. Only this folder knows Python; it converts values,
 //! waits on the engine (blocking or asyncio), and maps errors in one place (`errors.rs`).
 
+mod arrow;
 mod auth;
 mod client;
 mod codec;
@@ -120,6 +121,10 @@ fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<crypto::PyEncryptionContext>()?;
     m.add_class::<types::SendFuture>()?;
     m.add_class::<codec::AvroCodec>()?;
+    m.add_class::<arrow::PyArrowLayout>()?;
+    m.add_class::<arrow::PyRangeScan>()?;
+    m.add_class::<arrow::PyArrowBatch>()?;
+    m.add_class::<arrow::PyReceipts>()?;
     m.add_function(wrap_pyfunction!(_error_class_names, m)?)?;
     m.add_function(wrap_pyfunction!(_protocol_version, m)?)?;
     m.add_function(wrap_pyfunction!(_key_hash, m)?)?;

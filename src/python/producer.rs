@@ -3,6 +3,8 @@
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
+use super::arrow;
+use super::gate;
 use super::getters;
 use super::runtime::{engine_handle, none, run, wait, EngineHandle};
 use super::schema;
@@ -10,6 +12,8 @@ use super::transaction;
 use super::types::{id_list, new_id, SendFuture};
 use crate::client::producer::WouldBlock;
 use crate::client::{self, Error};
+use crate::columnar;
+use crate::columnar::write::Roles;
 
 // `close(*, future=None)` and `closed` come with it (see `engine_handle!`).
 engine_handle! {
@@ -120,6 +124,57 @@ impl PyProducer {
             send_all(p, msgs).await
         };
         run(py, &self.dispatch, future, send, id_list)
+    }
+
+    /// Queues every row of an Arrow record batch or table (`__arrow_c_array__` or
+    /// `__arrow_c_stream__`) and returns their `_Receipts` once all are queued, so the caller
+    /// can go on while they are in flight. `value` names the payload column (binary or
+    /// string); `key`, `properties` and `event_time` name optional columns (None, or a name
+    /// the data lacks: not set). With `txn`, the messages are part of that transaction.
+    #[pyo3(signature = (data, value="value", key=None, properties=None, event_time=None, txn=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn send_arrow(
+        &self,
+        py: Python<'_>,
+        data: &Bound<'_, PyAny>,
+        value: &str,
+        key: Option<&str>,
+        properties: Option<&str>,
+        event_time: Option<&str>,
+        txn: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<arrow::PyReceipts> {
+        self.guard.check()?;
+        if self.schema.is_some() {
+            return Err(super::errors::invalid(
+                "send_arrow sends the value column's bytes as they are; this producer has a schema",
+            ));
+        }
+        let txn = txn.filter(|t| !t.is_none()).map(transaction::of).transpose()?;
+        let batches = arrow::import_batches(data)?;
+        let roles = Roles {
+            value,
+            key,
+            properties,
+            event_time,
+        };
+        let msgs = gate::detach(py, || {
+            let mut all = Vec::with_capacity(batches.iter().map(|b| b.num_rows()).sum());
+            for b in &batches {
+                all.extend(columnar::write::messages(b, &roles)?);
+            }
+            if let Some(t) = &txn {
+                for m in &mut all {
+                    m.txn = Some(t.clone());
+                }
+            }
+            Ok::<_, Error>(all)
+        })
+        .map_err(super::errors::to_pyerr)?;
+        drop(batches);
+        let n = msgs.len();
+        let p = self.inner.clone();
+        let receipts = wait(py, async move { Ok(p.enqueue_many(msgs).await) })?;
+        Ok(arrow::PyReceipts::new(receipts, n))
     }
 
     #[pyo3(signature = (*, future=None))]

@@ -1,22 +1,21 @@
-"""Arrow on both sides: messages into ``pyarrow.RecordBatch`` (reads), Arrow batches and pandas
-frames into messages (writes, :func:`send_arrow`)."""
+"""Arrow batches and pandas frames into messages with :func:`send_arrow` (the data source's
+reads and writes build and read Arrow columns in the engine: ``_read``, ``_write``)."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from operator import attrgetter
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._client import Producer
-from .._core import Message, MessageId
+from .._core import MessageId
 from ..exceptions import InvalidConfiguration
 
 if TYPE_CHECKING:
     import pandas
     import pyarrow as pa
 
-__all__ = ["MessageBatchBuilder", "columns_of", "send_arrow"]
+__all__ = ["columns_of", "send_arrow"]
 
 
 # -- writes ---------------------------------------------------------------------------------
@@ -153,84 +152,3 @@ def send_lists(producer: Producer, payloads: Sequence[Any], keys: Sequence[str |
     if not payloads:
         return []
     return producer.send_many(payloads, keys=keys, properties=props, event_times=times, txn=txn)
-
-
-# -- reads ----------------------------------------------------------------------------------
-
-
-def _id_bytes(m: Message) -> bytes:
-    return m.message_id.serialize()
-
-
-def _key_bytes(m: Message) -> bytes | None:
-    k = m.key
-    return None if k is None else k.encode()
-
-
-# column name -> function of a message (None: a per-partition constant)
-_MESSAGE_FIELDS: dict[str, Callable[[Message], Any] | None] = {
-    "key": attrgetter("key"),
-    "value": attrgetter("data"),
-    "topic": None,
-    "partition": None,
-    "message_id": _id_bytes,
-    "publish_time": attrgetter("publish_time"),  # ms, converted per column in flush()
-    "event_time": attrgetter("event_time"),
-    "properties": attrgetter("properties"),
-    "producer_name": attrgetter("producer_name"),
-    "sequence_id": attrgetter("sequence_id"),
-    "redelivery_count": attrgetter("redelivery_count"),
-    # pulsar-spark's names (metadataColumns=connector); __topic names the partition
-    "__key": _key_bytes,
-    "__topic": None,
-    "__messageId": _id_bytes,
-    "__publishTime": attrgetter("publish_time"),
-    "__eventTime": attrgetter("event_time"),
-    "__messageProperties": attrgetter("properties"),
-}
-_MILLIS = ("publish_time", "event_time", "__publishTime", "__eventTime")
-
-
-class MessageBatchBuilder:
-    """Builds ``pyarrow.RecordBatch`` es of a given Arrow schema from messages of one topic
-    partition: one Python list per column, converted in one ``pa.array`` call per column."""
-
-    def __init__(self, arrow_schema: pa.Schema, topic: str, partition: int) -> None:
-        self.schema = arrow_schema
-        self.topic = topic
-        self.partition = partition
-        self.columns = list(arrow_schema.names)
-        for name in self.columns:
-            if name not in _MESSAGE_FIELDS:
-                raise InvalidConfiguration(f"unknown column {name!r} in the read schema")
-        self.getters = [_MESSAGE_FIELDS[name] for name in self.columns]
-        self.rows = 0
-        self._lists: list[list[Any]] = [[] for _ in self.columns]
-
-    def add(self, msgs: Sequence[Message]) -> None:
-        for getter, values in zip(self.getters, self._lists):
-            if getter is not None:
-                values.extend(map(getter, msgs))
-        self.rows += len(msgs)
-
-    def flush(self) -> pa.RecordBatch:
-        import pyarrow as pa
-
-        n = self.rows
-        arrays = []
-        for name, field, values in zip(self.columns, self.schema, self._lists):
-            if name == "topic":
-                arrays.append(pa.array([self.topic] * n, type=field.type))
-            elif name == "__topic":
-                full = self.topic if self.partition < 0 else f"{self.topic}-partition-{self.partition}"
-                arrays.append(pa.array([full] * n, type=field.type))
-            elif name == "partition":
-                arrays.append(pa.array([self.partition] * n, type=field.type))
-            elif name in _MILLIS:
-                ms = pa.array(values, type=pa.timestamp("ms", tz=field.type.tz))
-                arrays.append(ms.cast(field.type))
-            else:
-                arrays.append(pa.array(values, type=field.type))
-        self.rows = 0
-        self._lists = [[] for _ in self.columns]
-        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)

@@ -17,11 +17,9 @@ from pyspark.sql.datasource import InputPartition
 
 from .._client import Client, Reader
 from .._config import ClientConfig
-from .._core import MessageId, _duration_seconds
+from .._core import MessageId, _ArrowLayout, _duration_seconds, _RangeScan
 from ..exceptions import ConnectError, InvalidConfiguration, PulsarError, Timeout
 from . import _workers
-from ._arrow import MessageBatchBuilder
-from ._coverage import Coverage
 from ._options import (
     INT32_MAX,
     PartitionRef,
@@ -262,9 +260,9 @@ def _data_loss(opts: SourceOptions, what: str) -> None:
     log.warning("%s", msg)
 
 
-# A chunk run is written back to back by one producer; past the end of a range, the read
-# looks this long (publish time) for runs that started inside the range to complete.
-CHUNK_RUN_WINDOW_MS = 10_000
+# Messages a split's reader queues (its default receiver_queue_size): enough for a record
+# batch to fill from the queue while the broker refills it.
+READ_QUEUE_SIZE = 10_000
 
 
 def is_real_position(mid: MessageId) -> bool:
@@ -276,98 +274,55 @@ def is_real_position(mid: MessageId) -> bool:
 def read_split(opts: SourceOptions, arrow_schema: pa.Schema, split: PulsarSplit) -> Iterator[pa.RecordBatch]:
     """The messages of ``split`` as Arrow record batches of ``arrow_schema``.
 
-    A chunked message belongs to the split that holds its first chunk (see ``_coverage``).
-    A split that starts at a message id re-reads that message first: if it is gone and the
-    read resumes in a later ledger, retention (or a deleted topic) removed messages of the
-    range, which is data loss (``failOnDataLoss``)."""
+    The engine fills the columns and decides which messages belong to the range
+    (``_core._RangeScan``, whose rules are in the engine's ``src/columnar/scan.rs``): a chunked message belongs to the split
+    that holds its first chunk. A split that starts at a message id re-reads that message
+    first: if it is gone and the read resumes in a later ledger, retention (or a deleted
+    topic) removed messages of the range, which is data loss (``failOnDataLoss``)."""
+    import pyarrow as pa
+
     end = decode_id(split.end)
     assert isinstance(end, MessageId)
-    end_key = id_key(end)
-    end_pos = (end.ledger_id, end.entry_id)
     start: MessageId | None = None
     if split.start is not None:
         s = decode_id(split.start)
         assert isinstance(s, MessageId)
         start = s
-        if id_key(start) >= end_key:
+        if id_key(start) >= id_key(end):
             return
     client = _workers.client(opts.client)
     name = split.ref.name
     reader_kw = opts.reader_kwargs
-    reader_kw.setdefault("receiver_queue_size", 1000)
+    reader_kw.setdefault("receiver_queue_size", READ_QUEUE_SIZE)
     verify = False
     if start is not None:
         verify = split.check_gaps and is_real_position(start)
         reader = client.create_reader(name, start=start, start_inclusive=verify, **reader_kw)
-        start_key = id_key(start)
-        coverage = Coverage((start.ledger_id, start.entry_id) if start.ledger_id >= 0 else None)
     else:
         reader = client.create_reader(name, start=split.start_time or 0, **reader_kw)
-        start_key = (-2, -2, -2)
-        coverage = Coverage(None)
-    builder = MessageBatchBuilder(arrow_schema, split.topic, split.partition)
+    layout = _ArrowLayout(arrow_schema, split.topic, split.partition)
+    scan = _RangeScan(name, start, verify, end, split.end_time)
     per_batch = opts.records_per_batch
     poll = opts.poll_timeout_ms / 1000.0
-    end_time = split.end_time
-    last_key = start_key
-    past_end_since: int | None = None  # publish time of the first message read past the end
-    reached_end = False
+    core = reader._core
     try:
         deadline = time.monotonic() + poll
-        done = False
-        while not done:
-            msgs = reader.read_many(min(per_batch, 1000), timeout=0.2)
-            if not msgs:
+        while not scan.done:
+            got = core.receive_arrow(layout, per_batch, 0.2, scan)
+            if got.loss is not None:
+                _data_loss(opts, got.loss)
+            if not got.messages_read:
                 if not has_message_available(reader, poll):
-                    if not reached_end:
-                        _data_loss(opts, f"{name}: the read ended at {last_key} before the end of its range {end}")
+                    if not scan.reached_end:
+                        _data_loss(opts, f"{name}: the read ended at {scan.last_key} before the end of its range {end}")
                     break
                 if time.monotonic() > deadline:
                     raise Timeout(f"pulsar data source: no message from {name} within pollTimeoutMs="
-                                  f"{opts.poll_timeout_ms} (read up to {last_key}, range ends at {end})")
+                                  f"{opts.poll_timeout_ms} (read up to {scan.last_key}, range ends at {end})")
                 continue
             deadline = time.monotonic() + poll
-            keep = []
-            for m in msgs:
-                mid = m.message_id
-                k = (mid.ledger_id, mid.entry_id, mid.batch_index)
-                if k < start_key or (k == start_key and not verify):
-                    continue
-                if verify:  # the first message at or after the start
-                    verify = False
-                    assert start is not None
-                    if k == start_key:
-                        continue
-                    if mid.ledger_id != start.ledger_id:
-                        _data_loss(opts, f"{name}: the range starts after {start}, which is gone (the read resumes "
-                                         f"at {mid}): retention or a deleted topic removed messages of the range")
-                first = m.first_chunk_message_id
-                first_pos = (mid.ledger_id, mid.entry_id) if first is None else (first.ledger_id, first.entry_id)
-                coverage.add(first_pos, (mid.ledger_id, mid.entry_id))
-                if end_time is not None and m.publish_time >= end_time:
-                    done = True
-                    break
-                first_key = k if first is None else (first.ledger_id, first.entry_id, -1)
-                if first_key <= end_key:
-                    if first_key > start_key:  # else it belongs to the range before
-                        keep.append(m)
-                elif past_end_since is None:
-                    past_end_since = m.publish_time
-                if k >= end_key:
-                    reached_end = True
-                    if not coverage.open_before(end_pos):
-                        done = True
-                        break
-                    if past_end_since is not None and m.publish_time - past_end_since > CHUNK_RUN_WINDOW_MS:
-                        done = True  # whatever is still open there is not a chunk run of this range
-                        break
-            if keep:
-                builder.add(keep)
-                last_key = id_key(keep[-1].message_id)
-            if builder.rows >= per_batch:
-                yield builder.flush()
-        if builder.rows:
-            yield builder.flush()
+            if got.num_rows:
+                yield pa.record_batch(got)
     finally:
         try:
             reader.close()

@@ -1,0 +1,16 @@
+//! Messages as Arrow columns and Arrow columns as messages, for bulk readers and writers such
+//! as the Spark data source: the per-row work stays in Rust, and Python sees one
+//! `RecordBatch` per call rather than one object per message.
+//!
+//! - [`read`]: received messages into the columns of a given Arrow schema ([`read::Layout`]).
+//! - [`scan`]: which messages of a partition belong to a range of message ids, and whether
+//!   the range is complete ([`scan::RangeScan`]).
+//! - [`write`]: the rows of a `RecordBatch` into [`OutgoingMessage`](crate::client::OutgoingMessage)s.
+//!
+//! Errors are the client layer's ([`crate::client::Error`]); a column of the wrong type is
+//! `InvalidConfiguration`. Nothing here knows Python: the Arrow C Data Interface glue lives in
+//! `python/arrow.rs`.
+
+pub mod read;
+pub mod scan;
+pub mod write;
