@@ -19,6 +19,7 @@ from ._config import (Authentication, AuthenticationAthenz, AuthenticationBasic,
                       ConsumerBatchReceivePolicy, ConsumerDeadLetterPolicy, ConsumerKeySharedPolicy, CryptoKeyReader,
                       FileLogger, ServiceInfo, ServiceInfoProvider)
 from ._endpoints import Consumer, Producer, Reader
+from ._transaction import Transaction
 from ._pulsar import (BatchingType, BatchReceivePolicy, CompressionType, ConsumerCryptoFailureAction, ConsumerType,
                       InitialPosition, KeySharedMode, LoggerLevel, MessageId, PartitionsRoutingMode,
                       ProducerAccessMode, RegexSubscriptionMode, Result)
@@ -36,6 +37,7 @@ __all__ = [
     "ConsumerDeadLetterPolicy", "ConsumerKeySharedPolicy", "ConsumerType", "CryptoKeyReader", "FileLogger",
     "InitialPosition", "KeySharedMode", "LoggerLevel", "Message", "MessageId", "PartitionsRoutingMode", "Producer",
     "ProducerAccessMode", "Reader", "RegexSubscriptionMode", "Result", "ServiceInfo", "ServiceInfoProvider",
+    "Transaction",
     "exceptions", "schema",
     *[n for n in _exception_names if n not in ("mapped", "translate")],
 ]

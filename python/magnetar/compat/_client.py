@@ -22,6 +22,7 @@ from ._pulsar import (BatchingType, CompressionType, ConsumerCryptoFailureAction
                       KeySharedMode,
                       MessageId, PartitionsRoutingMode, ProducerAccessMode, RegexSubscriptionMode, Result, native_id)
 from .exceptions import AuthenticationError, InvalidConfiguration, PulsarException, mapped, translate
+from ._transaction import Transaction
 from .schema import BytesSchema, Schema
 
 __all__ = ["Client", "Consumer", "Message", "Producer", "Reader"]
@@ -379,6 +380,16 @@ class Client:
         check_type(str, topic, "topic")
         with mapped():
             return partition_names(topic, self._client.get_partition_count(topic))
+
+    def new_transaction(self, timeout_ms: int = 60_000) -> Transaction:
+        """Opens a transaction that the coordinator aborts ``timeout_ms`` from now unless it is
+        committed or aborted first (magnetar's addition, in the Java client's shape:
+        ``newTransaction().withTransactionTimeout(...).build()``)."""
+        check_type(int, timeout_ms, "timeout_ms")
+        if timeout_ms <= 0:
+            raise ValueError(f"timeout_ms must be positive, not {timeout_ms}")
+        with mapped():
+            return Transaction(self._client.new_transaction(timeout_ms / 1000))
 
     def get_service_info(self) -> ServiceInfo:
         return ServiceInfo(self._service_url)

@@ -96,7 +96,7 @@ _BY_CLASS: dict[type[_native.PulsarError], type[PulsarException]] = {
     _native.ProducerQueueFull: ProducerQueueIsFull, _native.MessageTooLarge: MessageTooBig,
     _native.AlreadyClosed: AlreadyClosed, _native.TopicTerminated: TopicTerminated,
     _native.InvalidConfiguration: InvalidConfiguration, _native.ProtocolError: UnknownError,
-    _native.IncompatibleSchema: IncompatibleSchema,
+    _native.IncompatibleSchema: IncompatibleSchema, _native.TransactionError: InvalidTxnStatusError,
 }
 
 
