@@ -144,7 +144,8 @@ def _write_batches(opts: SourceOptions, batches: Iterator[Any], txn: Any = None)
 
     def send_now(p: Any, rows: tuple[Any, ...]) -> None:
         try:
-            send_lists(p, *rows, txn=txn)
+            payloads, keys, props, times = rows
+            send_lists(p, payloads, keys, props, times, txn=txn)
         except PulsarError:
             _workers._forget_producer(p)  # a broken producer is rebuilt by the next task
             raise
