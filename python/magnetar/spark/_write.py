@@ -212,7 +212,8 @@ def _rows_to_batches(rows: Iterator[Any], schema: StructType, size: int = 10_000
 class PulsarBatchWriter(DataSourceArrowWriter):
     """Writes each Spark partition with one ``send_many`` per Arrow batch and topic (keys,
     properties and event times included); every receipt is awaited before the task ends.
-    At-least-once: a retried task sends its rows again."""
+    At-least-once: a retried task sends its rows again; with ``exactlyOnce`` each task writes
+    in a transaction that ``commit`` commits (all or nothing per job)."""
 
     def __init__(self, opts: SourceOptions, schema: StructType) -> None:
         self.opts = opts
@@ -238,7 +239,8 @@ class PulsarBatchWriter(DataSourceArrowWriter):
 
 class PulsarStreamWriter(_StreamWriterBase):  # type: ignore[misc,valid-type]
     """The streaming sink: each micro-batch task sends its rows and waits for every receipt
-    (at-least-once; a replayed batch is sent again)."""
+    (at-least-once: a replayed batch is sent again; with ``exactlyOnce`` the micro-batch's
+    ``commit`` commits the transactions its tasks wrote in)."""
 
     def __init__(self, opts: SourceOptions, schema: StructType) -> None:
         self.opts = opts
