@@ -256,3 +256,32 @@ def test_txn_in_the_java_clients_shape(compat: pulsar.Client, topic: str) -> Non
         producer.send(b"x", txn="not a transaction")  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         compat.new_transaction(timeout_ms=0)
+
+
+def test_txn_in_the_asyncio_api(service_url: str, topic: str) -> None:
+    from magnetar.compat.asyncio import Client
+
+    async def main() -> None:
+        client = Client(service_url)
+        consumer = await client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+        out = await client.subscribe(topic + "-out", "check", initial_position=pulsar.InitialPosition.Earliest)
+        await (await client.create_producer(topic)).send(b"in")
+        producer = await client.create_producer(topic + "-out")
+        msg = await consumer.receive()
+        txn = await client.new_transaction(timeout_ms=30_000)
+        await producer.send(b"dropped", txn=txn)
+        await consumer.acknowledge(msg, txn=txn)
+        await txn.abort()
+        assert txn.state() == "ABORTED"
+        consumer.redeliver_unacknowledged_messages()
+        msg = await consumer.receive()
+        assert msg.data() == b"in"
+        txn = await client.new_transaction()
+        await producer.send(b"kept", txn=txn)
+        await consumer.acknowledge_cumulative(msg, txn=txn)
+        await txn.commit()
+        assert txn.state() == "COMMITTED"
+        assert (await out.receive()).data() == b"kept"
+        await client.close()
+
+    asyncio.run(main())

@@ -385,11 +385,15 @@ class Client:
         """Opens a transaction that the coordinator aborts ``timeout_ms`` from now unless it is
         committed or aborted first (magnetar's addition, in the Java client's shape:
         ``newTransaction().withTransactionTimeout(...).build()``)."""
+        self._check_timeout_ms(timeout_ms)
+        with mapped():
+            return Transaction(self._client.new_transaction(timeout_ms / 1000))
+
+    @staticmethod
+    def _check_timeout_ms(timeout_ms: Any) -> None:
         check_type(int, timeout_ms, "timeout_ms")
         if timeout_ms <= 0:
             raise ValueError(f"timeout_ms must be positive, not {timeout_ms}")
-        with mapped():
-            return Transaction(self._client.new_transaction(timeout_ms / 1000))
 
     def get_service_info(self) -> ServiceInfo:
         return ServiceInfo(self._service_url)

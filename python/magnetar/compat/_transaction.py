@@ -10,17 +10,15 @@ from typing import Any
 from .. import _transaction as _native
 from .exceptions import mapped
 
-__all__ = ["Transaction", "native_txn"]
+__all__ = ["Transaction", "TransactionBase", "native_txn"]
 
 
-class Transaction:
-    """A transaction (Java: ``org.apache.pulsar.client.api.transaction.Transaction``): messages
-    sent and acknowledgements made with ``txn=`` take effect when it commits, or never if it
-    aborts or times out. See magnetar's docs/transactions.md."""
+class TransactionBase:
+    """What the blocking and the asyncio transactions share: the id and the state."""
 
     __slots__ = ("_txn",)
 
-    def __init__(self, native: _native.Transaction) -> None:
+    def __init__(self, native: _native.TransactionHandle) -> None:
         self._txn = native
 
     def txn_id(self) -> tuple[int, int]:
@@ -32,6 +30,18 @@ class Transaction:
         ``"ERROR"`` (Java: ``getState()``)."""
         return "ERROR" if self._txn.state == "errored" else self._txn.state.upper()
 
+    def __repr__(self) -> str:
+        return f"<pulsar.{type(self).__name__} id={self.txn_id()} state={self.state()}>"
+
+
+class Transaction(TransactionBase):
+    """A transaction (Java: ``org.apache.pulsar.client.api.transaction.Transaction``): messages
+    sent and acknowledgements made with ``txn=`` take effect when it commits, or never if it
+    aborts or times out. See magnetar's docs/transactions.md."""
+
+    __slots__ = ()
+    _txn: _native.Transaction
+
     def commit(self) -> None:
         """Waits for the transaction's sends and acknowledgements, then commits it."""
         with mapped():
@@ -42,14 +52,11 @@ class Transaction:
         with mapped():
             self._txn.abort()
 
-    def __repr__(self) -> str:
-        return f"<pulsar.Transaction id={self.txn_id()} state={self.state()}>"
-
 
 def native_txn(txn: Any) -> Any:
     """The magnetar transaction behind a ``txn=`` argument (None stays None)."""
     if txn is None or isinstance(txn, _native.TransactionHandle):
         return txn
-    if isinstance(txn, Transaction):
+    if isinstance(txn, TransactionBase):
         return txn._txn
     raise TypeError(f"txn must be a Transaction from client.new_transaction(), not {type(txn).__name__}")
