@@ -12,8 +12,9 @@ from __future__ import annotations
 import base64
 import json
 import logging
-import re
 import pickle
+import re
+import subprocess
 import threading
 import time
 import urllib.parse
@@ -28,6 +29,7 @@ import pytest
 
 import magnetar
 from magnetar.testing import Standalone, tool_output
+from magnetar.testing.sni import SniForwarder
 
 from conftest import Api
 from waiting import wait_until
@@ -41,9 +43,12 @@ SHORT_LIFETIME = 3
 
 @pytest.fixture(scope="module")
 def secured() -> Iterator[Standalone]:
-    broker = Standalone(port=0, tls=True, tls_names=("127.0.0.1",), auth=True, auth_refresh_check_seconds=1,
+    # The "sni" listener advertises a host name: brokers behind an SNI proxy must.
+    broker = Standalone(port=0, tls=True, tls_names=("127.0.0.1", "localhost"), auth=True,
+                        auth_refresh_check_seconds=1,
                         super_users=(TOKEN_ROLE, BASIC_USER, TLS_ROLE, OAUTH_ROLE, "tool-made"),
-                        basic_users={BASIC_USER: BASIC_PASSWORD}, listeners={"external": "127.0.0.2"})
+                        basic_users={BASIC_USER: BASIC_PASSWORD},
+                        listeners={"external": "127.0.0.2", "sni": "localhost"})
     with broker:
         # A JVM takes seconds to start: the tool runs while the other tests do.
         broker.tool = broker.tokens_tool("tool-made")  # type: ignore[attr-defined]
@@ -176,6 +181,23 @@ def test_tls_authentication_takes_the_role_from_the_certificate(secured, topic):
             client.create_producer(topic)
 
 
+def test_tls_authentication_with_an_x509_version_1_certificate(secured, topic):
+    """Brokers accept X.509 v1 client certificates (the official client's own test suite uses
+    one); the client must present it rather than refuse to load it."""
+    cert, key = secured.client_certificate(TLS_ROLE, x509_version=1)
+    assert b"Version: 1" in subprocess.run(["openssl", "x509", "-in", str(cert), "-noout", "-text"],
+                                           check=True, capture_output=True).stdout
+    with magnetar.Client(secured.service_url_tls, tls_trust_certs_file_path=str(secured.ca_cert_path),
+                         authentication=magnetar.Authentication.tls(cert, key)) as client:
+        round_trip(client, topic)
+    # The key is still checked against the certificate where it can be read.
+    _, other_key = secured.client_certificate("stranger")
+    v3_cert, _ = secured.client_certificate(TLS_ROLE)
+    with pytest.raises(magnetar.InvalidConfiguration, match="do not go together"):
+        magnetar.Client(secured.service_url_tls, tls_trust_certs_file_path=str(secured.ca_cert_path),
+                        authentication=magnetar.Authentication.tls(v3_cert, other_key))
+
+
 # -- OAuth2 ----------------------------------------------------------------------------------
 
 
@@ -186,6 +208,9 @@ class TokenEndpoint:
     def __init__(self, broker: Standalone, lifetime: float) -> None:
         self.client_id, self.client_secret = "magnetar-client", "s3cret"
         self.requests: list[dict[str, str]] = []
+        # Tokens to issue already expired while claiming an hour of life (a revoked token, or
+        # an issuer whose clock is off): the broker refuses what the client thinks is fresh.
+        self.stale_tokens = 0
         endpoint = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -200,8 +225,12 @@ class TokenEndpoint:
                 if (form.get("grant_type"), form.get("client_id"), form.get("client_secret")) != (
                         "client_credentials", endpoint.client_id, endpoint.client_secret):
                     return self._send(401, {"error": "invalid_client"})
-                token = broker.make_token(OAUTH_ROLE, lifetime)
-                self._send(200, {"access_token": token, "token_type": "Bearer", "expires_in": lifetime})
+                if endpoint.stale_tokens > 0:
+                    endpoint.stale_tokens -= 1
+                    token, claimed = broker.make_token(OAUTH_ROLE, -60), 3600.0
+                else:
+                    token, claimed = broker.make_token(OAUTH_ROLE, lifetime), lifetime
+                self._send(200, {"access_token": token, "token_type": "Bearer", "expires_in": claimed})
 
             def _send(self, status: int, body: dict[str, Any]) -> None:
                 data = json.dumps(body).encode()
@@ -249,6 +278,16 @@ def test_oauth2_client_credentials(secured, topic, issuer, tmp_path):
     refused = connect_error(secured, topic, authentication=magnetar.Authentication.oauth2(
         issuer.url, issuer.credentials(secret="wrong")))
     assert isinstance(refused, magnetar.AuthenticationError) and "401" in str(refused), refused
+
+
+def test_oauth2_token_refused_by_the_broker_is_fetched_anew(secured, topic, issuer):
+    """The cached access token claims an hour but the broker refuses it: the client drops it,
+    fetches another and connects, rather than offering the refused one again."""
+    issuer.stale_tokens = 1
+    auth = magnetar.Authentication.oauth2(issuer.url, issuer.credentials())
+    with magnetar.Client(secured.service_url, authentication=auth) as client:
+        round_trip(client, topic)
+    assert len(issuer.requests) == 2, issuer.requests
 
 
 # -- credentials that expire while in use ----------------------------------------------------
@@ -332,6 +371,39 @@ def test_listener_name_picks_the_addresses_lookups_return(secured, topic, caplog
     assert brokers(secured.service_url) == {"127.0.0.1"}
     assert "127.0.0.2" in brokers(secured.service_url, listener_name="external")
     assert brokers(external) == {"127.0.0.2"}
+
+
+def test_sni_proxy_carries_every_connection_with_the_brokers_name(secured, topic):
+    """``proxy_url`` + ``proxy_protocol="sni"``: the lookup connection and the broker connection
+    both go to the proxy, which sees the broker's host name in the TLS ClientHello and forwards
+    the still-encrypted bytes there; the certificate checked is the broker's."""
+    sni_url = secured.listener_tls_urls["sni"]
+    assert sni_url.startswith("pulsar+ssl://localhost:")
+    options: dict[str, Any] = {"tls_trust_certs_file_path": str(secured.ca_cert_path), "listener_name": "sni",
+                               "authentication": magnetar.Authentication.token(secured.make_token(TOKEN_ROLE))}
+    with SniForwarder({"localhost": ("127.0.0.1", int(sni_url.rsplit(":", 1)[1]))}) as sni:
+        with magnetar.Client(sni_url, proxy_url=sni.url, proxy_protocol="sni", **options) as client:
+            round_trip(client, topic)
+            opened = client.stats()["connections_opened"]
+        assert sni.names == ["localhost"] * opened, (sni.names, opened)
+        # A broker known by its IP address cannot be named in an SNI: a clear, immediate error.
+        with magnetar.Client(secured.service_url_tls, proxy_url=sni.url, proxy_protocol="sni", **options) as client:
+            with pytest.raises(magnetar.ConnectError, match="SNI proxy routes by host name"):
+                client.create_producer(topic)
+
+
+def test_sni_proxy_options_are_checked(secured):
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({"proxy_url": "pulsar+ssl://127.0.0.1:1"}, "proxy_protocol"),
+        ({"proxy_protocol": "sni"}, "needs a proxy_url"),
+        ({"proxy_url": "pulsar+ssl://127.0.0.1:1", "proxy_protocol": "http"}, "must be \"sni\""),
+        ({"proxy_url": "pulsar://127.0.0.1:1", "proxy_protocol": "sni"}, "must be pulsar\\+ssl://"),
+        ({"proxy_url": "pulsar+ssl://a:1,b:2", "proxy_protocol": "sni"}, "one host")]
+    for options, needle in cases:
+        with pytest.raises(magnetar.InvalidConfiguration, match=needle):
+            magnetar.Client(secured.service_url_tls, **options)
+    with pytest.raises(magnetar.InvalidConfiguration, match="service URL must be pulsar\\+ssl"):
+        magnetar.Client(secured.service_url, proxy_url="pulsar+ssl://127.0.0.1:1", proxy_protocol="sni")
 
 
 # -- configuration ---------------------------------------------------------------------------

@@ -7,6 +7,7 @@ import asyncio
 import threading
 from datetime import timedelta
 from enum import Enum
+from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
@@ -178,6 +179,29 @@ def test_errors_map_to_official_classes(service_url: str, topic: str) -> None:
     client.close()
     with pytest.raises(pulsar.AlreadyClosed):
         producer.send(b"x")
+
+
+def test_unreadable_tls_files_fail_at_first_use_as_connect_error(topic: str) -> None:
+    """As in the official client (its test_tls_encryption_with_other_auth): the client is made,
+    and the first operation raises ConnectError with the reason."""
+    testdata = Path(__file__).resolve().parent.parent / "src" / "net" / "testdata"
+    swapped: dict[str, Any] = {"tls_certificate_file_path": str(testdata / "client.key.pem"),
+               "tls_private_key_file_path": str(testdata / "client.cert.pem")}
+    client = pulsar.Client("pulsar+ssl://127.0.0.1:6651", **swapped)
+    with pytest.raises(pulsar.ConnectError, match="client certificate"):
+        client.create_producer(topic)
+    client.close()
+
+    from magnetar.compat.asyncio import Client, PulsarException
+
+    async def main() -> None:
+        client = Client("pulsar+ssl://127.0.0.1:6651", **swapped)
+        with pytest.raises(PulsarException) as info:
+            await client.create_producer(topic)
+        assert info.value.error() == pulsar.Result.ConnectError
+        await client.close()
+
+    asyncio.run(main())
 
 
 def test_string_schema_and_deliver_after(compat: pulsar.Client, topic: str) -> None:

@@ -69,6 +69,9 @@ class ClientConfig:
     """Credentials that are not fixed data (a token file, TLS, OAuth2), in their text form."""
     auth_params: str | None = field(default=None, kw_only=True, repr=False)
     listener_name: str | None = _default("listener_name")
+    proxy_url: str | None = _default("proxy_url")
+    """``pulsar+ssl://host:port`` of an SNI-routing proxy (with ``proxy_protocol="sni"``)."""
+    proxy_protocol: str | None = _default("proxy_protocol")
     tls_trust_certs_file_path: str | None = _default("tls_trust_certs_file_path")
     """PEM file of the CA certificates that sign the brokers' certificates (``pulsar+ssl://``)."""
     tls_allow_insecure_connection: bool = _default("tls_allow_insecure_connection")

@@ -115,6 +115,11 @@ class ClientCredentials:
             assert self._token is not None
             return self._token
 
+    def invalidate(self) -> None:
+        """Forgets the cached access token (the broker refused it: revoked, or expired early)."""
+        with self._lock:
+            self._token = None
+
     def _fetch(self) -> None:
         client_id, client_secret = self._credentials()
         if self._endpoint is None:

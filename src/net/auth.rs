@@ -32,6 +32,10 @@ pub trait AuthProvider: Send + Sync {
     fn renews(&self) -> bool {
         true
     }
+
+    /// The broker refused the data last given: a provider that caches a credential (OAuth2)
+    /// must not hand the same one out again. Called on an I/O thread, so it only takes note.
+    fn refused(&self) {}
 }
 
 impl std::fmt::Debug for dyn AuthProvider {

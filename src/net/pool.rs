@@ -7,7 +7,7 @@ use std::sync::Arc;
 use tokio::sync::Mutex;
 
 use super::backoff::Backoff;
-use super::connection::{Connection, ConnectionOptions};
+use super::connection::{Connection, ConnectionOptions, Route};
 use super::stats::{bump, NetCounters};
 use super::tls::TlsConnector;
 use super::url::ServiceUrl;
@@ -31,6 +31,12 @@ impl ConnectionPool {
     /// A pool for the brokers behind `service`. Certificate and key files are read here, so
     /// a bad one fails now, even if the URL does not use TLS.
     pub fn new(service: ServiceUrl, opts: ConnectionOptions) -> Result<Self, NetError> {
+        if opts.sni_proxy.is_some() && !service.tls {
+            return Err(NetError::InvalidUrl {
+                url: service.hosts.join(","),
+                reason: "an SNI proxy routes TLS connections: the service URL must be pulsar+ssl://".into(),
+            });
+        }
         let tls = if service.tls || opts.tls.names_files() {
             Some(TlsConnector::new(&opts.tls)?)
         } else {
@@ -79,11 +85,15 @@ impl ConnectionPool {
                 return Ok(conn.clone());
             }
         }
-        let (dial, proxy_to) = match proxy {
-            Some(p) => (p, Some(addr)),
-            None => (addr, None),
+        // The far end of the TLS session: the Pulsar proxy when there is one, else the broker.
+        let far = proxy.unwrap_or(addr);
+        let proxy_to = proxy.map(|_| addr);
+        let (dial, sni_for) = match self.opts.sni_proxy.as_deref() {
+            Some(sni) => (sni, Some(far)),
+            None => (far, None),
         };
-        let conn = Connection::connect(dial, &self.opts, self.tls.as_ref(), proxy_to)
+        let route = Route { sni_for, proxy_to };
+        let conn = Connection::connect(dial, &self.opts, self.tls.as_ref(), route)
             .await
             .inspect_err(|_| bump(&self.counters.connections_failed))?;
         bump(&self.counters.connections_opened);

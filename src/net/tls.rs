@@ -12,7 +12,8 @@ use std::sync::Arc;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::WebPkiServerVerifier;
 use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
-use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use rustls::sign::{CertifiedKey, SingleCertAndKey};
+use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, InconsistentKeys, RootCertStore, SignatureScheme};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use tokio::net::TcpStream;
@@ -98,7 +99,7 @@ impl TlsConnector {
                 })
             }
         };
-        let builder = ClientConfig::builder_with_provider(provider)
+        let builder = ClientConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
             .map_err(|e| config_err(e.to_string()))?
             .dangerous()
@@ -109,9 +110,8 @@ impl TlsConnector {
                 let chain = certificates(cert, "client certificate")?;
                 let key = PrivateKeyDer::from_pem_file(key)
                     .map_err(|e| config_err(format!("private key file {}: {}", key.display(), pem_reason(e))))?;
-                builder
-                    .with_client_auth_cert(chain, key)
-                    .map_err(|e| config_err(format!("client certificate and key do not go together: {e}")))?
+                let identity = client_identity(chain, key, &provider)?;
+                builder.with_client_cert_resolver(Arc::new(SingleCertAndKey::from(identity)))
             }
             (Some(_), None) => {
                 return Err(config_err(
@@ -132,6 +132,29 @@ impl TlsConnector {
     /// Runs the TLS handshake over `tcp` with the broker at `addr` (`host:port`).
     pub async fn connect(&self, addr: &str, tcp: TcpStream) -> Result<TlsStream<TcpStream>, NetError> {
         self.connect_as(addr, host_of(addr), tcp).await
+    }
+
+    /// The TLS handshake with the broker `broker` (`host:port`) over `tcp`, a connection to
+    /// the SNI-routing proxy at `proxy`: the proxy reads the broker's host name from the SNI,
+    /// which only a DNS name can carry.
+    pub async fn connect_through_sni_proxy(
+        &self,
+        proxy: &str,
+        broker: &str,
+        tcp: TcpStream,
+    ) -> Result<TlsStream<TcpStream>, NetError> {
+        let host = host_of(broker);
+        if host.parse::<std::net::IpAddr>().is_ok() {
+            // Not worth retrying: the broker's address will not turn into a name.
+            return Err(NetError::Tls {
+                addr: proxy.to_string(),
+                reason: format!(
+                    "an SNI proxy routes by host name, and the broker's address {broker} is an IP address \
+                     (brokers behind an SNI proxy must advertise DNS names)"
+                ),
+            });
+        }
+        self.connect_as(proxy, host, tcp).await
     }
 
     /// [`TlsConnector::connect`] expecting the certificate of `host` (which `addr` may not name).
@@ -186,6 +209,28 @@ pub(crate) fn tls_verdict(addr: &str, e: &std::io::Error) -> Option<NetError> {
 fn host_of(addr: &str) -> &str {
     let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
     host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host)
+}
+
+/// The client certificate and its key, checked to belong together where webpki can read the
+/// certificate. rustls's own loader also refuses certificates webpki cannot parse, X.509 v1
+/// among them; brokers accept those, and they are the broker's to judge, so they are
+/// presented as they are.
+fn client_identity(
+    chain: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
+    provider: &CryptoProvider,
+) -> Result<CertifiedKey, NetError> {
+    let signing_key = provider
+        .key_provider
+        .load_private_key(key)
+        .map_err(|e| config_err(format!("cannot use the client private key: {e}")))?;
+    let identity = CertifiedKey::new(chain, signing_key);
+    match identity.keys_match() {
+        Err(e @ rustls::Error::InconsistentKeys(InconsistentKeys::KeyMismatch)) => Err(config_err(format!(
+            "client certificate and key do not go together: {e}"
+        ))),
+        _ => Ok(identity),
+    }
 }
 
 fn config_err(reason: String) -> NetError {
@@ -280,7 +325,7 @@ impl ServerCertVerifier for LenientVerifier {
 mod tests {
     //! Against an in-process rustls server using `testdata/` (an EC CA; a server certificate
     //! for `DNS:localhost, IP:127.0.0.1`; a client certificate), made with the openssl CLI,
-    //! valid until 2126.
+    //! valid until 2126; and an X.509 v1 client certificate with its key, signed by a throwaway CA.
 
     use std::path::PathBuf;
 
@@ -420,6 +465,25 @@ mod tests {
         assert_eq!(greet(&mutual, "127.0.0.1", true).await.unwrap(), b"hi");
         // TLS 1.3 reports a refused client only after the handshake, on the first read.
         assert!(greet(&trusting_ca(), "127.0.0.1", true).await.is_err());
+    }
+
+    #[test]
+    fn an_x509_v1_client_certificate_loads_and_a_foreign_key_does_not() {
+        let v1 = TlsOptions {
+            certificate_file: Some(data("client.v1.cert.pem")),
+            private_key_file: Some(data("client.v1.key.pem")),
+            ..trusting_ca()
+        };
+        TlsConnector::new(&v1).expect("a v1 certificate is the broker's to judge");
+        let mismatched = TlsOptions {
+            certificate_file: Some(data("client.cert.pem")),
+            private_key_file: Some(data("server.key.pem")),
+            ..trusting_ca()
+        };
+        match TlsConnector::new(&mismatched) {
+            Err(NetError::TlsConfig(m)) => assert!(m.contains("do not go together"), "{m}"),
+            other => panic!("a key of another certificate was accepted: {other:?}"),
+        }
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! A credential supplied by a Python callable (`Authentication.token(callable)`, and the
 //! OAuth2 client of `magnetar._oauth2`, which is such a callable).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use pyo3::prelude::*;
@@ -10,9 +11,12 @@ use crate::net::auth::{provider_failed, AuthFuture, AuthProvider};
 
 /// Calls `supplier()` for every connect and every challenge, on a blocking thread so a slow
 /// supplier (an HTTP round trip) never holds up an I/O thread. It returns `str` or `bytes`.
+/// After the broker refused its credential, the supplier's `invalidate()` (if it has one) is
+/// called first, so a cached credential (OAuth2's access token) is fetched anew.
 pub struct PySupplier {
     method: String,
     supplier: Arc<Py<PyAny>>,
+    refused: AtomicBool,
 }
 
 impl PySupplier {
@@ -20,6 +24,7 @@ impl PySupplier {
         PySupplier {
             method,
             supplier: Arc::new(supplier),
+            refused: AtomicBool::new(false),
         }
     }
 }
@@ -32,9 +37,15 @@ impl AuthProvider for PySupplier {
     fn auth_data(&self) -> AuthFuture {
         let supplier = self.supplier.clone();
         let method = self.method.clone();
+        let invalidate = self.refused.swap(false, Ordering::AcqRel);
         Box::pin(async move {
             let called = tokio::task::spawn_blocking(move || {
                 Python::attach(|py| -> Result<Vec<u8>, String> {
+                    if invalidate {
+                        if let Ok(hook) = supplier.bind(py).getattr("invalidate") {
+                            hook.call0().map_err(|e| e.to_string())?;
+                        }
+                    }
                     let value = supplier.call0(py).map_err(|e| e.to_string())?;
                     let value = value.bind(py);
                     if let Ok(s) = value.cast::<PyString>() {
@@ -54,5 +65,9 @@ impl AuthProvider for PySupplier {
                 Err(why) => Err(provider_failed(&method, why)),
             }
         })
+    }
+
+    fn refused(&self) {
+        self.refused.store(true, Ordering::Release);
     }
 }

@@ -13,6 +13,7 @@ use super::convert::{duration_option, get, payload, string_pairs, NoLimit};
 use super::errors::invalid;
 use crate::client::options::TlsOptions;
 use crate::client::{ClientOptions, ConsumerOptions, HashingScheme, InitialPosition, ProducerOptions, RoutingMode};
+use crate::net::url::ServiceUrl;
 use crate::net::{AuthProvider, StaticAuth, TokenFile};
 use crate::protocol::compression::parse_codec;
 use crate::protocol::pb::{command_subscribe::SubType, ProducerAccessMode};
@@ -137,6 +138,8 @@ pub fn client_options(d: &Bound<'_, PyDict>) -> PyResult<ClientOptions> {
             "tls_certificate_file_path",
             "tls_private_key_file_path",
             "listener_name",
+            "proxy_url",
+            "proxy_protocol",
         ]
         .contains(&k.as_str())
         {
@@ -175,6 +178,7 @@ pub fn client_options(d: &Bound<'_, PyDict>) -> PyResult<ClientOptions> {
     }
     o.connection.auth = auth_provider(d)?;
     o.connection.listener_name = get::<String>(d, "listener_name")?.filter(|n| !n.is_empty());
+    o.connection.sni_proxy = sni_proxy(d)?;
     let path =
         |key: &str| -> PyResult<Option<PathBuf>> { Ok(get::<PathBuf>(d, key)?.filter(|p| !p.as_os_str().is_empty())) };
     o.connection.tls = TlsOptions {
@@ -185,6 +189,32 @@ pub fn client_options(d: &Bound<'_, PyDict>) -> PyResult<ClientOptions> {
         private_key_file: path("tls_private_key_file_path")?,
     };
     Ok(o)
+}
+
+/// `proxy_url` with `proxy_protocol="sni"`: the `host:port` every connection dials.
+fn sni_proxy(d: &Bound<'_, PyDict>) -> PyResult<Option<String>> {
+    let url = get::<String>(d, "proxy_url")?.filter(|u| !u.is_empty());
+    let protocol = get::<String>(d, "proxy_protocol")?.filter(|p| !p.is_empty());
+    match (url, protocol) {
+        (None, None) => Ok(None),
+        (None, Some(_)) => Err(invalid("proxy_protocol needs a proxy_url")),
+        (Some(_), None) => Err(invalid(
+            "proxy_url needs proxy_protocol=\"sni\" (the only proxy protocol)",
+        )),
+        (Some(_), Some(p)) if !p.eq_ignore_ascii_case("sni") => {
+            Err(invalid(format!("proxy_protocol must be \"sni\", not {p:?}")))
+        }
+        (Some(url), Some(_)) => {
+            let parsed = ServiceUrl::parse(&url).map_err(|e| invalid(format!("proxy_url: {e}")))?;
+            match (parsed.tls, parsed.hosts.as_slice()) {
+                (true, [host]) => Ok(Some(host.clone())),
+                (false, _) => Err(invalid(format!(
+                    "proxy_url {url:?} must be pulsar+ssl:// (an SNI proxy routes TLS)"
+                ))),
+                _ => Err(invalid(format!("proxy_url {url:?} must name one host"))),
+            }
+        }
+    }
 }
 
 /// The credential source: `auth_method` with fixed `auth_data`, a callable `auth_supplier`

@@ -21,8 +21,8 @@ from ._config import (Authentication, AutoClusterFailover, ConsoleLogger, Consum
 from ._pulsar import (BatchingType, CompressionType, ConsumerCryptoFailureAction, ConsumerType, InitialPosition,
                       KeySharedMode,
                       MessageId, PartitionsRoutingMode, ProducerAccessMode, RegexSubscriptionMode, Result, native_id)
-from .exceptions import AuthenticationError, InvalidConfiguration, PulsarException, mapped, translate
 from ._transaction import Transaction
+from .exceptions import AuthenticationError, ConnectError, InvalidConfiguration, PulsarException, mapped, translate
 from .schema import BytesSchema, Schema
 
 __all__ = ["Client", "Consumer", "Message", "Producer", "Reader"]
@@ -171,13 +171,26 @@ class Client:
         _set_logger(logger)
         self._service_url = service_url
         self._live: set[Any] = set()
-        self._client = self._connect(service_url, options)
+        self._unreachable: str | None = None
+        try:
+            self._client = self._connect(service_url, options)
+        except InvalidConfiguration as e:
+            if "TLS configuration" not in str(e):
+                raise
+            # The official client reads its TLS files when it connects and reports a bad one as
+            # a failure to connect, at the first operation; so does this layer.
+            self._unreachable = str(e)
+            for name in ("tls_trust_certs_file_path", "tls_certificate_file_path", "tls_private_key_file_path"):
+                options[name] = None
+            self._client = self._connect(service_url, options)
 
     def _connect(self, service_url: str, options: dict[str, Any]) -> Any:
         with mapped():
             return _native.Client(service_url, **options)
 
     def _check_auth(self) -> None:
+        if self._unreachable is not None:
+            raise ConnectError(self._unreachable)
         if self._refused is not None:
             raise AuthenticationError(self._refused)
 

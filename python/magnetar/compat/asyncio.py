@@ -234,6 +234,8 @@ class Client(_SyncClient):
             return Producer(await self._client.create_producer(topic, **options), schema)
 
     def _check_auth(self) -> None:
+        if self._unreachable is not None:
+            raise PulsarException(Result.ConnectError, self._unreachable)
         if self._refused is not None:
             raise PulsarException(Result.AuthenticationError, self._refused)
 

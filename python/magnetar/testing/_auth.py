@@ -93,19 +93,27 @@ def tool_output(proc: subprocess.Popen[str], timeout: float = 120.0) -> str:
     return out.strip().splitlines()[-1]
 
 
-def make_client_certificate(tls_dir: Path, where: Path, common_name: str, days: int = 2) -> tuple[Path, Path]:
+def make_client_certificate(tls_dir: Path, where: Path, common_name: str, days: int = 2,
+                            x509_version: int = 3) -> tuple[Path, Path]:
     """A client certificate for ``common_name`` (the role TLS authentication gives it), signed
-    by the CA in ``tls_dir`` (:func:`magnetar.testing.make_tls_files`); returns (cert, key)."""
+    by the CA in ``tls_dir`` (:func:`magnetar.testing.make_tls_files`); returns (cert, key).
+    ``x509_version=1`` makes an X.509 v1 certificate (no extensions), as older CAs and the
+    official client's own test configuration still issue."""
+    if x509_version not in (1, 3):
+        raise ValueError(f"x509_version must be 1 or 3, not {x509_version!r}")
     openssl = find_tool("openssl", "to make the client certificate")
     where.mkdir(parents=True, exist_ok=True)
-    key, csr, cert, ext = (where / f"{common_name}.{n}" for n in ("key.pem", "csr", "cert.pem", "ext"))
+    stem = common_name if x509_version == 3 else f"{common_name}.v1"
+    key, csr, cert, ext = (where / f"{stem}.{n}" for n in ("key.pem", "csr", "cert.pem", "ext"))
     if cert.exists() and key.exists():
         return cert, key
     ext.write_text("basicConstraints=CA:FALSE\nextendedKeyUsage=clientAuth\n")
+    # openssl x509 -req writes a v1 certificate unless it is given extensions.
+    extensions = ["-extfile", ext] if x509_version == 3 else []
     for cmd in (
         ["req", "-new", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={common_name}", "-keyout", key, "-out", csr],
         ["x509", "-req", "-in", csr, "-CA", tls_dir / "ca.cert.pem", "-CAkey", tls_dir / "ca.key.pem",
-         "-CAcreateserial", "-CAserial", where / "ca.srl", "-days", str(days), "-extfile", ext, "-out", cert],
+         "-CAcreateserial", "-CAserial", where / "ca.srl", "-days", str(days), *extensions, "-out", cert],
     ):
         run_tool([openssl, *map(str, cmd)], f"openssl {cmd[0]}", cwd=where)
     return cert, key

@@ -75,12 +75,18 @@ def restart(broker: Any, attempts: int = 3) -> float:
 
 
 def can_store(service_url: str) -> bool:
-    """Whether a message can be stored now (the broker and its bookie work)."""
+    """Whether a message can be stored now (the broker and its bookie work).
+
+    The probe writes to a topic of its own each time: a topic that is already loaded keeps
+    writing to its open ledger, and would pass while every new ledger is refused ("Not enough
+    non-faulty bookies")."""
+    import uuid
+
     import magnetar
 
     client = magnetar.Client(service_url, operation_timeout=15, connect_timeout=10)
     try:
-        client.create_producer(f"persistent://public/default/__restart-probe-{os.getpid()}", batching=False,
+        client.create_producer(f"persistent://public/default/__restart-probe-{os.getpid()}-{uuid.uuid4().hex[:12]}", batching=False,
                                send_timeout=15).send(b"probe")
         return True
     except magnetar.PulsarError:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import ipaddress
 import json
 import logging
 import os
@@ -95,6 +96,14 @@ def _stop_all() -> None:
             broker.stop()
 
 
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
 class Standalone(Admin):
     """A Pulsar standalone broker (broker + in-process bookie + RocksDB metadata) in a child JVM.
 
@@ -135,8 +144,10 @@ class Standalone(Admin):
         super_users: roles with every permission (``admin`` is always one).
         basic_users: user -> password of the htpasswd file (default: one random user).
         listeners: more broker listeners (``advertisedListeners``), name -> loopback address
-            (say ``{"external": "127.0.0.2"}``), each on a free port of its own
-            (:attr:`listener_urls`); the usual ports form the listener ``internal``.
+            or host name (say ``{"external": "127.0.0.2"}``), each on a free port of its own
+            (:attr:`listener_urls`; with ``tls`` also a TLS port, :attr:`listener_tls_urls`); a
+            host name is advertised as it is and served on 127.0.0.1. The usual ports form the
+            listener ``internal``.
     """
 
     def __init__(self, *, version: str = DEFAULT_VERSION, cache_dir: str | os.PathLike[str] | None = None,
@@ -178,6 +189,8 @@ class Standalone(Admin):
         self.listeners = dict(listeners or {})
         self.listener_urls: dict[str, str] = {}
         """``pulsar://host:port`` of each extra listener, once started."""
+        self.listener_tls_urls: dict[str, str] = {}
+        """``pulsar+ssl://host:port`` of each extra listener of a ``tls`` broker, once started."""
         self.auth_secret_key: bytes | None = None
         """The HS256 key the broker checks tokens with (``auth=True``)."""
         self.startup_seconds: float | None = None
@@ -220,12 +233,13 @@ class Standalone(Admin):
             raise StandaloneError("this broker was not started with auth=True")
         return hs256_token(self.auth_secret_key, subject, None if expires_in is None else time.time() + expires_in)
 
-    def client_certificate(self, common_name: str) -> tuple[Path, Path]:
+    def client_certificate(self, common_name: str, x509_version: int = 3) -> tuple[Path, Path]:
         """(certificate, key) PEM files for the role ``common_name``, signed by the broker's CA,
-        for TLS authentication (``tls=True``)."""
+        for TLS authentication (``tls=True``); ``x509_version=1`` for an old-style certificate."""
         if not self.tls or self.data_dir is None:
             raise StandaloneError("this broker was not started with tls=True")
-        return make_client_certificate(self.data_dir / "tls", self.data_dir / "clients", common_name)
+        return make_client_certificate(self.data_dir / "tls", self.data_dir / "clients", common_name,
+                                       x509_version=x509_version)
 
     def tokens_tool(self, subject: str) -> subprocess.Popen[str]:
         """``bin/pulsar tokens create`` for ``subject`` with the broker's key file, started in
@@ -311,15 +325,24 @@ class Standalone(Admin):
             conf.update(auth_conf(files, self.token, tls=self.tls, super_users=self.super_users,
                                   refresh_check_seconds=self.auth_refresh_check_seconds))
         if self.listeners:
-            extra = pick_ports([(0, 0)] * len(self.listeners))
-            self.listener_urls = {name: f"pulsar://{host}:{p}"
-                                  for (name, host), p in zip(self.listeners.items(), extra, strict=True)}
-            internal = [f"internal:pulsar://127.0.0.1:{port}",
-                        *([f"internal:pulsar+ssl://127.0.0.1:{self.tls_port}"] if self.tls else [])]
+            extra = iter(pick_ports([(0, 0)] * (len(self.listeners) * (2 if self.tls else 1))))
+            advertised, bound = [f"internal:pulsar://127.0.0.1:{port}"], []
+            if self.tls:
+                advertised.append(f"internal:pulsar+ssl://127.0.0.1:{self.tls_port}")
+            for name, host in self.listeners.items():
+                bind_host = host if _is_ip(host) else "127.0.0.1"
+                schemes = [("pulsar", self.listener_urls)]
+                if self.tls:
+                    schemes.append(("pulsar+ssl", self.listener_tls_urls))
+                for scheme, urls in schemes:
+                    p = next(extra)
+                    urls[name] = f"{scheme}://{host}:{p}"
+                    advertised.append(f"{name}:{scheme}://{host}:{p}")
+                    bound.append(f"{name}:{scheme}://{bind_host}:{p}")
             conf.update({
-                "advertisedListeners": ",".join([*internal, *(f"{n}:{u}" for n, u in self.listener_urls.items())]),
+                "advertisedListeners": ",".join(advertised),
                 "internalListenerName": "internal",
-                "bindAddresses": ",".join(f"{n}:{u}" for n, u in self.listener_urls.items()),
+                "bindAddresses": ",".join(bound),
             })
         if bk:  # otherwise BKCluster picks a free bookie port itself (allowEphemeralPorts=false)
             conf["allowEphemeralPorts"] = "true"

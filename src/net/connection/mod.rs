@@ -52,6 +52,10 @@ pub struct ConnectionOptions {
     pub tls: TlsOptions,
     /// The broker listener (`advertisedListeners`) whose addresses lookups answer with.
     pub listener_name: Option<String>,
+    /// `host:port` of a proxy that routes TLS connections by SNI: every connection is dialled
+    /// there, with the broker's host name as the SNI (the Java and C++ clients'
+    /// `proxyServiceUrl` with `ProxyProtocol.SNI`).
+    pub sni_proxy: Option<String>,
 }
 
 impl Default for ConnectionOptions {
@@ -63,6 +67,7 @@ impl Default for ConnectionOptions {
             auth: None,
             tls: TlsOptions::default(),
             listener_name: None,
+            sni_proxy: None,
         }
     }
 }
@@ -78,6 +83,7 @@ impl std::fmt::Debug for ConnectionOptions {
             auth,
             tls,
             listener_name,
+            sni_proxy,
         } = self;
         f.debug_struct("ConnectionOptions")
             .field("connect_timeout", connect_timeout)
@@ -86,8 +92,21 @@ impl std::fmt::Debug for ConnectionOptions {
             .field("auth", auth)
             .field("tls", tls)
             .field("listener_name", listener_name)
+            .field("sni_proxy", sni_proxy)
             .finish()
     }
+}
+
+/// How a connection reaches its broker, when the dialled address is not simply the broker.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Route<'a> {
+    /// The dialled address is a TLS pass-through proxy that routes by SNI (Apache Traffic
+    /// Server, say), and this (`host:port`) is who the connection is for: its host name is the
+    /// SNI and the name the certificate must carry, and it is the connection's address.
+    pub sni_for: Option<&'a str>,
+    /// The far end is a Pulsar proxy, and `Connect` names this broker (`host:port`) for it to
+    /// forward to (a lookup answered `proxyThroughServiceUrl`).
+    pub proxy_to: Option<&'a str>,
 }
 
 /// Which id space a handler id belongs to: the protocol numbers producers and consumers apart.
@@ -148,28 +167,30 @@ impl std::fmt::Debug for Connection {
 
 impl Connection {
     /// Opens a TCP connection to `addr` (`host:port`), wraps it in TLS when `tls` is given,
-    /// and performs the Pulsar handshake, all within the connect timeout.
+    /// and performs the Pulsar handshake, all within the connect timeout; `route` says whether
+    /// `addr` is the broker itself or a proxy in front of it.
     ///
     /// A credential the broker refuses (typically one that expired while the client was
     /// away) is asked for again and tried once more when the provider can renew it; only a
     /// refused renewed credential is final.
     ///
-    /// With `proxy_to`, `addr` is a Pulsar proxy and `proxy_to` (`host:port`) the broker it
-    /// forwards this connection to, named in `Connect`.
     pub async fn connect(
         addr: &str,
         opts: &ConnectionOptions,
         tls: Option<&TlsConnector>,
-        proxy_to: Option<&str>,
+        route: Route<'_>,
     ) -> Result<Connection, NetError> {
         let attempts = async {
-            match Self::connect_once(addr, opts, tls, proxy_to).await {
+            match Self::connect_once(addr, opts, tls, route).await {
                 Err(NetError::Server {
                     code: ServerError::AuthenticationError,
                     message,
                 }) if opts.auth.as_ref().is_some_and(|a| a.renews()) => {
                     log::info!("{addr} refused the credential ({message}); trying once more with a fresh one");
-                    Self::connect_once(addr, opts, tls, proxy_to).await
+                    if let Some(auth) = &opts.auth {
+                        auth.refused();
+                    }
+                    Self::connect_once(addr, opts, tls, route).await
                 }
                 other => other,
             }
@@ -183,8 +204,9 @@ impl Connection {
         addr: &str,
         opts: &ConnectionOptions,
         tls: Option<&TlsConnector>,
-        proxy_to: Option<&str>,
+        route: Route<'_>,
     ) -> Result<Connection, NetError> {
+        let proxy_to = route.proxy_to;
         let opening = async {
             let tcp = TcpStream::connect(addr).await.map_err(|e| connect_err(addr, e))?;
             tcp.set_nodelay(true).map_err(|e| connect_err(addr, e))?;
@@ -206,8 +228,12 @@ impl Connection {
                 // rustls may keep ciphertext after accepting plaintext, so these writes are
                 // flushed.
                 Some(tls) => {
-                    let (rd, wr) = tokio::io::split(tls.connect(addr, tcp).await?);
-                    Self::start(addr, opts, rd, wr, true, proxy_to).await
+                    let (stream, named) = match route.sni_for {
+                        Some(far) => (tls.connect_through_sni_proxy(addr, far, tcp).await?, far),
+                        None => (tls.connect(addr, tcp).await?, addr),
+                    };
+                    let (rd, wr) = tokio::io::split(stream);
+                    Self::start(named, opts, rd, wr, true, proxy_to).await
                 }
             }
         };
