@@ -238,3 +238,74 @@ def test_dead_letter_initial_subscription_is_created(compat: pulsar.Client, topi
     compat.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared,
                      dead_letter_policy=pulsar.ConsumerDeadLetterPolicy(3, dlq, "keeper"))
     assert "keeper" in broker.topic_stats(dlq)["subscriptions"]
+
+
+def test_txn_in_the_java_clients_shape(compat: pulsar.Client, topic: str) -> None:
+    """new_transaction(timeout_ms=...), send/send_async/acknowledge/acknowledge_cumulative with
+    txn=: invisible until commit, undone by abort, refused once finished."""
+    out = topic + "-out"
+    compat.create_producer(topic).send(b"in-1")
+    consumer = compat.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+    check = compat.subscribe(out, "check", initial_position=pulsar.InitialPosition.Earliest)
+    producer = compat.create_producer(out)
+
+    msg = consumer.receive(10_000)
+    txn = compat.new_transaction(timeout_ms=30_000)
+    assert txn.state() == "OPEN" and len(txn.txn_id()) == 2
+    producer.send(b"out-1", txn=txn)
+    sent = threading.Event()
+    producer.send_async(b"out-2", lambda result, msg_id: sent.set(), txn=txn)
+    consumer.acknowledge(msg, txn=txn)
+    assert sent.wait(10)
+    assert not compat.create_reader(out, pulsar.MessageId.earliest).has_message_available()  # before the commit
+    txn.commit()
+    assert txn.state() == "COMMITTED"
+    assert sorted(check.receive(10_000).data() for _ in range(2)) == [b"out-1", b"out-2"]
+    with pytest.raises(pulsar.PulsarException):
+        producer.send(b"late", txn=txn)
+
+    # An aborted transaction's messages never appear and its cumulative ack is undone.
+    compat.create_producer(topic).send(b"in-2")
+    msg2 = consumer.receive(10_000)
+    aborted = compat.new_transaction()
+    producer.send(b"dropped", txn=aborted)
+    consumer.acknowledge_cumulative(msg2, txn=aborted)
+    aborted.abort()
+    assert aborted.state() == "ABORTED"
+    consumer.redeliver_unacknowledged_messages()
+    assert consumer.receive(10_000).data() == b"in-2"
+    producer.send(b"after")
+    assert check.receive(10_000).data() == b"after"
+    with pytest.raises(TypeError):
+        producer.send(b"x", txn="not a transaction")  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        compat.new_transaction(timeout_ms=0)
+
+
+def test_txn_in_the_asyncio_api(service_url: str, topic: str) -> None:
+    from magnetar.compat.asyncio import Client
+
+    async def main() -> None:
+        client = Client(service_url)
+        consumer = await client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+        out = await client.subscribe(topic + "-out", "check", initial_position=pulsar.InitialPosition.Earliest)
+        await (await client.create_producer(topic)).send(b"in")
+        producer = await client.create_producer(topic + "-out")
+        msg = await consumer.receive()
+        txn = await client.new_transaction(timeout_ms=30_000)
+        await producer.send(b"dropped", txn=txn)
+        await consumer.acknowledge(msg, txn=txn)
+        await txn.abort()
+        assert txn.state() == "ABORTED"
+        consumer.redeliver_unacknowledged_messages()
+        msg = await consumer.receive()
+        assert msg.data() == b"in"
+        txn = await client.new_transaction()
+        await producer.send(b"kept", txn=txn)
+        await consumer.acknowledge_cumulative(msg, txn=txn)
+        await txn.commit()
+        assert txn.state() == "COMMITTED"
+        assert (await out.receive()).data() == b"kept"
+        await client.close()
+
+    asyncio.run(main())

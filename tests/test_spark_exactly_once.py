@@ -258,7 +258,7 @@ def test_a_stream_restarted_after_dying_before_its_commit(
 
     class DyingWriter(ms._write.PulsarStreamWriter):  # type: ignore[name-defined,misc]
         def commit(self, messages: list[Any], batchId: int) -> None:
-            written.write_text(json.dumps([m.txn for m in messages if m is not None]))
+            written.write_text(json.dumps([m.txn for m in messages if m is not None and m.txn is not None]))
             raise RuntimeError("the driver died between the write and the commit")
 
         def abort(self, messages: list[Any], batchId: int) -> None:

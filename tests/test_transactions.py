@@ -52,6 +52,29 @@ def test_messages_of_an_open_transaction_are_invisible_until_commit(
     assert got == [b"a", b"b"]
 
 
+@pytest.mark.parametrize("partitions", [0, 3])
+def test_send_many_in_a_transaction(client: magnetar.Client, broker: Standalone, topic: str, sub: str,
+                                    partitions: int) -> None:
+    """send_many(txn=...): every message in the transaction (the one-partition fast path
+    included), invisible until commit, dropped by abort."""
+    if partitions:
+        broker.create_partitioned_topic(topic, partitions)
+    consumer = client.subscribe(topic, sub, initial_position="earliest")
+    producer = client.create_producer(topic)
+    dropped = client.new_transaction()
+    producer.send_many([b"x%d" % i for i in range(50)], keys=[f"k{i}" for i in range(50)], txn=dropped)
+    dropped.abort()
+    txn = client.new_transaction()
+    ids = producer.send_many([b"m%d" % i for i in range(50)], keys=[f"k{i}" for i in range(50)], txn=txn)
+    assert len(ids) == 50
+    assert not client.create_reader(topic if not partitions else f"{topic}-partition-0").has_message_available()
+    txn.commit()
+    got = sorted(consumer.receive(timeout=10).data for _ in range(50))
+    assert got == sorted(b"m%d" % i for i in range(50))
+    producer.send(b"end")
+    assert consumer.receive(timeout=10).data == b"end"
+
+
 def test_aborted_messages_never_appear(client: magnetar.Client, pair: tuple[magnetar.Producer, magnetar.Consumer]) -> None:
     producer, consumer = pair
     with pytest.raises(RuntimeError, match="boom"):

@@ -20,6 +20,7 @@ from ._config import (Authentication, AuthenticationAthenz, AuthenticationBasic,
                       FileLogger, ServiceInfo, ServiceInfoProvider)
 from ._encryption import EncryptionContext, EncryptionKey
 from ._endpoints import Consumer, Producer, Reader
+from ._transaction import Transaction
 from ._pulsar import (BatchingType, BatchReceivePolicy, CompressionType, ConsumerCryptoFailureAction, ConsumerType,
                       InitialPosition, KeySharedMode, LoggerLevel, MessageId, PartitionsRoutingMode,
                       ProducerAccessMode, RegexSubscriptionMode, Result)
@@ -38,6 +39,6 @@ __all__ = [
     "ConsumerDeadLetterPolicy", "ConsumerKeySharedPolicy", "ConsumerType", "CryptoKeyReader", "EncryptionContext", "EncryptionKey", "FileLogger",
     "InitialPosition", "KeySharedMode", "LoggerLevel", "Message", "MessageId", "PartitionsRoutingMode", "Producer",
     "ProducerAccessMode", "Reader", "RegexSubscriptionMode", "Result", "ServiceInfo", "ServiceInfoProvider",
-    "TableView", "exceptions", "schema",
+    "TableView", "Transaction", "exceptions", "schema",
     *[n for n in _exception_names if n not in ("mapped", "translate")],
 ]

@@ -18,6 +18,7 @@ from ._handles import ConsumerAccessors, ProducerAccessors, ReceivingAccessors, 
 from ._pulsar import MessageId, Result, native_id
 from .exceptions import (CumulativeAcknowledgementNotAllowedError, Interrupted, InvalidConfiguration,
                          OperationNotSupported, mapped, translate)
+from ._transaction import Transaction, native_txn
 from .schema import Schema
 from ..schema import BytesSchema as _NativeBytes
 
@@ -69,10 +70,14 @@ class Producer(ProducerAccessors):
              ordering_key: str | None = None, sequence_id: int | None = None,
              replication_clusters: list[str] | None = None, disable_replication: bool = False,
              event_timestamp: int | None = None, deliver_at: int | None = None,
-             deliver_after: timedelta | None = None) -> MessageId:
+             deliver_after: timedelta | None = None, *, txn: Transaction | None = None) -> MessageId:
+        """Sends and waits for the receipt; ``txn`` (magnetar's addition, from
+        ``client.new_transaction()``) sends inside a transaction."""
         data = self._content(content)
         fields = _fields(properties, partition_key, ordering_key, sequence_id, replication_clusters,
                          disable_replication, event_timestamp, deliver_at, deliver_after)
+        if txn is not None:
+            fields["txn"] = native_txn(txn)
         with mapped():
             return MessageId._of(self._p.send(data, **fields))
 
@@ -81,15 +86,17 @@ class Producer(ProducerAccessors):
                    ordering_key: str | None = None, sequence_id: int | None = None,
                    replication_clusters: list[str] | None = None, disable_replication: bool = False,
                    event_timestamp: int | None = None, deliver_at: int | None = None,
-                   deliver_after: timedelta | None = None) -> None:
+                   deliver_after: timedelta | None = None, *, txn: Transaction | None = None) -> None:
         data = self._content(content)
         if (properties is None and partition_key is None and ordering_key is None and sequence_id is None
                 and replication_clusters is None and disable_replication is False and event_timestamp is None
-                and deliver_at is None and deliver_after is None):
+                and deliver_at is None and deliver_after is None and txn is None):
             fields = None  # the common case, kept short: this runs once per message
         else:
             fields = _fields(properties, partition_key, ordering_key, sequence_id, replication_clusters,
                              disable_replication, event_timestamp, deliver_at, deliver_after)
+            if txn is not None:
+                fields["txn"] = native_txn(txn)
         try:
             future = self._p.send_async(data) if fields is None else self._p.send_async(data, **fields)
         except _nexc.PulsarError as e:
@@ -238,23 +245,28 @@ class Consumer(_Receiving, ConsumerAccessors):
                                         "several topics (MessageId.deserialize(data, topic=...) gives one)")
         return target
 
-    def acknowledge(self, message: Any) -> None:
+    def acknowledge(self, message: Any, txn: Transaction | None = None) -> None:
+        """Acknowledges one message; with ``txn`` (magnetar's addition) inside that transaction."""
         if type(message) is Message:
             target: Any = message._m  # the common case, kept short: this runs once per message
         else:
             target = self._checked(message)
         try:
-            self._c._core.ack(target)
+            if txn is None:
+                self._c._core.ack(target)
+            else:
+                self._c._core.ack(target, native_txn(txn))
         except _nexc.PulsarError as e:
             raise translate(e) from e
 
-    def acknowledge_cumulative(self, message: Any) -> None:
+    def acknowledge_cumulative(self, message: Any, txn: Transaction | None = None) -> None:
+        """Acknowledges up to a message; with ``txn`` (magnetar's addition) inside that transaction."""
         if self._individual_only:
             raise CumulativeAcknowledgementNotAllowedError(
                 "cumulative acknowledgement is not allowed on Shared and Key_Shared subscriptions")
         self._checked(message)
         with mapped():
-            self._c._core.ack_cumulative(_target(message))
+            self._c._core.ack_cumulative(_target(message), native_txn(txn))
 
     def negative_acknowledge(self, message: Any) -> None:
         with mapped():

@@ -20,11 +20,12 @@ from ._config import check_type_or_none
 from ._endpoints import _fields, _not_after, _target
 from ._handles import ConsumerAccessors, ProducerAccessors, ReceivingAccessors, seek_target
 from ._pulsar import MessageId, Result
+from ._transaction import TransactionBase, native_txn
 from .exceptions import PulsarException as _CompatException
 from .exceptions import translate
 from .schema import Schema
 
-__all__ = ["Client", "Consumer", "Producer", "PulsarException", "Reader", "TableView"]
+__all__ = ["Client", "Consumer", "Producer", "PulsarException", "Reader", "TableView", "Transaction"]
 
 
 class PulsarException(_CompatException):
@@ -61,6 +62,22 @@ async def _mapped() -> AsyncIterator[None]:
         raise PulsarException(Result.__members__.get(type(e).__name__, Result.UnknownError), str(e)) from e
 
 
+class Transaction(TransactionBase):
+    """The asyncio twin of ``pulsar.Transaction`` (magnetar's addition): ``await
+    txn.commit()``, ``await txn.abort()``."""
+
+    __slots__ = ()
+    _txn: Any
+
+    async def commit(self) -> None:
+        async with _mapped():
+            await self._txn.commit()
+
+    async def abort(self) -> None:
+        async with _mapped():
+            await self._txn.abort()
+
+
 class Producer(ProducerAccessors):
     """Publishes; ``await send(...)`` gives the message id."""
 
@@ -74,9 +91,11 @@ class Producer(ProducerAccessors):
                    ordering_key: str | None = None, sequence_id: int | None = None,
                    replication_clusters: list[str] | None = None, disable_replication: bool = False,
                    event_timestamp: int | None = None, deliver_at: int | None = None,
-                   deliver_after: Any = None) -> MessageId:
+                   deliver_after: Any = None, *, txn: Transaction | None = None) -> MessageId:
         fields = _fields(properties, partition_key, ordering_key, sequence_id, replication_clusters,
                          disable_replication, event_timestamp, deliver_at, deliver_after)
+        if txn is not None:
+            fields["txn"] = native_txn(txn)
         task = asyncio.current_task()
         if task is not None:
             self._inflight.add(task)
@@ -134,13 +153,19 @@ class Consumer(_Receiving, ConsumerAccessors):
     async def receive(self) -> Message:
         return await self._next(self._c.receive)
 
-    async def acknowledge(self, message: Any) -> None:
+    async def acknowledge(self, message: Any, txn: Transaction | None = None) -> None:
         async with _mapped():
-            await self._c.ack_with_receipt(_target(message))
+            if txn is None:
+                await self._c.ack_with_receipt(_target(message))
+            else:  # the transaction's commit waits for the broker's confirmation
+                self._c.ack(_target(message), native_txn(txn))
 
-    async def acknowledge_cumulative(self, message: Any) -> None:
+    async def acknowledge_cumulative(self, message: Any, txn: Transaction | None = None) -> None:
         async with _mapped():
-            await self._c.ack_with_receipt(_target(message), cumulative=True)
+            if txn is None:
+                await self._c.ack_with_receipt(_target(message), cumulative=True)
+            else:
+                self._c.ack_cumulative(_target(message), native_txn(txn))
 
     async def negative_acknowledge(self, message: Any) -> None:
         self._c._core.nack(_target(message))
@@ -232,6 +257,12 @@ class Client(_SyncClient):
         async with _mapped():
             return TableView(await self._client.create_table_view(topic, schema=_native_schema(schema)),
                              subscription, schema)
+
+    async def new_transaction(self, timeout_ms: int = 60_000) -> Transaction:  # type: ignore[override]
+        """As ``pulsar.Client.new_transaction``, awaited."""
+        _SyncClient._check_timeout_ms(timeout_ms)
+        async with _mapped():
+            return Transaction(await self._client.new_transaction(timeout_ms / 1000))
 
     async def get_topic_partitions(self, topic: str) -> list[str]:  # type: ignore[override]
         async with _mapped():

@@ -98,6 +98,7 @@ _BY_CLASS: dict[type[_native.PulsarError], type[PulsarException]] = {
     _native.AlreadyClosed: AlreadyClosed, _native.TopicTerminated: TopicTerminated,
     _native.InvalidConfiguration: InvalidConfiguration, _native.ProtocolError: UnknownError,
     _native.IncompatibleSchema: IncompatibleSchema, _native.CryptoError: CryptoError,
+    _native.TransactionError: InvalidTxnStatusError,
 }
 
 
