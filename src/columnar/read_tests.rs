@@ -36,6 +36,7 @@ pub(crate) fn message(entry: i64, key: Option<&str>, props: &[(&str, &str)], eve
         origin: 0,
         first_chunk: None,
         epoch: 0,
+        still_encrypted: false,
     }
 }
 
