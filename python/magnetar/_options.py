@@ -280,6 +280,8 @@ class MessageFields(TypedDict, total=False):
     deliver_at: Annotated[Union[TimeLike, None], Opt(None, "Deliver no sooner than this time (Shared subscriptions).")]
     ordering_key: Annotated[Union[bytes, str, None], Opt(None, "Key for Key_Shared ordering only, instead of ``key``.")]
     sequence_id: Annotated[Union[int, None], Opt(None, "Explicit sequence id (deduplication); by default the next one.")]
+    replication_clusters: Annotated[Union[Sequence[str], None], Opt(None, "Geo-replication: the clusters this message is replicated to, instead of all of the namespace's.")]
+    disable_replication: Annotated[Union[bool, None], Opt(None, "Geo-replication: keep this message in the local cluster.")]
     txn: Annotated[Union[TransactionHandle, None], Opt(None, "A transaction (``client.new_transaction()``): the message is visible once it commits, dropped if it aborts.")]
 
 

@@ -94,7 +94,8 @@ pub fn epoch_ms(value: &Bound<'_, PyAny>, what: &str) -> PyResult<u64> {
 
 /// A message from `data` and the keyword arguments of `Producer.send` (a dict, or None when
 /// none were given): `key`, `properties`, `event_time`, `deliver_at`, `deliver_after`,
-/// `ordering_key`, `sequence_id`. A `None` value is the same as leaving the argument out.
+/// `ordering_key`, `sequence_id`, `replication_clusters`, `disable_replication`. A `None` value
+/// is the same as leaving the argument out.
 pub fn message(data: &Bound<'_, PyAny>, fields: Option<&Bound<'_, PyDict>>) -> PyResult<OutgoingMessage> {
     let mut msg = OutgoingMessage::new(payload(data)?);
     let Some(fields) = fields else {
@@ -116,13 +117,35 @@ pub fn message(data: &Bound<'_, PyAny>, fields: Option<&Bound<'_, PyDict>>) -> P
                 Ok(seq) if !value.is_instance_of::<PyBool>() => msg.sequence_id = Some(seq),
                 _ => return Err(invalid("sequence_id must be a non-negative int")),
             },
+            "replication_clusters" => {
+                let clusters: Vec<String> = value
+                    .extract()
+                    .map_err(|_| invalid("replication_clusters must be a list of cluster names (str)"))?;
+                if !msg.replication_clusters.is_empty() {
+                    return Err(invalid("give replication_clusters or disable_replication, not both"));
+                }
+                msg.replication_clusters = clusters;
+            }
+            "disable_replication" => {
+                let off: bool = value
+                    .extract()
+                    .map_err(|_| invalid("disable_replication must be a bool"))?;
+                if off {
+                    if !msg.replication_clusters.is_empty() {
+                        return Err(invalid("give replication_clusters or disable_replication, not both"));
+                    }
+                    // The broker's name for "this cluster only" (the Java and C++ clients send it).
+                    msg.replication_clusters = vec!["__local__".to_string()];
+                }
+            }
             // The transaction handle lives above this module: the producer reads it
             // (`transaction::of_fields`).
             "txn" => {}
             other => {
                 return Err(pyo3::exceptions::PyTypeError::new_err(format!(
                     "unexpected keyword argument '{other}' for a message (it takes key, properties, \
-                     event_time, deliver_after, deliver_at, ordering_key, sequence_id, txn)"
+                     event_time, deliver_after, deliver_at, ordering_key, sequence_id, \
+                     replication_clusters, disable_replication, txn)"
                 )))
             }
         }

@@ -43,8 +43,11 @@ def _fields(properties: Any, partition_key: Any, ordering_key: Any, sequence_id:
         check_type_or_none(kind, value, name)
         if value is not None:
             fields[native] = value
-    if replication_clusters is not None or disable_replication:
-        raise InvalidConfiguration("replication_clusters and disable_replication are not available in magnetar")
+    # As the official client: disabling replication wins over a list of clusters.
+    if disable_replication:
+        fields["disable_replication"] = True
+    elif replication_clusters:
+        fields["replication_clusters"] = replication_clusters
     return fields
 
 
