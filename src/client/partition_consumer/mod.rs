@@ -280,6 +280,7 @@ pub(crate) async fn create(
         deferred_last_ids: Vec::new(),
         crypto: crate::client::crypto::ConsumerCrypto::new(opts_reader),
         deferred_seeks: Vec::new(),
+        detached_by_seek: false,
     };
     let request = actor.subscribe_request();
     actor.link.attach(request).await?;
@@ -352,6 +353,9 @@ struct Actor {
     /// Seeks that arrived while reattaching (right after another seek, say), in order: each
     /// runs once attached, and the broker's detach after it holds back the next.
     deferred_seeks: Vec<(SeekTarget, oneshot::Sender<Result<()>>)>,
+    /// Detached by a seek (the broker drops the consumer after one), until attached again:
+    /// only then does a seek wait for the reattach; on a lost connection it fails at once.
+    detached_by_seek: bool,
     /// Chunked messages being reassembled, by uuid.
     chunks: ChunkAssembler,
     /// Entries of delivered chunked messages, keyed by the last chunk: acking it acks all.
@@ -417,7 +421,7 @@ impl Actor {
             } => self.ack_in_txn(id, cumulative, txn, op),
             Command::Redeliver(ids) => self.redeliver(ids),
             Command::Seek(target, reply) => {
-                if self.link.conn().is_none() && self.link.is_reattaching() {
+                if self.link.conn().is_none() && self.link.is_reattaching() && self.detached_by_seek {
                     self.deferred_seeks.push((target, reply));
                 } else {
                     let _ = reply.send(self.seek(target).await);

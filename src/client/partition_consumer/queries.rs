@@ -83,6 +83,7 @@ impl Actor {
         // on the way to the actor): detach now, so that a call right after the seek waits for
         // the reattach (see `Command::Seek`) instead of reaching a consumer the broker dropped.
         self.disconnect(Duration::ZERO);
+        self.detached_by_seek = true;
         Ok(())
     }
 

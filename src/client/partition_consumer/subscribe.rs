@@ -9,6 +9,7 @@ impl Actor {
             LinkEvent::Connection(ev) => self.on_event(ev).await,
             LinkEvent::RetryDue => self.reconnect(),
             LinkEvent::Attached(_) => {
+                self.detached_by_seek = false;
                 self.subscribed();
                 log::info!("{}: consumer resubscribed", self.shared.topic);
                 for reply in std::mem::take(&mut self.deferred_last_ids) {
