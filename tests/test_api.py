@@ -33,7 +33,7 @@ def test_every_engine_error_kind_maps_to_an_exception_class():
     assert issubclass(magnetar.InvalidConfiguration, ValueError)
 
 
-@pytest.mark.parametrize("url", ["", "http://x:1", "pulsar://", "pulsar://h:99999", "pulsar://a:1,,b:2"])
+@pytest.mark.parametrize("url", ["", "ftp://x:1", "pulsar://", "pulsar://h:99999", "pulsar://a:1,,b:2"])
 def test_invalid_service_urls(url):
     with pytest.raises(magnetar.InvalidConfiguration):
         magnetar.Client(url)
