@@ -183,7 +183,7 @@ pub(crate) fn tls_verdict(addr: &str, e: &std::io::Error) -> Option<NetError> {
 }
 
 /// The host part of `host:port`, without the brackets of an IPv6 literal.
-fn host_of(addr: &str) -> &str {
+pub(crate) fn host_of(addr: &str) -> &str {
     let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
     host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host)
 }

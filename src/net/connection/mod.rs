@@ -77,13 +77,7 @@ impl ConnectionOptions {
     pub(crate) async fn dial(&self, addr: &str, tls: bool) -> Result<TcpStream, NetError> {
         let to = match &self.sni_proxy {
             Some(proxy) if tls => {
-                let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
-                if host
-                    .trim_start_matches('[')
-                    .trim_end_matches(']')
-                    .parse::<std::net::IpAddr>()
-                    .is_ok()
-                {
+                if super::tls::host_of(addr).parse::<std::net::IpAddr>().is_ok() {
                     // Not worth retrying: the broker's address will not turn into a name.
                     return Err(NetError::Tls {
                         addr: addr.to_string(),
