@@ -49,12 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--admin-url")
     args = parser.parse_args(argv)
 
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
     import magnetar.spark as ms
-    from magnetar.spark import PulsarDataSource
     from magnetar.testing import Admin, Standalone
 
     with contextlib.ExitStack() as stack:
@@ -64,12 +59,7 @@ def main(argv: list[str] | None = None) -> int:
             broker = stack.enter_context(Standalone(port=0))
             service_url, admin = broker.service_url, broker
             print(f"broker ready at {service_url} in {broker.startup_seconds:.1f} s", flush=True)
-        spark = (SparkSession.builder.master("local[2]").appName("magnetar-spark-bench")
-                 .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-                 .config("spark.sql.shuffle.partitions", str(args.partitions))
-                 .config("spark.driver.memory", "2g").getOrCreate())
-        spark.sparkContext.setLogLevel("ERROR")
-        spark.dataSource.register(PulsarDataSource)
+        spark = local_spark("magnetar-spark-bench", args.partitions)
         stack.callback(ms.close_all)
         stack.callback(spark.stop)
 
@@ -102,6 +92,24 @@ def main(argv: list[str] | None = None) -> int:
         print("|---|" + "---:|" * len(other))
         print("| rows/s | " + " | ".join(f"{statistics.median(v) / 1000:,.0f} k" for v in other.values()) + " |")
     return 0
+
+
+def local_spark(app: str, partitions: int) -> Any:
+    """The benches' Spark session: local[2], quiet, the ``pulsar`` data source registered, its
+    Python workers this interpreter."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    from magnetar.spark import PulsarDataSource
+
+    spark = (SparkSession.builder.master("local[2]").appName(app)
+             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.shuffle.partitions", str(partitions))
+             .config("spark.driver.memory", "2g").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.dataSource.register(PulsarDataSource)
+    return spark
 
 
 def _fill(admin: Any, service_url: str, rows: int, partitions: int) -> tuple[str, float]:

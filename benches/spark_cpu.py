@@ -81,23 +81,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--partitions", type=int, default=2)
     args = parser.parse_args(argv)
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
     import magnetar.spark as ms
-    from magnetar.spark import PulsarDataSource
     from magnetar.testing import Standalone
 
-    from .spark_bench import _fill, source_frame, warm_up
+    from .spark_bench import _fill, local_spark, source_frame, warm_up
 
     with Standalone(port=0) as broker:
-        spark = (SparkSession.builder.master("local[2]").appName("magnetar-spark-cpu")
-                 .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-                 .config("spark.sql.shuffle.partitions", str(args.partitions))
-                 .config("spark.driver.memory", "2g").getOrCreate())
-        spark.sparkContext.setLogLevel("ERROR")
-        spark.dataSource.register(PulsarDataSource)
+        spark = local_spark("magnetar-spark-cpu", args.partitions)
         try:
             warm_up(spark, broker, broker.service_url, args.partitions)
             url, rows = broker.service_url, args.rows

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import statistics
 import sys
 import tempfile
@@ -30,7 +29,7 @@ import time
 import uuid
 from typing import Any
 
-from .spark_bench import _fill, source_frame
+from .spark_bench import _fill, local_spark, source_frame
 
 MODES = {"plain": {}, "exactlyOnce": {"exactlyOnce": "true"}}
 
@@ -43,10 +42,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batches", type=int, default=5, help="micro-batches of the streaming copy")
     args = parser.parse_args(argv)
 
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
     import magnetar.spark as ms
     from magnetar.testing import Standalone
 
@@ -54,12 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         broker = stack.enter_context(Standalone(port=0))
         url = broker.service_url
         print(f"broker ready at {url} in {broker.startup_seconds:.1f} s", flush=True)
-        spark = (SparkSession.builder.master("local[2]").appName("magnetar-spark-txn-bench")
-                 .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-                 .config("spark.sql.shuffle.partitions", str(args.partitions))
-                 .config("spark.driver.memory", "2g").getOrCreate())
-        spark.sparkContext.setLogLevel("ERROR")
-        spark.dataSource.register(ms.PulsarDataSource)
+        spark = local_spark("magnetar-spark-txn-bench", args.partitions)
         stack.callback(ms.close_all)
         stack.callback(spark.stop)
 
