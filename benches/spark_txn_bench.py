@@ -55,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
 
         df = source_frame(spark, args.rows, args.partitions, "key, value")
         for mode, options in MODES.items():  # warm-up: Python workers, producers, the coordinator
-            batch_write(spark, broker, url, df.limit(20_000), 20_000, args.partitions, options)
+            warm = min(20_000, args.rows)
+            batch_write(spark, broker, url, df.limit(warm), warm, args.partitions, options)
         results: dict[tuple[str, str], list[float]] = {}
         for rnd in range(args.rounds):
             order = list(MODES.items())
