@@ -15,18 +15,20 @@ from typing import Any, Mapping, Sequence
 from ._core import MessageId
 from ._options import (
     Authentication,
+    ClusterOptions,
     ConnectionOptions,
     ConsumerOptions,
     ProducerOptions,
     ReaderOptions,
     check_topic,
+    declared,
     reader_start,
     resolve,
 )
 from .exceptions import InvalidConfiguration
 from .schema import AutoConsumeSchema, AutoProduceBytesSchema, BytesSchema, Schema
 
-__all__ = ["connection", "consumer", "producer", "reader"]
+__all__ = ["cluster", "connection", "consumer", "producer", "reader"]
 
 _TLS_PATHS = ("tls_trust_certs_file_path", "tls_certificate_file_path", "tls_private_key_file_path")
 _TLS_FLAGS = ("tls_allow_insecure_connection", "tls_validate_hostname")
@@ -57,6 +59,24 @@ def connection(options: Mapping[str, Any], call: str = "Client") -> dict[str, An
     if (opts["tls_certificate_file_path"] is None) != (opts["tls_private_key_file_path"] is None):
         raise InvalidConfiguration("tls_certificate_file_path and tls_private_key_file_path must be given together")
     return opts
+
+
+def cluster(client: Mapping[str, Any], given: Mapping[str, Any]) -> dict[str, Any]:
+    """The engine's options for a cluster ``switch_service`` moves a client to: the client's
+    connection options ``client``, with the credentials and trust file ``given`` instead."""
+    unknown = sorted(set(given) - set(declared(ClusterOptions)))
+    if unknown:
+        raise TypeError(f"switch_service() takes only {', '.join(declared(ClusterOptions))}, not {', '.join(unknown)}")
+    opts = dict(client)
+    if "authentication" in given:
+        for name in ("authentication", "auth_plugin", "auth_params"):
+            opts.pop(name, None)
+        if isinstance(given["authentication"], Authentication) and given["authentication"]._tls_files:
+            # The new credential names the client certificate: the client's own goes.
+            opts.pop("tls_certificate_file_path", None)
+            opts.pop("tls_private_key_file_path", None)
+    opts.update(given)
+    return connection(opts, "switch_service")
 
 
 def _authentication(auth: Any, plugin: Any, params: Any) -> Authentication | None:

@@ -222,6 +222,9 @@ class _Client:
         """Opens a transaction aborted by its coordinator after ``timeout`` seconds: a ``_Transaction``."""
     def transaction_from_id(self, most: int, least: int, *, future: _Future | None = None) -> Any:
         """The open transaction ``(most, least)``: a ``_Transaction``."""
+    def switch_service(self, service_url: str, options: Mapping[str, Any]) -> None:
+        """Moves the client to ``service_url``; of ``options`` (client options as ``__new__``
+        takes them) only the credentials and TLS files are used."""
     def close(self, *, future: _Future | None = None) -> None:
         """Closes everything."""
     @property

@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Generator, Generic, 
 from . import _build, _core, telemetry
 from ._core import Message, MessageId
 from ._failover import AutoClusterFailover
-from ._options import ClientOptions, option_docs
+from ._options import ClientOptions, ClusterOptions, option_docs
 from ._state import StateWatcher
 from ._transaction import TransactionHandle
+from .exceptions import InvalidConfiguration
 
 if TYPE_CHECKING:
     from typing import Unpack
@@ -229,6 +230,7 @@ class ClientHandle(_Handle):
 
     def __init__(self, service_url: str | AutoClusterFailover, **options: Unpack[ClientOptions]) -> None:
         engine, on_state_change = _build.client(options)
+        self._options = {k: v for k, v in options.items() if k != "on_state_change"}
         if isinstance(service_url, AutoClusterFailover):
             self._urls = service_url.urls
             self._core = _core._Client(service_url.primary, engine, service_url._engine())
@@ -243,6 +245,23 @@ class ClientHandle(_Handle):
         """The service URL in use: the one given, or with :class:`~magnetar.AutoClusterFailover`
         the URL of the cluster the client is on now."""
         return self._urls[self._core.current_cluster]
+
+    def switch_service(self, service_url: str, **options: Unpack[ClusterOptions]) -> None:
+        """Moves the client to the cluster at ``service_url``, with the credentials
+        (``authentication``) and the trust file (``tls_trust_certs_file_path``) given for it;
+        what is not given stays as the client was made (``authentication=None`` means none).
+
+        Every connection closes, and producers, consumers and readers reconnect on the new
+        cluster, where producers resend their pending messages in order. Nothing is dialled
+        here, so a switch alone never connects. A bad URL or trust file raises
+        :class:`~magnetar.InvalidConfiguration` and leaves the client where it was; a client
+        made with :class:`~magnetar.AutoClusterFailover` picks its cluster itself and refuses
+        this. ``service_url`` then names the new cluster.
+        """
+        if not isinstance(service_url, str):
+            raise InvalidConfiguration(f"service_url must be a str, not {service_url!r}")
+        self._core.switch_service(service_url, _build.cluster(self._options, options))
+        self._urls = (service_url,)
 
     @property
     def state(self) -> str:

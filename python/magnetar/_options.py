@@ -30,6 +30,7 @@ __all__ = [
     "Authentication",
     "BatchingType",
     "ClientOptions",
+    "ClusterOptions",
     "Compression",
     "ConnectionOptions",
     "ConsumerOptions",
@@ -169,14 +170,21 @@ class Opt(NamedTuple):
 
 
 
-class ConnectionOptions(TypedDict, total=False):
+class ClusterOptions(TypedDict, total=False):
+    """The options of :class:`magnetar.Client` that may differ from cluster to cluster: those
+    ``Client.switch_service`` takes."""
+
+    authentication: Annotated[Union["Authentication", None], Opt(None, "Credentials sent when connecting and whenever the broker asks (see :class:`~magnetar.Authentication`).")]
+    tls_trust_certs_file_path: Annotated[Union[str, "os.PathLike[str]", None], Opt(None, "PEM file of the CA certificates that sign the brokers' certificates (``pulsar+ssl://``); default: the Mozilla roots. A missing file raises InvalidConfiguration at once.", aliases=("tlsTrustCertsFilePath",))]
+
+
+class ConnectionOptions(ClusterOptions, total=False):
     """Options of :class:`magnetar.Client` that a :class:`magnetar.ClientConfig` carries."""
 
     operation_timeout: Annotated[Seconds, Opt(30.0, "Limit of each request to a broker (lookup, create, seek...).", "s", ("operationTimeoutSeconds",))]
     connect_timeout: Annotated[Seconds, Opt(10.0, "Limit of each TCP (and TLS) connection attempt.", "s", ("connectionTimeoutMs",))]
     keepalive_interval: Annotated[Seconds, Opt(30.0, "Ping period; a broker silent for two periods is dropped.", "s", ("keepAliveIntervalSeconds",))]
     memory_limit: Annotated[int, Opt(64 * 1024 * 1024, "Bytes of pending outgoing payloads, all producers together; 0: no limit.", "bytes", ("memoryLimitBytes",))]
-    authentication: Annotated[Union["Authentication", None], Opt(None, "Credentials sent when connecting and whenever the broker asks (see :class:`~magnetar.Authentication`).")]
     auth_plugin: Annotated[Union[str, None], Opt(None, "Credentials as text, the official clients' way: ``token``, ``basic``, ``tls``, ``oauth2`` (or the Java class name), with ``auth_params``; instead of ``authentication``.", aliases=("authPluginClassName",))]
     auth_params: Annotated[Union[str, None], Opt(None, "Parameters of ``auth_plugin``: ``token:<jwt>`` or ``file:///path``; ``{\"userId\": ..., \"password\": ...}``; ``tlsCertFile:<path>,tlsKeyFile:<path>``; ``{\"issuerUrl\": ..., \"privateKey\": ..., \"audience\": ..., \"scope\": ...}``.", aliases=("authParams",))]
     initial_backoff: Annotated[float, Opt(0.1, "First wait before a reconnect, doubled up to ``max_backoff``.", "s", ("initialBackoffIntervalNanos",))]
@@ -185,7 +193,6 @@ class ConnectionOptions(TypedDict, total=False):
     listener_name: Annotated[Union[str, None], Opt(None, "The broker listener (of its ``advertisedListeners``) whose addresses lookups return: for clients on another network than the brokers' internal one.", aliases=("listenerName",))]
     proxy_url: Annotated[Union[str, None], Opt(None, "A proxy that routes TLS connections by their SNI name (``pulsar+ssl://host:port``, with ``proxy_protocol=\"sni\"``): every connection goes to it, naming its broker in SNI.", aliases=("proxyServiceUrl",))]
     proxy_protocol: Annotated[Union[str, None], Opt(None, "How ``proxy_url`` routes: ``\"sni\"`` (the only one, as the Java client's ``ProxyProtocol.SNI``).", aliases=("proxyProtocol",))]
-    tls_trust_certs_file_path: Annotated[Union[str, "os.PathLike[str]", None], Opt(None, "PEM file of the CA certificates that sign the brokers' certificates (``pulsar+ssl://``); default: the Mozilla roots. A missing file raises InvalidConfiguration at once.", aliases=("tlsTrustCertsFilePath",))]
     tls_allow_insecure_connection: Annotated[bool, Opt(False, "Accept any broker certificate: encrypted, but the broker is not authenticated (tests only).", aliases=("tlsAllowInsecureConnection",))]
     tls_validate_hostname: Annotated[bool, Opt(True, "Require the broker's certificate to name the host of the URL (the official client has this off); ``False`` checks the chain only.", aliases=("tlsValidateHostname",))]
     tls_certificate_file_path: Annotated[Union[str, "os.PathLike[str]", None], Opt(None, "PEM client certificate for mutual TLS; needs ``tls_private_key_file_path``.", aliases=("tlsCertificateFilePath",))]

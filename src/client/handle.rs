@@ -4,13 +4,14 @@
 use std::sync::Arc;
 
 use super::consumer::{Consumer, TopicSelection};
-use super::error::Result;
+use super::error::{Error, Result};
 use super::options::{ClientOptions, ConsumerOptions, ProducerOptions, TopicDomains};
 use super::producer::Producer;
 use super::shared::{ClientShared, ClientState};
 use super::topic::TopicName;
 use super::transaction::{Transaction, TxnId};
-use crate::net::lookup;
+use crate::net::url::ServiceUrl;
+use crate::net::{lookup, AuthProvider, TlsOptions};
 
 /// A Pulsar client: shares connections among its producers and consumers.
 #[derive(Clone)]
@@ -32,6 +33,28 @@ impl Client {
     /// secondary.
     pub fn current_cluster(&self) -> usize {
         self.shared.pool.current_cluster()
+    }
+
+    /// Moves the client to the cluster at `service_url`, whose brokers take `auth` and `tls`
+    /// (every other connection option stays): each connection closes, and producers,
+    /// consumers and readers reconnect there, where producers resend what is pending. Nothing
+    /// is dialled here; a bad URL or TLS file leaves the client where it was.
+    pub fn switch_service(
+        &self,
+        service_url: &str,
+        auth: Option<Arc<dyn AuthProvider>>,
+        tls: TlsOptions,
+    ) -> Result<()> {
+        self.shared.check_open()?;
+        if self.shared.opts.failover.is_some() {
+            return Err(Error::invalid(
+                "a client with AutoClusterFailover picks its cluster itself: it cannot be switched by hand",
+            ));
+        }
+        let service = ServiceUrl::parse(service_url)?;
+        self.shared.pool.replace_cluster(service, auth, tls)?;
+        log::warn!("switched to the cluster at {service_url}");
+        Ok(())
     }
 
     /// Creates a producer; looks the topic up and attaches before returning.
@@ -77,7 +100,7 @@ impl Client {
         match (parts.next(), parts.next(), parts.next()) {
             (Some(t), Some(n), None) if !t.is_empty() && !n.is_empty() => {}
             _ => {
-                return Err(super::error::Error::invalid(format!(
+                return Err(Error::invalid(format!(
                     "namespace {namespace:?} is not 'tenant/namespace'"
                 )))
             }

@@ -47,7 +47,7 @@ pub async fn watch(pool: Weak<ConnectionPool>, primary: ServiceUrl, policy: Fail
             .connect_timeout
             .min(policy.check_interval.max(Duration::from_secs(1)));
         let now = Instant::now();
-        let up = pool.reachable(&clusters[current], timeout).await;
+        let up = pool.reachable(current, timeout).await;
         if up {
             failed_since = None;
         }
@@ -57,8 +57,8 @@ pub async fn watch(pool: Weak<ConnectionPool>, primary: ServiceUrl, policy: Fail
                 continue;
             }
             let secondaries: Vec<usize> = (1..clusters.len()).collect();
-            first_reachable(&pool, &clusters, &secondaries, timeout).await
-        } else if pool.reachable(&clusters[0], timeout).await {
+            first_reachable(&pool, &secondaries, timeout).await
+        } else if pool.reachable(0, timeout).await {
             let since = *recovered_since.get_or_insert(now);
             (down_too_long || now - since >= policy.switch_back_delay).then_some(0)
         } else {
@@ -67,7 +67,7 @@ pub async fn watch(pool: Weak<ConnectionPool>, primary: ServiceUrl, policy: Fail
                 continue;
             }
             let others: Vec<usize> = (1..clusters.len()).filter(|&i| i != current).collect();
-            first_reachable(&pool, &clusters, &others, timeout).await
+            first_reachable(&pool, &others, timeout).await
         };
         if let Some(next) = next {
             log::warn!(
@@ -83,15 +83,10 @@ pub async fn watch(pool: Weak<ConnectionPool>, primary: ServiceUrl, policy: Fail
     }
 }
 
-/// The first of `candidates` (indexes into `clusters`) that is reachable.
-async fn first_reachable(
-    pool: &ConnectionPool,
-    clusters: &[ServiceUrl],
-    candidates: &[usize],
-    timeout: Duration,
-) -> Option<usize> {
+/// The first of `candidates` (indexes of the pool's clusters) that is reachable.
+async fn first_reachable(pool: &ConnectionPool, candidates: &[usize], timeout: Duration) -> Option<usize> {
     for &i in candidates {
-        if pool.reachable(&clusters[i], timeout).await {
+        if pool.reachable(i, timeout).await {
             return Some(i);
         }
     }

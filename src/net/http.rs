@@ -285,7 +285,7 @@ fn status_error(host: &str, path: &str, status: StatusCode, body: &[u8]) -> NetE
 
 /// The headers that carry the client's credential over HTTP.
 async fn auth_headers(pool: &ConnectionPool) -> Result<Vec<(&'static str, String)>, NetError> {
-    let Some(provider) = pool.options().auth.as_deref() else {
+    let Some(provider) = pool.auth() else {
         return Ok(Vec::new());
     };
     // The header form decides which of the broker's providers reads it, so it names that one.

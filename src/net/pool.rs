@@ -6,32 +6,48 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::sync::RwLock;
+
 use tokio::sync::Mutex;
 
+use super::auth::AuthProvider;
 use super::backoff::Backoff;
 use super::connection::{Connection, ConnectionOptions};
 use super::stats::{bump, NetCounters};
-use super::tls::TlsConnector;
+use super::tls::{TlsConnector, TlsOptions};
 use super::url::ServiceUrl;
 use super::NetError;
 
 /// The connections of one client.
 pub struct ConnectionPool {
+    // What every cluster shares (timeouts, listener, SNI proxy); each cluster has its own
+    // credentials and TLS files.
     opts: ConnectionOptions,
-    // The service URL of each cluster (one, unless the client fails over between clusters)
-    // and the one in use (`net::failover` moves it).
-    clusters: Vec<ServiceUrl>,
-    current: AtomicUsize,
+    // The clusters the pool can use and the one in use: one, unless the client fails over
+    // between clusters (`net::failover` moves `current`) or the application switched it.
+    clusters: RwLock<Clusters>,
     shut_down: AtomicBool,
-    // Set when a cluster's URL is `pulsar+ssl://` or `https://`; used for the clusters whose URL
-    // is: then every broker, lookup targets included, is dialled with TLS.
-    tls: Option<TlsConnector>,
     // Per-address locks so two callers wanting the same broker share one dial.
     slots: std::sync::Mutex<HashMap<String, Arc<Mutex<Option<Connection>>>>>,
     // Where to start walking the service hosts; moves on past a host that failed.
     next_host: AtomicUsize,
     /// Connections opened and failed, lookups (see `net::stats`).
     counters: NetCounters,
+}
+
+struct Clusters {
+    list: Vec<Arc<Cluster>>,
+    current: usize,
+}
+
+/// One cluster: its service URL, and how its brokers are dialled.
+struct Cluster {
+    url: ServiceUrl,
+    // The pool's options with this cluster's credentials and TLS files.
+    opts: ConnectionOptions,
+    // Set when the URL is `pulsar+ssl://` or `https://`: then every broker of the cluster,
+    // lookup targets included, is dialled with TLS.
+    tls: Option<TlsConnector>,
 }
 
 impl ConnectionPool {
@@ -41,25 +57,26 @@ impl ConnectionPool {
         Self::for_clusters(vec![service], opts)
     }
 
-    /// A pool for several clusters, the first in use (see `net::failover`).
+    /// A pool for several clusters sharing `opts`, the first in use (see `net::failover`).
     pub fn for_clusters(clusters: Vec<ServiceUrl>, opts: ConnectionOptions) -> Result<Self, NetError> {
         assert!(!clusters.is_empty(), "a pool needs a service URL");
         let any_tls = clusters.iter().any(|c| c.tls);
-        if opts.sni_proxy.is_some() && !any_tls {
-            return Err(NetError::TlsConfig(
-                "an SNI proxy routes TLS connections: the service URL must be pulsar+ssl:// or https://".into(),
-            ));
-        }
-        let tls = if any_tls || opts.tls.names_files() {
-            Some(TlsConnector::new(&opts.tls)?)
-        } else {
-            None
-        };
+        check_sni_proxy(&opts, any_tls)?;
+        let tls = tls_connector(&opts, any_tls)?;
+        let list = clusters
+            .into_iter()
+            .map(|url| {
+                let tls = tls.clone().filter(|_| url.tls);
+                Arc::new(Cluster {
+                    url,
+                    opts: opts.clone(),
+                    tls,
+                })
+            })
+            .collect();
         Ok(ConnectionPool {
-            tls: tls.filter(|_| any_tls),
             opts,
-            clusters,
-            current: AtomicUsize::new(0),
+            clusters: RwLock::new(Clusters { list, current: 0 }),
             shut_down: AtomicBool::new(false),
             slots: Default::default(),
             next_host: AtomicUsize::new(0),
@@ -69,50 +86,85 @@ impl ConnectionPool {
 
     /// Whether connections use TLS (the service URL is `pulsar+ssl://` or `https://`).
     pub fn uses_tls(&self) -> bool {
-        self.service().tls
+        self.cluster().url.tls
     }
 
     /// Whether lookups go to the web service (the service URL is `http://` or `https://`).
     pub fn uses_http(&self) -> bool {
-        self.service().http
+        self.cluster().url.http
     }
 
     /// The TLS session maker, when the service URL in use is a TLS one.
-    pub(crate) fn tls_connector(&self) -> Option<&TlsConnector> {
-        self.tls.as_ref().filter(|_| self.uses_tls())
+    pub(crate) fn tls_connector(&self) -> Option<TlsConnector> {
+        self.cluster().tls.clone()
     }
 
-    /// The service URL in use.
-    fn service(&self) -> &ServiceUrl {
-        &self.clusters[self.current_cluster()]
+    /// Where the credentials of the cluster in use come from.
+    pub(crate) fn auth(&self) -> Option<Arc<dyn AuthProvider>> {
+        self.cluster().opts.auth.clone()
+    }
+
+    /// The cluster in use.
+    fn cluster(&self) -> Arc<Cluster> {
+        let clusters = self.clusters.read().expect("clusters lock");
+        clusters.list[clusters.current].clone()
     }
 
     /// Which cluster is in use: its index in the list the pool was made with.
     pub fn current_cluster(&self) -> usize {
-        self.current.load(Ordering::Acquire)
+        self.clusters.read().expect("clusters lock").current
     }
 
     /// Makes cluster `index` the one in use and closes every connection, so whatever was
     /// attached to the previous cluster reconnects (and looks its topics up) on this one.
     pub fn switch_to(&self, index: usize) {
-        assert!(index < self.clusters.len(), "no cluster {index}");
-        self.current.store(index, Ordering::Release);
+        {
+            let mut clusters = self.clusters.write().expect("clusters lock");
+            assert!(index < clusters.list.len(), "no cluster {index}");
+            clusters.current = index;
+        }
         self.next_host.store(0, Ordering::Relaxed);
         self.close_all();
     }
 
-    /// Whether any host of `service` answers within `timeout`: accepts a TCP connection, as
-    /// the C++ client probes, or through an SNI proxy (which accepts every connection itself)
-    /// completes a TLS handshake, which only the cluster behind the name can.
-    pub(crate) async fn reachable(&self, service: &ServiceUrl, timeout: Duration) -> bool {
-        for host in &service.hosts {
+    /// Replaces the clusters with `service`, whose brokers take `auth` and `tls` (the rest of
+    /// the pool's options stay), and closes every connection as `switch_to` does. Nothing is
+    /// dialled here: the TLS files are read, and a bad one leaves the pool as it was.
+    pub fn replace_cluster(
+        &self,
+        service: ServiceUrl,
+        auth: Option<Arc<dyn AuthProvider>>,
+        tls: TlsOptions,
+    ) -> Result<(), NetError> {
+        let opts = ConnectionOptions {
+            auth,
+            tls,
+            ..self.opts.clone()
+        };
+        check_sni_proxy(&opts, service.tls)?;
+        let cluster = Arc::new(Cluster {
+            tls: tls_connector(&opts, service.tls)?,
+            url: service,
+            opts,
+        });
+        *self.clusters.write().expect("clusters lock") = Clusters {
+            list: vec![cluster],
+            current: 0,
+        };
+        self.next_host.store(0, Ordering::Relaxed);
+        self.close_all();
+        Ok(())
+    }
+
+    /// Whether any host of cluster `index` answers within `timeout`: accepts a TCP
+    /// connection, as the C++ client probes, or through an SNI proxy (which accepts every
+    /// connection itself) completes a TLS handshake, which only the cluster behind the name can.
+    pub(crate) async fn reachable(&self, index: usize, timeout: Duration) -> bool {
+        let cluster = self.clusters.read().expect("clusters lock").list[index].clone();
+        for host in &cluster.url.hosts {
             let probe = async {
-                let tcp = self.opts.dial(host, service.tls).await?;
-                match self
-                    .tls
-                    .as_ref()
-                    .filter(|_| service.tls && self.opts.sni_proxy.is_some())
-                {
+                let tcp = self.opts.dial(host, cluster.url.tls).await?;
+                match cluster.tls.as_ref().filter(|_| self.opts.sni_proxy.is_some()) {
                     Some(tls) => tls.connect(host, tcp).await.map(drop),
                     None => Ok(()),
                 }
@@ -134,7 +186,8 @@ impl ConnectionPool {
         self.shut_down.load(Ordering::Acquire)
     }
 
-    /// The connection settings.
+    /// The connection settings every cluster shares (its credentials and TLS files aside:
+    /// see `auth` and `tls_connector`).
     pub fn options(&self) -> &ConnectionOptions {
         &self.opts
     }
@@ -166,7 +219,8 @@ impl ConnectionPool {
             Some(p) => (p, Some(addr)),
             None => (addr, None),
         };
-        let conn = Connection::connect(dial, &self.opts, self.tls_connector(), proxy_to)
+        let cluster = self.cluster();
+        let conn = Connection::connect(dial, &cluster.opts, cluster.tls.as_ref(), proxy_to)
             .await
             .inspect_err(|_| bump(&self.counters.connections_failed))?;
         bump(&self.counters.connections_opened);
@@ -191,7 +245,7 @@ impl ConnectionPool {
         let mut backoff = Backoff::default_reconnect();
         loop {
             // Read each round: a failover may have switched clusters meanwhile.
-            let hosts = self.service().hosts.clone();
+            let hosts = self.cluster().url.hosts.clone();
             let mut last_err = None;
             for _ in 0..hosts.len() {
                 let i = self.next_host.load(Ordering::Relaxed) % hosts.len();
@@ -240,5 +294,84 @@ impl ConnectionPool {
                 }
             }
         }
+    }
+}
+
+/// An SNI proxy routes TLS connections only.
+fn check_sni_proxy(opts: &ConnectionOptions, tls: bool) -> Result<(), NetError> {
+    if opts.sni_proxy.is_some() && !tls {
+        return Err(NetError::TlsConfig(
+            "an SNI proxy routes TLS connections: the service URL must be pulsar+ssl:// or https://".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The TLS session maker of `opts` when `tls` is used; its files are read even when it is not,
+/// so a bad one fails now.
+fn tls_connector(opts: &ConnectionOptions, tls: bool) -> Result<Option<TlsConnector>, NetError> {
+    if tls || opts.tls.names_files() {
+        Ok(Some(TlsConnector::new(&opts.tls)?).filter(|_| tls))
+    } else {
+        Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicU64;
+
+    use tokio::net::TcpListener;
+
+    use super::*;
+
+    /// Accepts (and drops) connections, counting them.
+    async fn counting_listener() -> (ServiceUrl, Arc<AtomicUsize>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = ServiceUrl::parse(&format!("pulsar://{}", listener.local_addr().unwrap())).unwrap();
+        let count = Arc::new(AtomicUsize::new(0));
+        let seen = count.clone();
+        tokio::spawn(async move {
+            while listener.accept().await.is_ok() {
+                seen.fetch_add(1, Ordering::SeqCst);
+            }
+        });
+        (url, count)
+    }
+
+    #[tokio::test]
+    async fn a_replaced_cluster_is_dialled_only_when_a_connection_is_needed() {
+        let (first, first_dials) = counting_listener().await;
+        let (second, second_dials) = counting_listener().await;
+        let opts = ConnectionOptions {
+            connect_timeout: Duration::from_millis(200),
+            ..Default::default()
+        };
+        let pool = ConnectionPool::new(first, opts).unwrap();
+        pool.replace_cluster(second, None, TlsOptions::default()).unwrap();
+        let opened = |c: &AtomicU64| c.load(Ordering::SeqCst);
+        assert_eq!(opened(&pool.counters().connections_opened), 0);
+        assert_eq!(opened(&pool.counters().connections_failed), 0);
+        assert_eq!(pool.current_cluster(), 0);
+
+        // The listener drops the connection before the handshake: the dial fails, but it went
+        // to the new cluster.
+        assert!(pool.get_service().await.is_err());
+        assert!(second_dials.load(Ordering::SeqCst) >= 1);
+        assert_eq!(first_dials.load(Ordering::SeqCst), 0);
+    }
+
+    #[test]
+    fn a_bad_trust_file_leaves_the_cluster_as_it_was() {
+        let first = ServiceUrl::parse("pulsar://127.0.0.1:6650").unwrap();
+        let pool = ConnectionPool::new(first, ConnectionOptions::default()).unwrap();
+        let tls = TlsOptions {
+            trust_certs_file: Some("/no/such/ca.pem".into()),
+            ..Default::default()
+        };
+        let second = ServiceUrl::parse("pulsar+ssl://127.0.0.1:6651").unwrap();
+        assert!(pool.replace_cluster(second, None, tls).is_err());
+        assert!(!pool.uses_tls());
+        assert_eq!(pool.cluster().url.hosts, ["127.0.0.1:6650"]);
     }
 }

@@ -218,13 +218,23 @@ impl PyClient {
         self.inner.is_closed()
     }
 
-    /// "idle", "connecting", "connected" or "closed".
     /// Which cluster is in use: 0 for the service URL, `i + 1` for the `i`th failover secondary.
     #[getter]
     fn current_cluster(&self) -> usize {
         self.inner.current_cluster()
     }
 
+    /// Moves the client to `service_url`; of `options` (client options, as `new` takes them)
+    /// only the credentials and TLS files are used.
+    fn switch_service(&self, service_url: &str, options: &Bound<'_, PyDict>) -> PyResult<()> {
+        self.guard.check()?;
+        let opts = options::client_options(options)?;
+        self.inner
+            .switch_service(service_url, opts.connection.auth, opts.connection.tls)
+            .map_err(to_pyerr)
+    }
+
+    /// "idle", "connecting", "connected" or "closed".
     #[getter]
     fn state(&self) -> &'static str {
         self.inner.state().name()
