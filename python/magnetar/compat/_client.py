@@ -23,6 +23,7 @@ from ._pulsar import (BatchingType, CompressionType, ConsumerCryptoFailureAction
                       KeySharedMode,
                       MessageId, PartitionsRoutingMode, ProducerAccessMode, RegexSubscriptionMode, Result, native_id)
 from ._encryption import EncryptionContext
+from ._service_info import Following
 from ._transaction import Transaction
 from .exceptions import AuthenticationError, ConnectError, InvalidConfiguration, PulsarException, mapped, translate
 from .schema import BytesSchema, Schema
@@ -139,14 +140,16 @@ class Client:
                  listener_name: str | None = None, tls_private_key_file_path: str | None = None,
                  tls_certificate_file_path: str | None = None) -> None:
         self._clusters: list[ServiceInfo] = []
+        self._provider: Following | None = None
         if isinstance(service_url, (AutoClusterFailover, ServiceInfoProvider)):
             if authentication is not None or tls_trust_certs_file_path is not None:
                 raise ValueError("authentication and TLS are set per ServiceInfo with a service info provider")
-            if not isinstance(service_url, AutoClusterFailover):
-                if not isinstance(service_url.initial_service_info(), ServiceInfo):
-                    raise ValueError("initial_service_info() must return a ServiceInfo")
-                raise _unsupported("switching clusters by a custom ServiceInfoProvider (AutoClusterFailover works)")
-            service_url, authentication, tls_trust_certs_file_path = self._failover(service_url)
+            if isinstance(service_url, AutoClusterFailover):
+                service_url, authentication, tls_trust_certs_file_path = self._failover(service_url)
+            else:
+                self._provider = Following(service_url)
+                info = self._provider.initial
+                service_url, authentication, tls_trust_certs_file_path = info.service_url, info._auth, info._trust
         else:
             check_type(str, service_url, "service_url")
         check_type_or_none(Authentication, authentication, "authentication")
@@ -198,6 +201,8 @@ class Client:
             for name in ("tls_trust_certs_file_path", "tls_certificate_file_path", "tls_private_key_file_path"):
                 options[name] = None
             self._client = self._connect(service_url, options)
+        if self._provider is not None:
+            self._provider.start(self)
 
     def _failover(self, failover: AutoClusterFailover) -> tuple[Any, Authentication | None, str | None]:
         """The native failover target, and the credentials and trust file every cluster shares."""
@@ -465,6 +470,8 @@ class Client:
         with mapped():
             self._client.close()
         self._live.clear()
+        if self._provider is not None:
+            self._provider.close()
 
 
 def partition_names(topic: str, n: int) -> list[str]:

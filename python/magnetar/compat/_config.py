@@ -274,8 +274,10 @@ class ServiceInfo:
 
 
 class ServiceInfoProvider:
-    """Base class of a provider of the cluster to use. A client given a custom one raises
-    (:class:`AutoClusterFailover` is the provider magnetar implements)."""
+    """Base class of a provider of the cluster to use: a client given one starts on
+    ``initial_service_info()``, hands ``initialize`` the callback that moves it to another
+    ``ServiceInfo`` (on :meth:`magnetar.Client.switch_service`), and calls ``close()`` when it
+    is closed."""
 
     def initial_service_info(self) -> ServiceInfo:
         raise NotImplementedError
