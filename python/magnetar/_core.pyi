@@ -6,6 +6,8 @@ import asyncio
 from typing import Any, Callable, Iterable, Mapping, Sequence, final
 
 __all__ = [
+    "CompatMessage",
+    "CompatMessageId",
     "EncryptionContext",
     "Message",
     "MessageId",
@@ -152,6 +154,73 @@ class Message:
     def __release_buffer__(self, buffer: memoryview, /) -> None: ...
 
 @final
+class CompatMessageId:
+    """``magnetar.compat.MessageId``: the official client's message id (its Python name is
+    ``MessageId``). Equal only to compat ids; hashes as the native id."""
+
+    earliest: CompatMessageId
+    """Before the first message of a topic."""
+    latest: CompatMessageId
+    """After the last message of a topic."""
+
+    def __new__(cls, partition: int = -1, ledger_id: int = -1, entry_id: int = -1,
+                batch_index: int = -1) -> CompatMessageId: ...
+    @classmethod
+    def _of(cls, native: MessageId) -> CompatMessageId:
+        """The compat id of a native id."""
+    @classmethod
+    def wrap(cls, msg_id: Any) -> CompatMessageId:
+        """The id itself (a native id: its compat id)."""
+    @property
+    def _id(self) -> MessageId:
+        """The native id."""
+    def ledger_id(self) -> int: ...
+    def entry_id(self) -> int: ...
+    def batch_index(self) -> int: ...
+    def partition(self) -> int: ...
+    def serialize(self) -> bytes:
+        """The id as bytes (a ``MessageIdData`` protobuf)."""
+    @staticmethod
+    def deserialize(message_id_bytes: bytes, topic: str | None = None) -> CompatMessageId:
+        """Parses bytes from ``serialize()``."""
+    def __lt__(self, other: object, /) -> bool: ...
+    def __le__(self, other: object, /) -> bool: ...
+    def __gt__(self, other: object, /) -> bool: ...
+    def __ge__(self, other: object, /) -> bool: ...
+    def __eq__(self, other: object, /) -> bool: ...
+    def __ne__(self, other: object, /) -> bool: ...
+    def __hash__(self) -> int: ...
+    def __reduce__(self) -> tuple[Any, ...]: ...
+
+@final
+class CompatMessage:
+    """``magnetar.compat.Message``: a received message whose fields are methods (its Python
+    name is ``Message``)."""
+
+    @classmethod
+    def _of(cls, native: Message) -> CompatMessage:
+        """The compat message of a native message."""
+    @property
+    def _id(self) -> MessageId:
+        """The native id of the message."""
+    def data(self) -> bytes: ...
+    def value(self) -> Any:
+        """The payload decoded by the schema (a null value: the empty payload decoded)."""
+    def properties(self) -> dict[str, str]: ...
+    def partition_key(self) -> str: ...
+    def ordering_key(self) -> str: ...
+    def publish_timestamp(self) -> int: ...
+    def event_timestamp(self) -> int: ...
+    def message_id(self) -> CompatMessageId: ...
+    def topic_name(self) -> str: ...
+    def redelivery_count(self) -> int: ...
+    def schema_version(self) -> str: ...
+    def producer_name(self) -> str: ...
+    def has_null_value(self) -> bool: ...
+    def encryption_context(self) -> Any:
+        """``magnetar.compat.EncryptionContext``, or None when not encrypted."""
+
+@final
 class EncryptionContext:
     """How a received message was encrypted end to end (``Message.encryption``)."""
 
@@ -278,6 +347,9 @@ class _Producer:
         """Sends and returns the ``MessageId`` once the broker has it."""
     def send_async(self, data: Any, fields: Mapping[str, Any] | None = None) -> SendFuture:
         """Queues a message."""
+    def compat_send_async(self, content: Any, callback: Callable[[Any, Any], Any] | None,
+                          fields: Mapping[str, Any] | None = None) -> None:
+        """``send_async(content, callback)`` of magnetar.compat."""
     def send_many(self, payloads: Iterable[Any], keys: Sequence[str | None] | None = None, properties: Sequence[Mapping[str, str] | None] | None = None, event_times: Sequence[Any] | None = None, *, txn: Any = None, future: _Future | None = None) -> Any:
         """Sends many; every ``MessageId`` once all receipts are in."""
     def send_arrow(self, data: Any, value: str = "value", key: str | None = None, properties: str | None = None, event_time: str | None = None, txn: Any = None) -> _Receipts:
@@ -311,6 +383,10 @@ class _Consumer:
         """Whether closed."""
     def receive(self, timeout: float | None = None) -> Message:
         """Next message (blocking)."""
+    def compat_receive(self, timeout_millis: int | None = None) -> CompatMessage:
+        """``receive(timeout_millis)`` of magnetar.compat."""
+    def compat_ack(self, message: CompatMessage) -> None:
+        """``acknowledge(msg)`` of magnetar.compat."""
     def try_receive(self) -> Message | None:
         """A queued message or None."""
     def receive_many(self, max_messages: int = 100, timeout: float | None = None) -> list[Message]:

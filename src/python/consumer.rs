@@ -280,6 +280,11 @@ impl PyConsumer {
 const TOP_UP: Duration = Duration::from_millis(20);
 
 impl PyConsumer {
+    /// The schema its messages decode with (None: bytes).
+    pub(super) fn binding(&self) -> Option<&Arc<Binding>> {
+        self.schema.as_ref()
+    }
+
     /// Up to `max` messages: waits until `deadline` for the first, then up to [`TOP_UP`] at
     /// a time for more (none when nothing came in time).
     fn gather(&self, py: Python<'_>, max: usize, deadline: Option<Instant>) -> PyResult<Vec<client::Message>> {
@@ -306,7 +311,8 @@ impl PyConsumer {
         Ok(msgs)
     }
 
-    fn receive_one(&self, py: Python<'_>, deadline: Option<Instant>) -> PyResult<client::Message> {
+    /// The next message, waiting until `deadline` (None: for ever) with the GIL released.
+    pub(super) fn receive_one(&self, py: Python<'_>, deadline: Option<Instant>) -> PyResult<client::Message> {
         self.guard.check()?;
         if let Some(m) = self.inner.try_receive().map_err(to_pyerr)? {
             return Ok(m);

@@ -6,6 +6,7 @@ mod auth;
 mod client;
 mod codec;
 mod codec_json;
+mod compat;
 mod consumer;
 mod convert;
 mod crypto;
@@ -134,6 +135,7 @@ fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(lifecycle::_at_exit, m)?)?;
     m.add_function(wrap_pyfunction!(lifecycle::_inject_actor_panic, m)?)?;
     stats::register(m)?;
+    compat::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

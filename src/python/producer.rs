@@ -51,9 +51,7 @@ impl PyProducer {
         fields: Option<&Bound<'_, PyDict>>,
         future: Option<Py<PyAny>>,
     ) -> PyResult<Py<PyAny>> {
-        self.guard.check()?;
-        let mut msg = schema::message(self.schema.as_ref(), data, fields)?;
-        msg.txn = transaction::of_fields(fields)?;
+        let msg = self.outgoing(data, fields)?;
         let p = self.inner.clone();
         let room = future.is_some().then(|| self.dispatch.clone());
         let send = async move {
@@ -77,19 +75,9 @@ impl PyProducer {
         data: &Bound<'_, PyAny>,
         fields: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Py<SendFuture>> {
-        self.guard.check()?;
-        let mut msg = schema::message(self.schema.as_ref(), data, fields)?;
-        msg.txn = transaction::of_fields(fields)?;
-        self.dispatch.wait_for_room(py, self.inner.blocks_if_full())?;
+        let msg = self.outgoing(data, fields)?;
         let (fut, done) = SendFuture::pending(py, &self.dispatch)?;
-        if let Err(blocked) = self.inner.try_enqueue(msg, false, done) {
-            let WouldBlock(msg, done) = *blocked;
-            let p = self.inner.clone();
-            wait(py, async move {
-                p.enqueue(msg, false, done).await;
-                Ok(())
-            })?;
-        }
+        self.enqueue(py, msg, done)?;
         Ok(fut)
     }
 
@@ -180,6 +168,41 @@ impl PyProducer {
     #[pyo3(signature = (*, future=None))]
     fn flush(&self, py: Python<'_>, future: Option<Py<PyAny>>) -> PyResult<Py<PyAny>> {
         self.call(py, future, |p| async move { p.flush().await }, none)
+    }
+}
+
+impl PyProducer {
+    /// The message of `data` under this producer's schema (`fields`: the keyword arguments of
+    /// `Producer.send`, or None), in the transaction the fields name.
+    pub(super) fn outgoing(
+        &self,
+        data: &Bound<'_, PyAny>,
+        fields: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<client::OutgoingMessage> {
+        self.guard.check()?;
+        let mut msg = schema::message(self.schema.as_ref(), data, fields)?;
+        msg.txn = transaction::of_fields(fields)?;
+        Ok(msg)
+    }
+
+    /// Queues `msg`, whose receipt goes to `done`; waits only while the pending queue (or the
+    /// client's callback backlog) is full and the producer blocks when full.
+    pub(super) fn enqueue(&self, py: Python<'_>, msg: client::OutgoingMessage, done: client::SendCallback) -> PyResult<()> {
+        self.dispatch.wait_for_room(py, self.inner.blocks_if_full())?;
+        if let Err(blocked) = self.inner.try_enqueue(msg, false, done) {
+            let WouldBlock(msg, done) = *blocked;
+            let p = self.inner.clone();
+            wait(py, async move {
+                p.enqueue(msg, false, done).await;
+                Ok(())
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Whether it encodes with a schema (without one it sends bytes as they are).
+    pub(super) fn has_schema(&self) -> bool {
+        self.schema.is_some()
     }
 }
 

@@ -29,6 +29,11 @@ pub struct Binding {
 }
 
 impl Binding {
+    /// The schema object (a `magnetar.schema` one, or a compat one).
+    pub fn schema(&self) -> &Py<PyAny> {
+        &self.schema
+    }
+
     /// None when `schema` is None (bytes: `msg.value` is `msg.data`).
     pub fn new(schema: Option<Py<PyAny>>, client: &client::Client) -> Option<Arc<Binding>> {
         schema.map(|schema| {

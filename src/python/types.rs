@@ -42,6 +42,13 @@ pub fn new_message_with(
     untracked(py, PyMessage { inner, schema })
 }
 
+/// The hash of an id in Python (`hash(msg_id)`), for the native and the compat id alike.
+pub fn id_hash(id: &client::MessageId) -> u64 {
+    let mut h = DefaultHasher::new();
+    id.hash(&mut h);
+    h.finish()
+}
+
 /// Where a message sits in a topic. Ordered, hashable, picklable; `serialize()` gives the same
 /// bytes as the Java and C++ clients.
 #[pyclass(name = "MessageId", module = "magnetar", frozen, from_py_object)]
@@ -128,9 +135,7 @@ impl PyMessageId {
     }
 
     fn __hash__(&self) -> u64 {
-        let mut h = DefaultHasher::new();
-        self.inner.hash(&mut h);
-        h.finish()
+        id_hash(&self.inner)
     }
 
     fn __str__(&self) -> String {

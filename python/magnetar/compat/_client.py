@@ -10,11 +10,10 @@ import threading
 from datetime import timedelta
 from typing import Any, Callable
 
-from .. import _build
+from .. import _build, _core
 from .. import _client as _native
 from .._failover import AutoClusterFailover as _NativeFailover
 from .. import exceptions as _nexc
-from .._core import Message as _NativeMessage
 from .._core import MessageId as _NativeId
 from ._config import (Authentication, AutoClusterFailover, ConsoleLogger, ConsumerBatchReceivePolicy,
                       ConsumerDeadLetterPolicy, ConsumerKeySharedPolicy, CryptoKeyReader, ServiceInfo,
@@ -58,64 +57,12 @@ def _result_of(error: BaseException) -> Result:
     return Result.__members__.get(type(error).__name__, Result.UnknownError)
 
 
-class Message:
-    """A received message; every field is a method, as in the official client."""
-
-    __slots__ = ("_m", "_schema")
-
-    def __init__(self, native: _NativeMessage, schema: Schema) -> None:
-        self._m, self._schema = native, schema
-
-    def data(self) -> bytes:
-        return self._m.data
-
-    def value(self) -> Any:
-        if self._m.null_value:
-            # As the official client: the schema decodes the (empty) payload.
-            return self._schema.decode(b"")
-        return self._m.value
-
-    def properties(self) -> dict[str, str]:
-        return self._m.properties
-
-    def partition_key(self) -> str:
-        return self._m.key or ""
-
-    def ordering_key(self) -> str:
-        k = self._m.ordering_key
-        return k.decode("utf-8", "replace") if k is not None else ""
-
-    def publish_timestamp(self) -> int:
-        return self._m.publish_time
-
-    def event_timestamp(self) -> int:
-        return self._m.event_time or 0
-
-    def message_id(self) -> MessageId:
-        return MessageId._of(self._m.message_id)
-
-    def topic_name(self) -> str:
-        return self._m.topic
-
-    def redelivery_count(self) -> int:
-        return self._m.redelivery_count
-
-    def schema_version(self) -> str:
-        v = self._m.schema_version
-        return v.decode("latin-1") if v is not None else ""
-
-    def producer_name(self) -> str:
-        return self._m.producer_name
-
-    def has_null_value(self) -> bool:
-        return self._m.null_value
-
-    def encryption_context(self) -> EncryptionContext | None:
-        context = self._m.encryption
-        return None if context is None else EncryptionContext(context)
-
-    def __str__(self) -> str:
-        return f"Message(topic={self._m.topic!r}, id={self.message_id()}, {len(self._m)} bytes)"
+# A received message, every field a method, in the engine (src/python/compat.rs): the official
+# data(), value(), properties(), partition_key(), ordering_key(), publish_timestamp(),
+# event_timestamp(), message_id(), topic_name(), redelivery_count(), schema_version(),
+# producer_name(), has_null_value(), encryption_context(). ``Message._of(native)`` wraps a
+# native message; ``_id`` is its native id.
+Message = _core.CompatMessage
 
 
 def _schema_of(schema: Any) -> Schema:

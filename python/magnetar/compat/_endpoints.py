@@ -55,10 +55,10 @@ class Producer(ProducerAccessors):
     """Publishes to a topic. ``send`` waits for the broker's receipt; ``send_async`` calls
     ``callback(result, msg_id)`` on the client's dispatch thread."""
 
-    __slots__ = ("_p", "_schema", "_bytes", "_owner", "__weakref__")
+    __slots__ = ("_p", "_core", "_schema", "_bytes", "_owner", "__weakref__")
 
     def __init__(self, native: _native.Producer, schema: Schema) -> None:
-        self._p, self._schema = native, schema
+        self._p, self._core, self._schema = native, native._core, schema
         self._bytes = isinstance(schema, _NativeBytes)
         self._owner: set[Any] | None = None
 
@@ -90,7 +90,6 @@ class Producer(ProducerAccessors):
                    replication_clusters: list[str] | None = None, disable_replication: bool = False,
                    event_timestamp: int | None = None, deliver_at: int | None = None,
                    deliver_after: timedelta | None = None, *, txn: Transaction | None = None) -> None:
-        data = self._content(content)
         if (properties is None and partition_key is None and ordering_key is None and sequence_id is None
                 and replication_clusters is None and disable_replication is False and event_timestamp is None
                 and deliver_at is None and deliver_after is None and txn is None):
@@ -100,6 +99,15 @@ class Producer(ProducerAccessors):
                              disable_replication, event_timestamp, deliver_at, deliver_after)
             if txn is not None:
                 fields["txn"] = native_txn(txn)
+        if _tm._tracer is None:
+            # The engine checks the content, queues, and calls back with (result, msg_id).
+            self._core.compat_send_async(content, callback, fields)
+        else:
+            self._traced_send_async(self._content(content), callback, fields)
+
+    def _traced_send_async(self, data: Any, callback: Callable[[Result, Any], Any] | None,
+                           fields: dict[str, Any] | None) -> None:
+        # Through the native producer, which traces the send.
         try:
             future = self._p.send_async(data) if fields is None else self._p.send_async(data, **fields)
         except _nexc.PulsarError as e:
@@ -131,10 +139,10 @@ class Producer(ProducerAccessors):
 
 
 class _Receiving(ReceivingAccessors):
-    __slots__ = ("_c", "_schema", "_thread", "_inclusive", "_floor", "_owner", "__weakref__")
+    __slots__ = ("_c", "_core", "_schema", "_thread", "_inclusive", "_floor", "_owner", "__weakref__")
 
     def __init__(self, native: Any, schema: Schema, inclusive: bool = False) -> None:
-        self._c, self._schema = native, schema
+        self._c, self._core, self._schema = native, native._core, schema
         self._thread: threading.Thread | None = None
         self._inclusive = inclusive
         self._floor: _NativeId | None = None  # see ReceivingAccessors._floor_after_seek
@@ -146,14 +154,14 @@ class _Receiving(ReceivingAccessors):
         def run() -> None:
             while True:
                 try:
-                    msg = self._c._core.receive(None)
+                    msg = self._core.receive(None)
                 except (_nexc.AlreadyClosed, _nexc.TopicTerminated):
                     return
                 except Exception:
                     _log.exception("message listener stopped")
                     return
                 try:
-                    listener(self, Message(msg, self._schema))
+                    listener(self, Message._of(msg))
                 except Exception:
                     _log.exception("message listener raised; the message is neither acked nor nacked")
 
@@ -162,7 +170,10 @@ class _Receiving(ReceivingAccessors):
         thread.start()
 
     def _receive(self, timeout_millis: int | None) -> Message:
-        # Once per message: plain try/except rather than mapped() (a generator context manager).
+        if self._floor is None and self._thread is None and _tm._tracer is None:
+            # The common case, in the engine: milliseconds, the compat message and exceptions.
+            return self._core.compat_receive(timeout_millis)  # type: ignore[no-any-return]
+        # Plain try/except rather than mapped() (a generator context manager).
         if timeout_millis is None:
             timeout = None
         elif isinstance(timeout_millis, int) and not isinstance(timeout_millis, bool):
@@ -178,13 +189,13 @@ class _Receiving(ReceivingAccessors):
                 deadline = None if timeout is None else time.monotonic() + timeout
                 while _not_after(msg.message_id, self._floor):
                     left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-                    msg = self._c._core.receive(left)
+                    msg = self._core.receive(left)
                 self._floor = None
         except _nexc.PulsarError as e:
             raise translate(e) from e
         except KeyboardInterrupt as e:
             raise Interrupted("interrupted") from e
-        return Message(msg, self._schema)
+        return Message._of(msg)
 
     def seek(self, messageid: Any) -> None:
         target = seek_target(messageid)
@@ -221,16 +232,9 @@ class Consumer(_Receiving, ConsumerAccessors):
 
     def receive(self, timeout_millis: int | None = None) -> Message:
         """The next message; raises ``Timeout`` after ``timeout_millis`` milliseconds."""
-        if self._floor is None and self._thread is None and _tm._tracer is None and (
-                timeout_millis is None or type(timeout_millis) is int):
-            # The common case, kept short: this runs once per message.
-            try:
-                return Message(self._c._core.receive(None if timeout_millis is None else timeout_millis / 1000),
-                               self._schema)
-            except _nexc.PulsarError as e:
-                raise translate(e) from e
-            except KeyboardInterrupt as e:
-                raise Interrupted("interrupted") from e
+        if self._floor is None and self._thread is None and _tm._tracer is None:
+            # The common case, in the engine (as in _receive, without its call).
+            return self._core.compat_receive(timeout_millis)  # type: ignore[no-any-return]
         return self._receive(timeout_millis)
 
     def batch_receive(self) -> list[Message]:
@@ -239,7 +243,7 @@ class Consumer(_Receiving, ConsumerAccessors):
         wait = p.timeout_ms / 1000 if p is not None and p.timeout_ms > 0 else 0.1
         with mapped():
             msgs = self._c.receive_many(most, wait)
-        return [Message(m, self._schema) for m in msgs]
+        return [Message._of(m) for m in msgs]
 
     def _checked(self, message: Any) -> Any:
         target = _target(message)
@@ -250,15 +254,15 @@ class Consumer(_Receiving, ConsumerAccessors):
 
     def acknowledge(self, message: Any, txn: Transaction | None = None) -> None:
         """Acknowledges one message; with ``txn`` (magnetar's addition) inside that transaction."""
-        if type(message) is Message:
-            target: Any = message._m  # the common case, kept short: this runs once per message
-        else:
-            target = self._checked(message)
+        if txn is None and type(message) is Message:
+            self._core.compat_ack(message)  # the common case, in the engine
+            return
+        target = self._checked(message)
         try:
             if txn is None:
-                self._c._core.ack(target)
+                self._core.ack(target)
             else:
-                self._c._core.ack(target, native_txn(txn))
+                self._core.ack(target, native_txn(txn))
         except _nexc.PulsarError as e:
             raise translate(e) from e
 
@@ -300,7 +304,7 @@ def _not_after(msg_id: _NativeId, floor: _NativeId) -> bool:
 
 def _target(message: Any) -> Any:
     if isinstance(message, Message):
-        return message._m
+        return message._id
     return native_id(message, "message")
 
 

@@ -138,82 +138,10 @@ class ConsumerCryptoFailureAction(_Enum):
     CONSUME = 2
 
 
-class MessageId:
-    """A message id with the official API: ``MessageId(partition, ledger_id, entry_id,
-    batch_index)`` (that order), accessor methods, ``earliest``/``latest``, comparisons.
-    Holds a :class:`magnetar.MessageId`, which every call passes to the engine."""
-
-    __slots__ = ("_id",)
-    earliest: MessageId
-    latest: MessageId
-
-    def __init__(self, partition: int = -1, ledger_id: int = -1, entry_id: int = -1, batch_index: int = -1) -> None:
-        self._id = _core.MessageId(ledger_id, entry_id, partition, batch_index)
-
-    @classmethod
-    def _of(cls, native: _core.MessageId) -> MessageId:
-        out = cls.__new__(cls)
-        out._id = native
-        return out
-
-    @classmethod
-    def wrap(cls, msg_id: Any) -> MessageId:
-        """The id itself (the official client has two id types; here there is one)."""
-        if isinstance(msg_id, MessageId):
-            return msg_id
-        if isinstance(msg_id, _core.MessageId):
-            return cls._of(msg_id)
-        raise ValueError(f"not a message id: {msg_id!r}")
-
-    def ledger_id(self) -> int:
-        return self._id.ledger_id
-
-    def entry_id(self) -> int:
-        return self._id.entry_id
-
-    def batch_index(self) -> int:
-        return self._id.batch_index
-
-    def partition(self) -> int:
-        return self._id.partition
-
-    def serialize(self) -> bytes:
-        return self._id.serialize()
-
-    @staticmethod
-    def deserialize(message_id_bytes: bytes, topic: str | None = None) -> MessageId:
-        return MessageId._of(_core.MessageId.deserialize(message_id_bytes, topic))
-
-    def __str__(self) -> str:
-        i = self._id
-        return f"({i.ledger_id},{i.entry_id},{i.partition},{i.batch_index})"
-
-    __repr__ = __str__
-
-    def __hash__(self) -> int:
-        return hash(self._id)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, MessageId) and self._id == other._id
-
-    def __ne__(self, other: object) -> bool:
-        return not self == other
-
-    def __lt__(self, other: MessageId) -> bool:
-        return self._id < other._id
-
-    def __le__(self, other: MessageId) -> bool:
-        return self._id <= other._id
-
-    def __gt__(self, other: MessageId) -> bool:
-        return self._id > other._id
-
-    def __ge__(self, other: MessageId) -> bool:
-        return self._id >= other._id
-
-
-MessageId.earliest = MessageId._of(_core.MessageId.earliest)
-MessageId.latest = MessageId._of(_core.MessageId.latest)
+# The official id, in the engine (src/python/compat.rs): ``MessageId(partition, ledger_id,
+# entry_id, batch_index)`` (that order), accessor methods, ``earliest``/``latest``, comparisons,
+# ``wrap``, ``serialize``/``deserialize``; ``_id`` is the native id it stands for.
+MessageId = _core.CompatMessageId
 
 
 def native_id(value: Any, what: str = "message id") -> _core.MessageId:

@@ -130,7 +130,7 @@ class _Receiving(ReceivingAccessors):
             while self._floor is not None and _not_after(msg.message_id, self._floor):
                 msg = await receive()
             self._floor = None
-        return Message(msg, self._schema)
+        return Message._of(msg)
 
     async def seek(self, messageid: Any) -> None:
         target = seek_target(messageid)
