@@ -41,8 +41,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "python"))  # magnetar.testing needs only the standard library
-
+# magnetar as installed (scripts/dev conformance installs the wheel first): importing
+# magnetar.testing imports the package, whose source tree has no extension module to load.
 from magnetar.testing import Standalone, ensure_distribution  # noqa: E402
 from magnetar.testing._distribution import DEFAULT_VERSION, default_cache_dir  # noqa: E402
 from magnetar.testing._process import port_free  # noqa: E402

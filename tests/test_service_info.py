@@ -1,15 +1,15 @@
 """Switching a client to another cluster by the application: ``Client.switch_service``, and
 ``magnetar.compat``'s ``ServiceInfoProvider`` on top of it.
 
-The first cluster is the suite's second broker (conftest ``second_broker``, behind its fault
-proxy), the one switched to is the suite's broker, behind a proxy of its own that counts the
-connections the client opens to it. The secured broker checks per-cluster credentials.
+The client starts on ``primary``, the suite's second broker (conftest ``second_broker``) behind
+its fault proxy, and switches to ``secondary``, the suite's broker behind a proxy of its own
+that counts the connections the client opens to it (the fixtures of tests/test_failover.py).
+The secured broker checks per-cluster credentials.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from typing import Any, Callable
 
 import pytest
@@ -19,39 +19,18 @@ from magnetar.testing import Standalone
 from magnetar.testing.faults import FaultProxy
 
 from conftest import TOKEN_ROLE, Api
-from waiting import wait_until
+from test_failover import primary, read_all, secondary  # noqa: F401
 
-
-@pytest.fixture
-def first(second_broker: tuple[Standalone, FaultProxy]) -> Iterator[FaultProxy]:
-    proxy = second_broker[1]
-    yield proxy
-    proxy.heal()
-
-
-@pytest.fixture
-def second(broker: Standalone) -> Iterator[FaultProxy]:
-    with FaultProxy(broker.port) as proxy:
-        yield proxy
 
 
 def new_topic() -> str:
     return f"persistent://public/default/switch-{uuid.uuid4().hex[:10]}"
 
 
-def read_all(url: str, topic: str) -> list[bytes]:
-    with magnetar.Client(url, operation_timeout=20) as client:
-        reader = client.create_reader(topic, start=magnetar.MessageId.earliest)
-        got = []
-        while reader.has_message_available():
-            got.append(reader.read_next(timeout=15).data)
-        return got
-
-
-def test_producers_and_consumers_move_to_the_new_cluster(first: FaultProxy, second: FaultProxy, broker: Standalone,
+def test_producers_and_consumers_move_to_the_new_cluster(primary: FaultProxy, secondary: FaultProxy, broker: Standalone,
                                                          api_kind: str) -> None:
     topic = new_topic()
-    twin = Api(api_kind, first.service_url, connect_timeout=5, max_backoff=0.5)
+    twin = Api(api_kind, primary.service_url, connect_timeout=5, max_backoff=0.5)
     sent: dict[str, list[bytes]] = {}
     received: list[bytes] = []
     try:
@@ -68,43 +47,44 @@ def test_producers_and_consumers_move_to_the_new_cluster(first: FaultProxy, seco
                 twin.call(consumer, "ack", msg)
 
         send_and_receive("before")
-        assert second.accepted == 0
-        twin.client.switch_service(second.service_url)
-        assert twin.client.service_url == second.service_url
-        send_and_receive("after")  # the producer and the consumer reattach on the second cluster
-        assert second.accepted > 0
+        assert secondary.accepted == 0
+        twin.client.switch_service(secondary.service_url)
+        assert twin.client.service_url == secondary.service_url
+        send_and_receive("after")  # the producer and the consumer reattach on the secondary cluster
+        assert secondary.accepted > 0
     finally:
         twin.close()
     # Every message exactly once, in order, on the cluster in use when it was sent.
     assert received == sent["before"] + sent["after"]
-    assert read_all(first.service_url, topic) == sent["before"]
+    assert read_all(primary.service_url, topic) == sent["before"]
     assert read_all(broker.service_url, topic) == sent["after"]
 
 
-def test_pending_messages_are_resent_on_the_new_cluster(first: FaultProxy, broker: Standalone) -> None:
+def test_pending_messages_are_resent_on_the_new_cluster(primary: FaultProxy, broker: Standalone) -> None:
     topic = new_topic()
-    with magnetar.Client(first.service_url, operation_timeout=20, connect_timeout=5, max_backoff=0.5) as client:
+    with magnetar.Client(primary.service_url, operation_timeout=20, connect_timeout=5, max_backoff=0.5) as client:
         producer = client.create_producer(topic, batching=False)
-        producer.send(b"first")
-        # The first cluster hears nothing more, so these are pending when the client switches.
-        first.blackhole(direction="up")
+        producer.send(b"primary")
+        # The primary cluster hears nothing more, so these are pending when the client switches.
+        primary.blackhole(direction="up")
         futures = [producer.send_async(f"pending-{i}".encode()) for i in range(5)]
         client.switch_service(broker.service_url)
         ids = [f.result(timeout=20) for f in futures]
-    first.heal()
+    primary.heal()
     assert len(set(ids)) == 5
     assert read_all(broker.service_url, topic) == [f"pending-{i}".encode() for i in range(5)]
-    assert read_all(first.service_url, topic) == [b"first"]
+    assert read_all(primary.service_url, topic) == [b"primary"]
 
 
-def test_switching_connects_nothing_until_something_needs_it(first: FaultProxy, second: FaultProxy) -> None:
-    with magnetar.Client(first.service_url) as client:
-        client.switch_service(second.service_url)
+def test_switching_connects_nothing_until_something_needs_it(primary: FaultProxy, secondary: FaultProxy) -> None:
+    before = primary.accepted  # its proxy serves the whole session
+    with magnetar.Client(primary.service_url) as client:
+        client.switch_service(secondary.service_url)
         assert client.state == "idle"
         assert client.stats()["connections_opened"] == 0
         client.create_producer(new_topic()).send(b"x")
-        assert first.accepted == 0, "the first cluster was dialled after the switch"
-        assert second.accepted >= 1
+        assert primary.accepted == before, "the first cluster was dialled after the switch"
+        assert secondary.accepted >= 1
 
 
 def test_credentials_and_trust_file_are_per_cluster(broker: Standalone, secured: Standalone) -> None:
@@ -170,29 +150,29 @@ class Provider:
         self.closed = 0
 
 
-def test_the_compat_provider_moves_the_client(first: FaultProxy, broker: Standalone) -> None:
+def test_the_compat_provider_moves_the_client(primary: FaultProxy, broker: Standalone) -> None:
     import magnetar.compat as pulsar
 
     topic = new_topic()
-    provider = Provider(pulsar.ServiceInfo(first.service_url))
+    provider = Provider(pulsar.ServiceInfo(primary.service_url))
     client = pulsar.Client(provider.provider, operation_timeout_seconds=20)
     try:
-        assert client.get_service_info().service_url == first.service_url
+        assert client.get_service_info().service_url == primary.service_url
         producer = client.create_producer(topic)
-        producer.send(b"on the first")
+        producer.send(b"on the primary")
         assert provider.callback is not None
         with pytest.raises(ValueError):
             provider.callback("pulsar://not-a-service-info")
         target = pulsar.ServiceInfo(broker.service_url)
         provider.callback(target)
         assert client.get_service_info() is target
-        producer.send(b"on the second")
+        producer.send(b"on the secondary")
     finally:
         client.close()
     assert provider.closed == 1
-    provider.callback(pulsar.ServiceInfo(first.service_url))  # after close: logged, ignored
-    assert read_all(broker.service_url, topic) == [b"on the second"]
-    assert read_all(first.service_url, topic) == [b"on the first"]
+    provider.callback(pulsar.ServiceInfo(primary.service_url))  # after close: logged, ignored
+    assert read_all(broker.service_url, topic) == [b"on the secondary"]
+    assert read_all(primary.service_url, topic) == [b"on the primary"]
 
 
 def test_the_compat_client_refuses_an_invalid_provider() -> None:
