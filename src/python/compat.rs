@@ -100,7 +100,10 @@ fn compat_id(py: Python<'_>, inner: client::MessageId) -> PyResult<Py<PyCompatId
 #[pymethods]
 impl PyCompatId {
     #[new]
-    #[pyo3(signature = (partition=-1, ledger_id=-1, entry_id=-1, batch_index=-1))]
+    #[pyo3(
+        signature = (partition=-1, ledger_id=-1, entry_id=-1, batch_index=-1),
+        text_signature = "(partition=-1, ledger_id=-1, entry_id=-1, batch_index=-1)"
+    )]
     fn new(partition: i32, ledger_id: i64, entry_id: i64, batch_index: i32) -> Self {
         PyCompatId {
             inner: client::MessageId::new(ledger_id, entry_id, partition, batch_index),
