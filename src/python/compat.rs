@@ -43,7 +43,9 @@ impl Imported {
 
     fn get<'py>(&self, py: Python<'py>) -> PyResult<&Bound<'py, PyAny>> {
         self.cell
-            .get_or_try_init(py, || Ok::<_, PyErr>(py.import(self.module)?.getattr(self.name)?.unbind()))
+            .get_or_try_init(py, || {
+                Ok::<_, PyErr>(py.import(self.module)?.getattr(self.name)?.unbind())
+            })
             .map(|o| o.bind(py))
     }
 }
@@ -371,7 +373,11 @@ impl PyConsumer {
     /// `Consumer.receive(timeout_millis)` of the compatibility API: the next message as a
     /// `magnetar.compat.Message`, raising the compat exception classes.
     #[pyo3(signature = (timeout_millis=None))]
-    fn compat_receive(&self, py: Python<'_>, timeout_millis: Option<&Bound<'_, PyAny>>) -> PyResult<Py<PyCompatMessage>> {
+    fn compat_receive(
+        &self,
+        py: Python<'_>,
+        timeout_millis: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyCompatMessage>> {
         let deadline = millis_deadline(timeout_millis)?;
         let m = self.receive_one(py, deadline).map_err(|e| compat_err(py, e))?;
         compat_message(py, m, self.binding())
