@@ -405,12 +405,13 @@ impl PyProducer {
         callback: Option<Py<PyAny>>,
         fields: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<()> {
-        if !self.has_schema()
-            && !content.is_none()
-            && !(content.is_instance_of::<PyBytes>()
-                || content.is_instance_of::<PyByteArray>()
-                || content.is_instance_of::<PyMemoryView>())
-        {
+        // Without a schema (BytesSchema) only bytes-like content goes as it is; None is a null value.
+        let sendable = self.has_schema()
+            || content.is_none()
+            || content.is_instance_of::<PyBytes>()
+            || content.is_instance_of::<PyByteArray>()
+            || content.is_instance_of::<PyMemoryView>();
+        if !sendable {
             return Err(PyTypeError::new_err(format!(
                 "content must be bytes, not {}",
                 content.get_type().name()?
