@@ -4,9 +4,9 @@
 Each run is its own process on one local broker (``magnetar.testing.Standalone``), alternating
 native and compat, round after round. A run produces N 100-byte messages with ``send_async``
 (batching on and a blocking pending queue of 1,000 in both: the same engine work), flushes, then receives and acknowledges them one
-by one; the process's CPU time (user + system, every thread) is divided by N. The compat layer
-adds Python work per call (argument checks, the message and id wrappers), which is what this
-measures. Results: docs/compat.md.
+by one; the process's CPU time (user + system, every thread) is divided by N. What the compat
+layer adds per call on top of the engine (a Python frame with its checks; its Message and
+MessageId are engine objects) is what this measures. Results: docs/compat.md.
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import pickle
 import threading
 from datetime import timedelta
 from enum import Enum
@@ -82,6 +83,44 @@ def test_message_id_positional_order_is_partition_first() -> None:
     assert pulsar.MessageId.deserialize(pulsar.MessageId.earliest.serialize()) == pulsar.MessageId.earliest
     assert mid._id == magnetar.MessageId(10, 20, partition=2, batch_index=3)
     assert _pulsar.MessageId is pulsar.MessageId
+
+
+def test_message_id_pickles_hashes_and_compares_as_the_official_id() -> None:
+    native = magnetar.MessageId(10, 20, partition=2, batch_index=3, batch_size=5, topic="persistent://a/b/c")
+    mid = pulsar.MessageId.wrap(native)
+    assert pulsar.MessageId.wrap(mid) is mid
+    copy = pickle.loads(pickle.dumps(mid))
+    assert type(copy) is pulsar.MessageId and copy == mid
+    assert (copy._id.batch_size, copy._id.topic) == (5, "persistent://a/b/c")  # what serialize() keeps too
+    assert str(mid) == repr(mid) == "(10,20,2,3)"
+    assert hash(mid) == hash(native) and len({mid, copy}) == 1
+    assert mid != native and not (mid == native)  # the two APIs' ids are not mixed
+    assert pulsar.MessageId(2, 10, 20, 2) < mid <= copy
+    with pytest.raises(TypeError):
+        assert mid < native  # type: ignore[operator]
+    with pytest.raises(ValueError, match="not a message id"):
+        pulsar.MessageId.wrap(3)
+    assert str(pulsar.MessageId.earliest) == "(-1,-1,-1,-1)"
+
+
+def test_received_message_fields(compat: pulsar.Client, topic: str) -> None:
+    consumer = compat.subscribe(topic, "s")
+    producer = compat.create_producer(topic)
+    producer.send(b"abc", ordering_key="o")
+    producer.send(None, partition_key="gone")
+    msg, null = consumer.receive(10_000), consumer.receive(10_000)
+    assert type(msg) is pulsar.Message
+    assert str(msg) == f"Message(topic={msg.topic_name()!r}, id={msg.message_id()}, 3 bytes)"
+    assert (msg.partition_key(), msg.event_timestamp(), msg.schema_version()) == ("", 0, "")
+    assert msg.publish_timestamp() > 0 and msg.redelivery_count() == 0 and msg.encryption_context() is None
+    assert not msg.has_null_value()
+    assert null.has_null_value() and null.value() == b"" and null.partition_key() == "gone"
+    with pytest.raises(ValueError, match="timeout_millis is expected to be of type 'int' and not 'float'"):
+        consumer.receive(1.5)  # type: ignore[arg-type]
+    consumer.acknowledge(msg.message_id())
+    consumer.acknowledge(null)
+    with pytest.raises(TypeError):
+        pickle.dumps(msg)
 
 
 def test_listener_does_not_ack_for_the_user(compat: pulsar.Client, topic: str) -> None:

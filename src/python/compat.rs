@@ -43,7 +43,9 @@ impl Imported {
 
     fn get<'py>(&self, py: Python<'py>) -> PyResult<&Bound<'py, PyAny>> {
         self.cell
-            .get_or_try_init(py, || Ok::<_, PyErr>(py.import(self.module)?.getattr(self.name)?.unbind()))
+            .get_or_try_init(py, || {
+                Ok::<_, PyErr>(py.import(self.module)?.getattr(self.name)?.unbind())
+            })
             .map(|o| o.bind(py))
     }
 }
@@ -100,7 +102,10 @@ fn compat_id(py: Python<'_>, inner: client::MessageId) -> PyResult<Py<PyCompatId
 #[pymethods]
 impl PyCompatId {
     #[new]
-    #[pyo3(signature = (partition=-1, ledger_id=-1, entry_id=-1, batch_index=-1))]
+    #[pyo3(
+        signature = (partition=-1, ledger_id=-1, entry_id=-1, batch_index=-1),
+        text_signature = "(partition=-1, ledger_id=-1, entry_id=-1, batch_index=-1)"
+    )]
     fn new(partition: i32, ledger_id: i64, entry_id: i64, batch_index: i32) -> Self {
         PyCompatId {
             inner: client::MessageId::new(ledger_id, entry_id, partition, batch_index),
@@ -368,7 +373,11 @@ impl PyConsumer {
     /// `Consumer.receive(timeout_millis)` of the compatibility API: the next message as a
     /// `magnetar.compat.Message`, raising the compat exception classes.
     #[pyo3(signature = (timeout_millis=None))]
-    fn compat_receive(&self, py: Python<'_>, timeout_millis: Option<&Bound<'_, PyAny>>) -> PyResult<Py<PyCompatMessage>> {
+    fn compat_receive(
+        &self,
+        py: Python<'_>,
+        timeout_millis: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyCompatMessage>> {
         let deadline = millis_deadline(timeout_millis)?;
         let m = self.receive_one(py, deadline).map_err(|e| compat_err(py, e))?;
         compat_message(py, m, self.binding())
@@ -396,12 +405,13 @@ impl PyProducer {
         callback: Option<Py<PyAny>>,
         fields: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<()> {
-        if !self.has_schema()
-            && !content.is_none()
-            && !(content.is_instance_of::<PyBytes>()
-                || content.is_instance_of::<PyByteArray>()
-                || content.is_instance_of::<PyMemoryView>())
-        {
+        // Without a schema (BytesSchema) only bytes-like content goes as it is; None is a null value.
+        let sendable = self.has_schema()
+            || content.is_none()
+            || content.is_instance_of::<PyBytes>()
+            || content.is_instance_of::<PyByteArray>()
+            || content.is_instance_of::<PyMemoryView>();
+        if !sendable {
             return Err(PyTypeError::new_err(format!(
                 "content must be bytes, not {}",
                 content.get_type().name()?

@@ -187,7 +187,12 @@ impl PyProducer {
 
     /// Queues `msg`, whose receipt goes to `done`; waits only while the pending queue (or the
     /// client's callback backlog) is full and the producer blocks when full.
-    pub(super) fn enqueue(&self, py: Python<'_>, msg: client::OutgoingMessage, done: client::SendCallback) -> PyResult<()> {
+    pub(super) fn enqueue(
+        &self,
+        py: Python<'_>,
+        msg: client::OutgoingMessage,
+        done: client::SendCallback,
+    ) -> PyResult<()> {
         self.dispatch.wait_for_room(py, self.inner.blocks_if_full())?;
         if let Err(blocked) = self.inner.try_enqueue(msg, false, done) {
             let WouldBlock(msg, done) = *blocked;

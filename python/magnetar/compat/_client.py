@@ -21,7 +21,6 @@ from ._config import (Authentication, AutoClusterFailover, ConsoleLogger, Consum
 from ._pulsar import (BatchingType, CompressionType, ConsumerCryptoFailureAction, ConsumerType, InitialPosition,
                       KeySharedMode,
                       MessageId, PartitionsRoutingMode, ProducerAccessMode, RegexSubscriptionMode, Result, native_id)
-from ._encryption import EncryptionContext
 from ._service_info import Following
 from ._transaction import Transaction
 from .exceptions import AuthenticationError, ConnectError, InvalidConfiguration, PulsarException, mapped, translate
