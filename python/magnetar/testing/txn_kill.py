@@ -5,6 +5,8 @@ and over, must leave every input reflected exactly once in the output.
 process and SIGKILLs it after a random 0.5-2.5 s, ``kills`` times; each worker subscribes and
 loops: receive up to 5 messages, send ``out-<n>`` for each in a transaction, acknowledge them in
 it (individually on a Shared subscription, with one cumulative ack on a Failover one), commit.
+The kill's moment counts from the worker's first message (a worker that gets none within
+``txn_timeout + 5`` s is killed idle), so kills land mid-stream, most inside a transaction.
 A killed worker leaves a transaction open, which the coordinator aborts at its timeout
 (``txn_timeout``): its outputs are dropped and its acks undone, and a later worker gets those
 inputs again. After the kills, workers run unkilled until the output holds every input (or
@@ -22,6 +24,7 @@ import collections
 import dataclasses
 import os
 import random
+import select
 import signal
 import subprocess
 import sys
@@ -51,6 +54,8 @@ class KillLoop:
     case: str
     inputs: int
     kills: int
+    #: Kills of a worker that had received input (the others found none left).
+    kills_in_flight: int
     outputs: int
     missing: list[bytes]
     duplicated: dict[bytes, int]
@@ -64,7 +69,7 @@ class KillLoop:
     def summary(self) -> str:
         mode, batched = CASES[self.case]
         line = (f"{mode} subscription, {'batched' if batched else 'unbatched'} input: "
-                f"inputs {self.inputs}, kills {self.kills}, outputs {self.outputs}, missing {len(self.missing)}, "
+                f"inputs {self.inputs}, kills {self.kills} ({self.kills_in_flight} in flight), outputs {self.outputs}, missing {len(self.missing)}, "
                 f"duplicated {len(self.duplicated)}, unexpected {len(self.unexpected)}, {self.seconds:.0f} s")
         if self.duplicated:
             line += "\n  duplicated: " + ", ".join(f"{k.decode()} x{n}" for k, n in sorted(self.duplicated.items()))
@@ -77,6 +82,7 @@ def worker(url: str, source: str, sink: str, sub: str, txn_timeout: float, idle:
         consumer = client.subscribe(source, sub, subscription_type=mode, initial_position="earliest")
         producer = client.create_producer(sink, batching=True, batch_max_delay=0.01)
         committed = aborted = 0
+        started = False
         last_input = time.monotonic()
         while time.monotonic() - last_input < idle:
             try:
@@ -85,6 +91,9 @@ def worker(url: str, source: str, sink: str, sub: str, txn_timeout: float, idle:
                 continue
             msgs += consumer.receive_many(max_messages=BATCH - 1, timeout=0)
             last_input = time.monotonic()
+            if not started:
+                print("receiving", flush=True)  # the driver times its kill from here
+                started = True
             try:
                 with client.new_transaction(timeout=txn_timeout) as txn:
                     for m in msgs:
@@ -106,12 +115,29 @@ def worker(url: str, source: str, sink: str, sub: str, txn_timeout: float, idle:
 
 
 def _spawn(url: str, source: str, sink: str, sub: str, txn_timeout: float, idle: float,
-           mode: str) -> subprocess.Popen[bytes]:
+           mode: str, watch: bool = False) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, "-m", "magnetar.testing.txn_kill", "--worker",
          url, source, sink, sub, str(txn_timeout), str(idle), mode],
         start_new_session=True,
+        stdout=subprocess.PIPE if watch else None,
     )
+
+
+def _receiving(proc: subprocess.Popen[bytes], within: float) -> bool:
+    """Whether the worker reports its first message within ``within`` seconds."""
+    assert proc.stdout is not None
+    deadline = time.monotonic() + within
+    while (left := deadline - time.monotonic()) > 0:
+        ready, _, _ = select.select([proc.stdout], [], [], left)
+        if not ready:
+            return False
+        line = proc.stdout.readline()
+        if not line:
+            return False
+        if line.strip() == b"receiving":
+            return True
+    return False
 
 
 def _count_outputs(url: str, sink: str) -> collections.Counter[bytes]:
@@ -137,13 +163,18 @@ def kill_loop(url: str, case: str, *, inputs: int = 300, kills: int = 20, txn_ti
         client.create_producer(source, batching=batched).send_many([b"%d" % i for i in range(inputs)])
     rng = random.Random(seed)
     started = time.monotonic()
+    in_flight = 0
     for k in range(kills):
-        proc = _spawn(url, source, sink, sub, txn_timeout, idle=3600, mode=mode)
+        proc = _spawn(url, source, sink, sub, txn_timeout, idle=3600, mode=mode, watch=True)
         try:
-            time.sleep(rng.uniform(0.5, 2.5) + (1.5 if k == 0 else 0.0))  # the kill's random moment
+            if _receiving(proc, txn_timeout + 5):
+                in_flight += 1
+                time.sleep(rng.uniform(0.05, 0.5))  # the kill's random moment, not a wait
         finally:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+            assert proc.stdout is not None
+            proc.stdout.close()
         print(f"kill {k + 1}/{kills}", flush=True)
     for _ in range(rounds):
         # Inputs whose transaction a kill left open come back once the coordinator aborts it.
@@ -156,6 +187,7 @@ def kill_loop(url: str, case: str, *, inputs: int = 300, kills: int = 20, txn_ti
         case=case,
         inputs=inputs,
         kills=kills,
+        kills_in_flight=in_flight,
         outputs=sum(seen.values()),
         missing=[e for e in expected if seen[e] == 0],
         duplicated={e: n for e, n in seen.items() if n > 1},
