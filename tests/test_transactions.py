@@ -144,6 +144,50 @@ def test_consume_transform_produce_with_cumulative_acks(client: magnetar.Client,
         reader.receive(timeout=QUIET)
 
 
+def _one_batch(client: magnetar.Client, topic: str, n: int) -> None:
+    """``n`` messages ``b"0"``.. stored as one batch entry."""
+    client.create_producer(topic, batching=True, batch_max_delay=1.0).send_many([b"%d" % i for i in range(n)])
+
+
+def _entry_of(msgs: list[magnetar.Message]) -> tuple[int, int]:
+    entries = {(m.message_id.ledger_id, m.message_id.entry_id) for m in msgs}
+    assert len(entries) == 1, f"the messages are not one batch: {entries}"
+    return entries.pop()
+
+
+def test_a_cumulative_ack_of_batch_indexes_a_committed_transaction_acked_conflicts(
+    client: magnetar.Client, topic: str, sub: str
+) -> None:
+    """Part of a batch acknowledged cumulatively by a committed transaction leaves the cursor's
+    mark-delete position before the batch; acknowledging those messages again in another
+    transaction must be refused (the broker takes a cumulative ack at face value there: it is
+    sent as individual acks of the batch indexes, which it checks)."""
+    _one_batch(client, topic, 10)
+    consumer = client.subscribe(topic, sub, subscription_type="failover", initial_position="earliest")
+    first = [consumer.receive(timeout=10) for _ in range(5)]
+    _entry_of(first)
+    with client.new_transaction() as txn:
+        consumer.ack_cumulative(first[-1], txn=txn)
+    for stale in (first[-1], first[2]):
+        txn = client.new_transaction()
+        consumer.ack_cumulative(stale, txn=txn)
+        with pytest.raises(magnetar.TransactionError) as refused:
+            txn.commit()
+        assert "TransactionConflict" in str(refused.value)
+        assert txn.state == "aborted"
+    # Each abort has everything unacknowledged delivered again: the rest of the batch only.
+    rest = [consumer.receive(timeout=10) for _ in range(5)]
+    assert [m.data for m in rest] == [b"5", b"6", b"7", b"8", b"9"]
+    with client.new_transaction() as txn:
+        consumer.ack_cumulative(rest[2], txn=txn)
+    with client.new_transaction() as txn:
+        consumer.ack_cumulative(rest[-1], txn=txn)
+    consumer.close()
+    again = client.subscribe(topic, sub, subscription_type="failover", initial_position="earliest")
+    with pytest.raises(magnetar.Timeout):
+        again.receive(timeout=QUIET)
+
+
 def test_the_coordinator_aborts_a_transaction_at_its_timeout(
     client: magnetar.Client, pair: tuple[magnetar.Producer, magnetar.Consumer]
 ) -> None:

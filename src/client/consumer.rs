@@ -461,10 +461,11 @@ impl Consumer {
         let in_batch = id.batch_index >= 0 && id.batch_size > 1;
         txn.on_end(Box::new(move |committed| {
             if committed {
-                // The broker keeps a transaction's acks of batch indexes out of the cursor's
-                // record of acked indexes, and would deliver those messages again (and take
-                // a later transaction's ack of them): the plain ack puts them on record.
-                if in_batch {
+                // Made again plainly, an individual ack of a batch index is booked, so a copy
+                // the broker resends is dropped on arrival. (A cumulative one is not: it went
+                // as individual acks of what it covered, and a plain cumulative ack would also
+                // take what another transaction holds.)
+                if in_batch && !cumulative {
                     let _ = part.tx.send(Command::Ack { id: again, cumulative });
                 }
                 return;

@@ -53,6 +53,8 @@ impl Actor {
     /// Sends an ack inside a transaction at once, after the plain acks made before it. It is
     /// not booked: the broker holds it until the transaction ends, and undoes it on abort. A
     /// message of a batch is acked by its index (the bits left set are the messages not acked).
+    /// A cumulative ack on an Exclusive or Failover subscription goes as individual acks of
+    /// what it covers ([`owed`](super::owed) says why).
     pub(super) fn ack_in_txn(&mut self, id: MessageId, cumulative: bool, txn: TxnId, op: Op) {
         self.flush_acks();
         let Some(conn) = self.link.conn().cloned() else {
@@ -61,43 +63,51 @@ impl Actor {
                 "the consumer is not connected: the acknowledgement was not sent",
             )));
         };
-        let mut data = id.entry_data();
-        if id.batch_index >= 0 && id.batch_size > 1 && id.batch_index < id.batch_size {
-            let mut bits = ack_book::full_bitset(id.batch_size as usize);
-            let acked = if cumulative {
-                0..=id.batch_index
-            } else {
-                id.batch_index..=id.batch_index
-            };
-            for i in acked.map(|i| i as usize) {
-                bits[i / 64] &= !(1u64 << (i % 64));
+        let mut acks = Vec::with_capacity(2);
+        match self.owed.as_mut().filter(|_| cumulative) {
+            Some(owed) => {
+                let covered = owed.take_through(&id);
+                if let Some(through) = covered.cumulative {
+                    acks.push((AckType::Cumulative, vec![through]));
+                }
+                acks.push((AckType::Individual, covered.individual));
             }
-            data.ack_set = bits.iter().map(|w| *w as i64).collect();
-            data.batch_size = Some(id.batch_size);
+            None => {
+                let kind = if cumulative {
+                    AckType::Cumulative
+                } else {
+                    AckType::Individual
+                };
+                acks.push((kind, vec![txn_ack_data(&id, cumulative)]));
+            }
         }
-        let kind = if cumulative {
-            AckType::Cumulative
-        } else {
-            AckType::Individual
-        };
         let consumer_id = self.consumer_id;
-        let sent = conn.send_request(|rid| {
-            let mut cmd = commands::ack(consumer_id, kind, vec![data], None, Some(rid));
-            if let Some(ack) = cmd.ack.as_mut() {
-                ack.txnid_most_bits = Some(txn.most);
-                ack.txnid_least_bits = Some(txn.least);
+        let mut answers = Vec::with_capacity(acks.len());
+        for (kind, ids) in acks {
+            let sent = conn.send_request(|rid| {
+                let mut cmd = commands::ack(consumer_id, kind, ids, None, Some(rid));
+                if let Some(ack) = cmd.ack.as_mut() {
+                    ack.txnid_most_bits = Some(txn.most);
+                    ack.txnid_least_bits = Some(txn.least);
+                }
+                cmd
+            });
+            match sent {
+                Ok(pending) => answers.push(pending),
+                Err(e) => return op.finish(&Err::<(), _>(e.into())),
             }
-            cmd
-        });
-        match sent {
-            Ok(pending) => {
-                let timeout = conn.operation_timeout();
-                tokio::spawn(async move {
-                    op.finish(&ack_outcome(pending.response(timeout).await));
-                });
-            }
-            Err(e) => op.finish(&Err::<(), _>(e.into())),
         }
+        let timeout = conn.operation_timeout();
+        tokio::spawn(async move {
+            let mut outcome = Ok(());
+            for pending in answers {
+                let answer = ack_outcome(pending.response(timeout).await);
+                if outcome.is_ok() {
+                    outcome = answer;
+                }
+            }
+            op.finish(&outcome);
+        });
     }
 
     /// Books an ack: the entries it covers join the held acks.
@@ -121,6 +131,9 @@ impl Actor {
                     self.book.record_entry(e);
                 }
             }
+        }
+        if let Some(owed) = self.owed.as_mut() {
+            owed.acked(&id, cumulative);
         }
         self.book.record(&id, cumulative, self.opts.batch_index_ack);
     }
@@ -209,6 +222,9 @@ impl Actor {
             // The broker resends everything unacked, including what sits in the inbox; the
             // acks go first so that what the application acked is not among it.
             self.flush_acks();
+            if let Some(owed) = self.owed.as_mut() {
+                owed.clear();
+            }
             let epoch = self.shared.start_redelivery(&self.inbox);
             let mut cmd = commands::redeliver(self.consumer_id, Vec::new());
             if !individual {
@@ -299,4 +315,24 @@ fn ack_outcome(response: std::result::Result<crate::protocol::frame::Frame, crat
         }
     }
     Ok(())
+}
+
+/// One message's ack in a transaction: a message of a batch by its index (`cumulative`: the
+/// indexes up to it), the bits left set being the messages not acked.
+fn txn_ack_data(id: &MessageId, cumulative: bool) -> MessageIdData {
+    let mut data = id.entry_data();
+    if id.batch_index >= 0 && id.batch_size > 1 && id.batch_index < id.batch_size {
+        let mut bits = ack_book::full_bitset(id.batch_size as usize);
+        let acked = if cumulative {
+            0..=id.batch_index
+        } else {
+            id.batch_index..=id.batch_index
+        };
+        for i in acked.map(|i| i as usize) {
+            bits[i / 64] &= !(1u64 << (i % 64));
+        }
+        data.ack_set = bits.iter().map(|w| *w as i64).collect();
+        data.batch_size = Some(id.batch_size);
+    }
+    data
 }

@@ -35,6 +35,7 @@ use crate::protocol::{commands, frame::Payload};
 
 mod ack_book;
 mod acks;
+mod owed;
 mod queries;
 mod receive;
 mod subscribe;
@@ -254,6 +255,8 @@ pub(crate) async fn create(
     };
     let consumer_id = client.next_consumer_id();
     let opts_reader = opts.crypto_key_reader.clone();
+    let owed =
+        (opts.durable && !matches!(opts.sub_type, SubType::Shared | SubType::KeyShared)).then(owed::Owed::default);
     let mut actor = Actor {
         consumer_id,
         link: Link::new(client.clone(), shared.topic.clone(), HandlerId::Consumer(consumer_id)),
@@ -264,6 +267,7 @@ pub(crate) async fn create(
         name,
         opts,
         rx,
+        owed,
         book: AckBook::default(),
         ack_tokens: 0,
         queued_high: None,
@@ -336,6 +340,9 @@ struct Actor {
     link: Link,
     /// The application's acks until the broker confirms them.
     book: AckBook,
+    /// Exclusive/Failover: what was received and not acknowledged (a cumulative ack in a
+    /// transaction acknowledges exactly that); `None` for readers and Shared subscriptions.
+    owed: Option<owed::Owed>,
     ack_tokens: u64,
     /// The highest entry queued for the application on the current connection.
     queued_high: Option<EntryKey>,

@@ -58,6 +58,9 @@ impl Actor {
         self.epoch_bump();
         self.chunks.clear();
         self.book.clear();
+        if let Some(owed) = self.owed.as_mut() {
+            owed.clear();
+        }
         self.unacked.clear();
         self.nacks.clear();
         *self.shared.last_dequeued.lock().expect("last_dequeued lock") = end.filter(|e| e.entry_id >= 0);
