@@ -181,3 +181,58 @@ def test_magnetar_reads_what_the_schema_topic_holds(conf: ClientConfig) -> None:
         msg = client.create_reader(topic, schema=schema.AutoConsumeSchema()).read_next(timeout=10)
         assert msg.value["line"] == {"sku": "s1", "qty": 10}
         assert isinstance(msg, magnetar.Message)
+
+
+@pytest.mark.parametrize("kind", ["avro", "json"])
+def test_a_write_encodes_the_columns_with_the_topic_schema(spark: Any, service_url: str, conf: ClientConfig,
+                                                           kind: str) -> None:
+    topic = _new_topic(f"w-{kind}")
+    s = schema.AvroSchema(Line) if kind == "avro" else schema.JsonSchema(Line)
+    with conf.create() as client:
+        client.create_producer(topic, schema=s).close()  # the topic's schema, registered
+        consumer = client.subscribe(topic, "check", schema=s, initial_position="earliest")
+        df = spark.createDataFrame([(f"k{i}", f"s{i}", i) for i in range(20)], "key string, sku string, qty bigint")
+        df.write.format("pulsar").mode("append").option("service.url", service_url).option("topic", topic).save()
+        got = {}
+        for _ in range(20):
+            m = consumer.receive(timeout=20)
+            got[m.key] = m.value
+            assert m.schema_version == (0).to_bytes(8, "big")  # the topic's version, no new one
+        assert got == {f"k{i}": Line(f"s{i}", i) for i in range(20)}
+        # Read back by Spark as columns.
+        rows = _read(spark, service_url, topic).collect()
+        assert sorted((r.key, r.sku, r.qty) for r in rows) == sorted((f"k{i}", f"s{i}", i) for i in range(20))
+        # A column that is no field, or a field without its column, fails before anything is sent.
+        with pytest.raises(Exception) as info:
+            (df.withColumnRenamed("qty", "qtty").write.format("pulsar").mode("append")
+             .option("service.url", service_url).option("topic", topic).save())
+        assert "did you mean 'qty'" in _error_text(info.value), _error_text(info.value)
+        with pytest.raises(Exception) as info:
+            (df.select("key", "sku").write.format("pulsar").mode("append")
+             .option("service.url", service_url).option("topic", topic).save())
+        assert "needs a column 'qty'" in _error_text(info.value), _error_text(info.value)
+        assert consumer.receive_many(100, timeout=1.0) == []
+
+
+def test_the_official_clients_avro_and_json_read_as_columns(spark: Any, service_url: str) -> None:
+    import pulsar
+    from pulsar.schema import AvroSchema, Array, Double, JsonSchema, Long, Record, String
+
+    class Item(Record):
+        name = String()
+        n = Long()
+        price = Double()
+        tags = Array(String())
+
+    for make, stem in ((AvroSchema, "off-avro"), (JsonSchema, "off-json")):
+        topic = _new_topic(stem)
+        c = pulsar.Client(service_url)
+        try:
+            p = c.create_producer(topic, schema=make(Item))
+            for i in range(3):
+                p.send(Item(name=f"i{i}", n=i, price=i / 2, tags=["a"] * i))
+        finally:
+            c.close()
+        rows = sorted(_read(spark, service_url, topic).collect(), key=lambda r: r.n)
+        assert [(r.name, r.n, r.price, list(r.tags)) for r in rows] == [(f"i{i}", i, i / 2, ["a"] * i)
+                                                                        for i in range(3)], stem

@@ -17,6 +17,7 @@
 
 pub mod read;
 pub mod scan;
+mod schema_cols;
 pub mod schema_read;
 pub mod schema_write;
 pub mod write;

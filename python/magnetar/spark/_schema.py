@@ -52,6 +52,16 @@ class TopicSchema:
         return _core._ValueSchema.of(self.kind, self.definition, version,
                                      None if client is None else client._core, topic)
 
+    def required_fields(self) -> list[str]:
+        """The root record's fields that a write must give: no default, no null."""
+        import json
+
+        d = json.loads(self.definition)
+        if not isinstance(d, dict) or d.get("type") != "record":
+            return []
+        return [f["name"] for f in d.get("fields", []) if "default" not in f
+                and not (isinstance(f.get("type"), list) and "null" in f["type"])]
+
     def columns(self) -> StructType:
         """The Spark columns of the decoded payload."""
         import pyarrow as pa

@@ -120,6 +120,11 @@ def _check_encoded_columns(values: TopicSchema, schema: StructType, role_of: dic
         what = f"a field of the topic's {values.type_name} schema ({', '.join(fields)})" if record else "a column a write uses"
         raise InvalidConfiguration(f"pulsar data source: column {f.name!r} is not {what}; {hint}"
                                    "drop or rename it")
+    given = {f.name for f in schema.fields}
+    for name in values.required_fields():
+        if name not in given:
+            raise InvalidConfiguration(f"pulsar data source: the topic's {values.type_name} schema needs a column "
+                                       f"{name!r}: the field has no default")
 
 
 class PulsarCommitMessage(WriterCommitMessage):
