@@ -19,6 +19,8 @@ __all__ = [
     "_RangeScan",
     "_Receipts",
     "_Transaction",
+    "_ValueEncoder",
+    "_ValueSchema",
     "__version__",
     "_at_exit",
     "_check_client_options",
