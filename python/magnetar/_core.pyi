@@ -21,6 +21,8 @@ __all__ = [
     "_RangeScan",
     "_Receipts",
     "_Transaction",
+    "_ValueEncoder",
+    "_ValueSchema",
     "__version__",
     "_at_exit",
     "_check_client_options",
@@ -352,7 +354,7 @@ class _Producer:
         """``send_async(content, callback)`` of magnetar.compat."""
     def send_many(self, payloads: Iterable[Any], keys: Sequence[str | None] | None = None, properties: Sequence[Mapping[str, str] | None] | None = None, event_times: Sequence[Any] | None = None, *, txn: Any = None, future: _Future | None = None) -> Any:
         """Sends many; every ``MessageId`` once all receipts are in."""
-    def send_arrow(self, data: Any, value: str = "value", key: str | None = None, properties: str | None = None, event_time: str | None = None, txn: Any = None) -> _Receipts:
+    def send_arrow(self, data: Any, value: str = "value", key: str | None = None, properties: str | None = None, event_time: str | None = None, txn: Any = None, encoder: _ValueEncoder | None = None) -> _Receipts:
         """Queues every row of an Arrow batch or table; its receipts once all are queued."""
     def flush(self, *, future: _Future | None = None) -> None:
         """Flushes and waits."""
@@ -456,7 +458,26 @@ def _inject_actor_panic(topic: str) -> int:
 class _ArrowLayout:
     """The columns a bulk read fills (the fields of an Arrow schema), checked once."""
 
-    def __new__(cls, schema: Any, topic: str, partition: int) -> _ArrowLayout: ...
+    def __new__(cls, schema: Any, topic: str, partition: int, values: _ValueSchema | None = None) -> _ArrowLayout: ...
+
+@final
+class _ValueSchema:
+    """A topic's schema as the Arrow columns of its decoded payloads."""
+
+    @staticmethod
+    def of(kind: int, definition: bytes, version: bytes, client: _Client | None = None,
+           topic: str = "") -> _ValueSchema | None:
+        """The columns of a schema of wire type ``kind`` (None: payloads stay bytes)."""
+    def __arrow_c_schema__(self) -> Any:
+        """The Arrow PyCapsule protocol: the schema of the columns."""
+
+@final
+class _ValueEncoder:
+    """Encodes the rows of a write with a topic's Avro or JSON schema."""
+
+    @staticmethod
+    def of(kind: int, definition: bytes) -> _ValueEncoder | None:
+        """An encoder for a schema of wire type ``kind`` (None unless AVRO or JSON)."""
 
 @final
 class _RangeScan:

@@ -5,6 +5,10 @@
 //! - [`read`]: received messages into the columns of a given Arrow schema ([`read::Layout`]).
 //! - [`scan`]: which messages of a partition belong to a range of message ids, and whether
 //!   the range is complete ([`scan::RangeScan`]).
+//! - [`schema_read`]: payloads decoded with the topic's Avro, JSON or primitive schema into
+//!   columns ([`schema_read::ValueSchema`]).
+//! - [`schema_write`]: rows encoded with the topic's Avro or JSON schema
+//!   ([`schema_write::ValueEncoder`]).
 //! - [`write`]: the rows of a `RecordBatch` into [`OutgoingMessage`](crate::client::OutgoingMessage)s.
 //!
 //! Errors are the client layer's ([`crate::client::Error`]); a column of the wrong type is
@@ -13,4 +17,7 @@
 
 pub mod read;
 pub mod scan;
+mod schema_cols;
+pub mod schema_read;
+pub mod schema_write;
 pub mod write;

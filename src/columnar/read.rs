@@ -2,6 +2,7 @@
 //! source's row schema, in either naming): each column is filled in one pass over the
 //! messages, straight into Arrow buffers.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow_array::builder::{BinaryBuilder, StringBuilder};
@@ -13,6 +14,7 @@ use arrow_data::ArrayData;
 use arrow_schema::{ArrowError, DataType, Field, SchemaRef, TimeUnit};
 use prost::Message as _;
 
+use super::schema_read::ValueSchema;
 use crate::client::{Error, ErrorKind, Message, Result};
 
 /// What a column of a read holds. Both namings of the Spark source map here: magnetar's
@@ -45,6 +47,8 @@ pub enum Column {
     SequenceId,
     /// How often the broker delivered the message before.
     RedeliveryCount,
+    /// Column `i` of the payload decoded with the topic's schema ([`ValueSchema`]).
+    Decoded(usize),
 }
 
 /// Every column name a read knows, for error messages.
@@ -97,6 +101,7 @@ impl Column {
             Column::SequenceId => "int64",
             Column::PublishTime | Column::EventTime => "a timestamp",
             Column::Properties => "map<string, string>",
+            Column::Decoded(_) => "the schema's type",
         }
     }
 
@@ -116,6 +121,7 @@ impl Column {
                 },
                 _ => false,
             },
+            Column::Decoded(_) => false,
         }
     }
 }
@@ -133,14 +139,38 @@ pub struct Layout {
     topic: String,
     partition: i32,
     partition_name: String,
+    /// The topic's schema, when the payload's columns are decoded with it.
+    values: Option<Arc<ValueSchema>>,
+    /// The Arrow type of each decoded column asked for, by its index in `values`.
+    decoded: HashMap<usize, DataType>,
 }
 
 impl Layout {
     /// A layout for `schema` (field names from [`COLUMN_NAMES`], in any order and subset) of
     /// the messages of `topic`'s partition `partition` (-1: a non-partitioned topic).
     pub fn new(schema: SchemaRef, topic: &str, partition: i32) -> Result<Layout> {
+        Layout::with_values(schema, topic, partition, None)
+    }
+
+    /// [`Layout::new`] where the payload is decoded with `values` (the topic's schema): its
+    /// columns (by name) come before the metadata columns of the same name.
+    pub fn with_values(
+        schema: SchemaRef,
+        topic: &str,
+        partition: i32,
+        values: Option<Arc<ValueSchema>>,
+    ) -> Result<Layout> {
         let mut columns = Vec::with_capacity(schema.fields().len());
+        let mut decoded = HashMap::new();
         for f in schema.fields() {
+            if let Some((i, _)) = values.as_ref().and_then(|v| v.fields().find(f.name())) {
+                let v = values.as_ref().expect("found in it");
+                v.check_type(i, f.data_type())
+                    .map_err(|e| Error::invalid(format!("column {:?}: {e}", f.name())))?;
+                decoded.insert(i, f.data_type().clone());
+                columns.push(Column::Decoded(i));
+                continue;
+            }
             let Some(c) = Column::named(f.name()) else {
                 return Err(Error::invalid(format!(
                     "unknown column {:?} in the read schema (the columns are {})",
@@ -169,6 +199,8 @@ impl Layout {
             topic: topic.to_string(),
             partition,
             partition_name,
+            values,
+            decoded,
         })
     }
 
@@ -177,12 +209,24 @@ impl Layout {
         &self.schema
     }
 
+    /// The topic's schema the payloads are decoded with, if any.
+    pub fn values(&self) -> Option<&Arc<ValueSchema>> {
+        self.values.as_ref().filter(|_| !self.decoded.is_empty())
+    }
+
     /// One record batch of `msgs`, in order.
     pub fn build(&self, msgs: &[&Message]) -> Result<RecordBatch> {
         let n = msgs.len();
+        let decoded = match &self.values {
+            Some(v) if !self.decoded.is_empty() => v.decode(msgs, &self.decoded, &self.topic)?,
+            _ => Vec::new(),
+        };
         let mut arrays = Vec::with_capacity(self.columns.len());
         for (c, f) in self.columns.iter().zip(self.schema.fields()) {
-            arrays.push(self.column(*c, f, msgs)?);
+            arrays.push(match c {
+                Column::Decoded(i) => decoded[*i].clone(),
+                _ => self.column(*c, f, msgs)?,
+            });
         }
         let opts = RecordBatchOptions::new().with_row_count(Some(n));
         RecordBatch::try_new_with_options(self.schema.clone(), arrays, &opts).map_err(arrow_error)
@@ -209,6 +253,7 @@ impl Layout {
                 msgs.iter()
                     .map(|m| i32::try_from(m.redelivery_count).unwrap_or(i32::MAX)),
             )),
+            Column::Decoded(_) => return Err(Error::invalid("a decoded column without the topic's schema")),
         })
     }
 }

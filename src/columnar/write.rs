@@ -114,6 +114,16 @@ pub fn messages(batch: &RecordBatch, roles: &Roles<'_>) -> Result<Vec<OutgoingMe
         out.push(OutgoingMessage::new(all.slice(at..at + len)));
         at += len;
     }
+    with_metadata(batch, roles, out)
+}
+
+/// The messages of `payloads` (one per row of `batch`, in order) with the key, properties
+/// and event time of their row (the `value` role is not read).
+pub fn with_metadata(
+    batch: &RecordBatch,
+    roles: &Roles<'_>,
+    mut out: Vec<OutgoingMessage>,
+) -> Result<Vec<OutgoingMessage>> {
     if let Some(kcol) = column(batch, roles.key) {
         set_keys(&mut out, kcol, roles.key.unwrap_or_default())?;
     }

@@ -19,6 +19,15 @@ pub enum Node {
     String,
     /// `long` with logical type `timestamp-millis`.
     TimestampMillis,
+    /// `long` with logical type `timestamp-micros`.
+    TimestampMicros,
+    /// `bytes` (`fixed` of `Some(size)`) with logical type `decimal`: a big-endian two's
+    /// complement unscaled value.
+    Decimal {
+        precision: u32,
+        scale: u32,
+        fixed: Option<usize>,
+    },
     /// `int` with logical type `date`.
     Date,
     Fixed(usize),
@@ -132,7 +141,28 @@ impl Compiler {
                 };
                 match (t.as_str(), o.get("logicalType").and_then(Value::as_str)) {
                     ("long", Some("timestamp-millis")) => return Ok(Node::TimestampMillis),
+                    ("long", Some("timestamp-micros")) => return Ok(Node::TimestampMicros),
                     ("int", Some("date")) => return Ok(Node::Date),
+                    (kind @ ("bytes" | "fixed"), Some("decimal")) => {
+                        // An invalid decimal is its underlying type, as the specification says.
+                        let precision = o.get("precision").and_then(Value::as_u64).unwrap_or(0);
+                        let scale = o.get("scale").and_then(Value::as_u64).unwrap_or(0);
+                        if precision > 0 && scale <= precision {
+                            let fixed = match kind {
+                                "fixed" => {
+                                    let size = o.get("size").and_then(Value::as_u64).ok_or("a fixed without size")?;
+                                    self.register(v, ns, Named::Fixed(size as usize))?;
+                                    Some(size as usize)
+                                }
+                                _ => None,
+                            };
+                            return Ok(Node::Decimal {
+                                precision: precision as u32,
+                                scale: scale as u32,
+                                fixed,
+                            });
+                        }
+                    }
                     _ => {}
                 }
                 match t.as_str() {

@@ -25,7 +25,8 @@ impl AvroSchema {
         self.fits(&self.root, &v, "value")
     }
 
-    fn skip(&self, node: &Node, data: &[u8], pos: &mut usize) -> Result<(), String> {
+    /// Moves `*pos` over one datum of `node`, checking it as it goes.
+    pub(crate) fn skip(&self, node: &Node, data: &[u8], pos: &mut usize) -> Result<(), String> {
         let len = |data: &[u8], pos: &mut usize| -> Result<usize, String> {
             usize::try_from(get_long(data, pos)?).map_err(|_| "negative length".to_string())
         };
@@ -39,7 +40,7 @@ impl AvroSchema {
                 let n = get_long(data, pos)?;
                 i32::try_from(n).map_err(|_| format!("{n} out of range for an Avro int"))?;
             }
-            Node::Long | Node::TimestampMillis => {
+            Node::Long | Node::TimestampMillis | Node::TimestampMicros => {
                 get_long(data, pos)?;
             }
             Node::Float => {
@@ -52,11 +53,11 @@ impl AvroSchema {
                 let n = len(data, pos)?;
                 std::str::from_utf8(take(data, pos, n)?).map_err(|e| format!("a string that is not UTF-8: {e}"))?;
             }
-            Node::Bytes => {
+            Node::Bytes | Node::Decimal { fixed: None, .. } => {
                 let n = len(data, pos)?;
                 take(data, pos, n)?;
             }
-            Node::Fixed(n) => {
+            Node::Fixed(n) | Node::Decimal { fixed: Some(n), .. } => {
                 take(data, pos, *n)?;
             }
             Node::Enum(idx) => {
@@ -130,13 +131,14 @@ impl AvroSchema {
                     return wrong();
                 }
             }
-            (Node::Long | Node::TimestampMillis, Value::Number(n)) => {
+            (Node::Long | Node::TimestampMillis | Node::TimestampMicros, Value::Number(n)) => {
                 if !n.is_i64() {
                     return wrong();
                 }
             }
             (Node::Float | Node::Double, Value::Number(_)) => {}
-            (Node::String | Node::Bytes | Node::Fixed(_), Value::String(_)) => {}
+            (Node::String | Node::Bytes | Node::Fixed(_) | Node::Decimal { .. }, Value::String(_)) => {}
+            (Node::Decimal { .. }, Value::Number(_)) => {}
             (Node::Enum(idx), Value::String(s)) => {
                 if !self.enums[*idx].symbols.contains(s) {
                     return Err(format!("{path}: {s:?} is not a symbol of the enum"));

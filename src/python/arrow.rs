@@ -15,6 +15,7 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyTuple};
 
+use super::arrow_values::{fetch_writers, PyValueSchema};
 use super::errors::{invalid, to_pyerr};
 use super::gate;
 use super::runtime;
@@ -109,17 +110,30 @@ fn id_of(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<client::MessageId> {
 #[pyclass(name = "_ArrowLayout", module = "magnetar._core", frozen)]
 pub struct PyArrowLayout {
     pub(crate) inner: Layout,
+    /// Where writer schemas of other versions come from (with `values`).
+    fetch: Option<(client::Client, String)>,
 }
 
 #[pymethods]
 impl PyArrowLayout {
     /// `schema` (anything with `__arrow_c_schema__`) names the columns; `topic` and
-    /// `partition` (-1: not partitioned) fill the topic and partition columns.
+    /// `partition` (-1: not partitioned) fill the topic and partition columns. With `values`
+    /// (the topic's `_ValueSchema`), its columns are the payload decoded with it.
     #[new]
-    fn new(schema: &Bound<'_, PyAny>, topic: &str, partition: i32) -> PyResult<Self> {
+    #[pyo3(signature = (schema, topic, partition, values=None))]
+    fn new(
+        schema: &Bound<'_, PyAny>,
+        topic: &str,
+        partition: i32,
+        values: Option<&Bound<'_, PyValueSchema>>,
+    ) -> PyResult<Self> {
         let schema = import_schema(schema)?;
-        let inner = Layout::new(std::sync::Arc::new(schema), topic, partition).map_err(to_pyerr)?;
-        Ok(PyArrowLayout { inner })
+        let (decoder, fetch) = match values {
+            Some(v) => (Some(v.get().inner.clone()), v.get().fetch.clone()),
+            None => (None, None),
+        };
+        let inner = Layout::with_values(std::sync::Arc::new(schema), topic, partition, decoder).map_err(to_pyerr)?;
+        Ok(PyArrowLayout { inner, fetch })
     }
 }
 
@@ -223,6 +237,9 @@ pub fn batch_of(
     msgs: Vec<client::Message>,
 ) -> PyResult<PyArrowBatch> {
     let read = msgs.len();
+    if let Some(values) = layout.inner.values() {
+        fetch_writers(py, values, layout.fetch.as_ref(), &msgs)?;
+    }
     let built = gate::detach(py, || {
         let mut loss = None;
         let kept: Vec<&client::Message> = match scan {

@@ -163,10 +163,10 @@ impl AvroCodec {
         Ok(match node {
             Node::Null => v.is_none(),
             Node::Boolean => v.is_instance_of::<PyBool>(),
-            Node::Int | Node::Long => is_int(v),
+            Node::Int | Node::Long | Node::TimestampMicros => is_int(v),
             Node::Float | Node::Double => is_int(v) || v.is_instance_of::<PyFloat>(),
             Node::String => v.is_instance_of::<PyString>(),
-            Node::Bytes | Node::Fixed(_) => {
+            Node::Bytes | Node::Fixed(_) | Node::Decimal { .. } => {
                 v.is_instance_of::<PyBytes>() || v.cast::<pyo3::types::PyByteArray>().is_ok()
             }
             Node::TimestampMillis => v.is_instance_of::<PyDateTime>() || is_int(v),
@@ -221,7 +221,7 @@ impl AvroCodec {
                 let n: i32 = v.extract().map_err(|_| err(path, "out of range for an Avro int"))?;
                 put_long(out, n.into());
             }
-            Node::Long => put_long(
+            Node::Long | Node::TimestampMicros => put_long(
                 out,
                 v.extract().map_err(|_| err(path, "out of range for an Avro long"))?,
             ),
@@ -232,11 +232,13 @@ impl AvroCodec {
                 put_long(out, s.len() as i64);
                 out.extend_from_slice(s.as_bytes());
             }
-            Node::Bytes | Node::Fixed(_) => {
+            Node::Bytes | Node::Fixed(_) | Node::Decimal { .. } => {
                 let b: Vec<u8> = v.extract()?;
                 match node {
-                    Node::Fixed(n) if b.len() != *n => return Err(err(path, format!("expected {n} bytes"))),
-                    Node::Fixed(_) => {}
+                    Node::Fixed(n) | Node::Decimal { fixed: Some(n), .. } if b.len() != *n => {
+                        return Err(err(path, format!("expected {n} bytes")))
+                    }
+                    Node::Fixed(_) | Node::Decimal { fixed: Some(_), .. } => {}
                     _ => put_long(out, b.len() as i64),
                 }
                 out.extend_from_slice(&b);
@@ -291,7 +293,9 @@ impl AvroCodec {
                 b @ (0 | 1) => PyBool::new(py, b == 1).to_owned().into_any(),
                 b => return Err(bad(format!("bad boolean byte {b}"))),
             },
-            Node::Int | Node::Long => get_long(data, pos).map_err(bad)?.into_pyobject(py)?.into_any(),
+            Node::Int | Node::Long | Node::TimestampMicros => {
+                get_long(data, pos).map_err(bad)?.into_pyobject(py)?.into_any()
+            }
             Node::Float => {
                 let b: [u8; 4] = take(data, pos, 4).map_err(bad)?.try_into().expect("4 bytes");
                 f64::from(f32::from_le_bytes(b)).into_pyobject(py)?.into_any()
@@ -310,7 +314,7 @@ impl AvroCodec {
                 .map_err(bad)?;
                 PyString::new(py, std::str::from_utf8(b).map_err(|e| bad(e.to_string()))?).into_any()
             }
-            Node::Bytes => {
+            Node::Bytes | Node::Decimal { fixed: None, .. } => {
                 let n = get_long(data, pos).map_err(bad)?;
                 PyBytes::new(
                     py,
@@ -323,7 +327,9 @@ impl AvroCodec {
                 )
                 .into_any()
             }
-            Node::Fixed(n) => PyBytes::new(py, take(data, pos, *n).map_err(bad)?).into_any(),
+            Node::Fixed(n) | Node::Decimal { fixed: Some(n), .. } => {
+                PyBytes::new(py, take(data, pos, *n).map_err(bad)?).into_any()
+            }
             Node::TimestampMillis => self.timestamp(py, get_long(data, pos).map_err(bad)?)?,
             Node::Date => self.date(py, get_long(data, pos).map_err(bad)?)?,
             Node::Enum(idx) => {
@@ -409,7 +415,7 @@ impl AvroCodec {
         Ok(match node {
             Node::Null => Value::Null,
             Node::Boolean => Value::Bool(v.is_truthy()?),
-            Node::Int | Node::Long => {
+            Node::Int | Node::Long | Node::TimestampMicros => {
                 let n: i64 = v.extract().map_err(|_| err(path, "out of range"))?;
                 if matches!(node, Node::Int) && i32::try_from(n).is_err() {
                     return Err(err(path, "out of range for an Avro int"));
@@ -423,7 +429,7 @@ impl AvroCodec {
                     .ok_or_else(|| err(path, "not a finite number"))?
             }
             Node::String => Value::String(v.extract()?),
-            Node::Bytes | Node::Fixed(_) => Value::String(base64(&v.extract::<Vec<u8>>()?)),
+            Node::Bytes | Node::Fixed(_) | Node::Decimal { .. } => Value::String(base64(&v.extract::<Vec<u8>>()?)),
             Node::TimestampMillis => Value::from(if is_int(v) { v.extract()? } else { millis(v)? }),
             Node::Date => Value::from(if is_int(v) { v.extract()? } else { days(v)? }),
             Node::Enum(idx) => Value::String(self.symbol(*idx, v, path)?.1),
@@ -474,12 +480,14 @@ impl AvroCodec {
             }
             (Node::Null, Value::Null) => py.None().into_bound(py),
             (Node::Boolean, Value::Bool(b)) => PyBool::new(py, *b).to_owned().into_any(),
-            (Node::Int | Node::Long, Value::Number(n)) => n.as_i64().ok_or_else(wrong)?.into_pyobject(py)?.into_any(),
+            (Node::Int | Node::Long | Node::TimestampMicros, Value::Number(n)) => {
+                n.as_i64().ok_or_else(wrong)?.into_pyobject(py)?.into_any()
+            }
             (Node::Float | Node::Double, Value::Number(n)) => {
                 n.as_f64().ok_or_else(wrong)?.into_pyobject(py)?.into_any()
             }
             (Node::String, Value::String(s)) => PyString::new(py, s).into_any(),
-            (Node::Bytes | Node::Fixed(_), Value::String(s)) => {
+            (Node::Bytes | Node::Fixed(_) | Node::Decimal { .. }, Value::String(s)) => {
                 PyBytes::new(py, &unbase64(s).ok_or_else(|| err(path, "bad base64"))?).into_any()
             }
             (Node::TimestampMillis, Value::Number(n)) => self.timestamp(py, n.as_i64().ok_or_else(wrong)?)?,

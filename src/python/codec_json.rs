@@ -34,9 +34,11 @@ pub fn json_to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>
 pub fn json_fits(node: &Node, v: &Value) -> bool {
     match (node, v) {
         (Node::Null, Value::Null) | (Node::Boolean, Value::Bool(_)) => true,
-        (Node::Int | Node::Long | Node::TimestampMillis | Node::Date, Value::Number(n)) => n.is_i64(),
+        (Node::Int | Node::Long | Node::TimestampMillis | Node::TimestampMicros | Node::Date, Value::Number(n)) => {
+            n.is_i64()
+        }
         (Node::Float | Node::Double, Value::Number(_)) => true,
-        (Node::String | Node::Bytes | Node::Fixed(_) | Node::Enum(_), Value::String(_)) => true,
+        (Node::String | Node::Bytes | Node::Fixed(_) | Node::Decimal { .. } | Node::Enum(_), Value::String(_)) => true,
         (Node::Array(_), Value::Array(_)) => true,
         (Node::Map(_) | Node::Record(_), Value::Object(_)) => true,
         _ => false,

@@ -2,6 +2,7 @@
 //! waits on the engine (blocking or asyncio), and maps errors in one place (`errors.rs`).
 
 mod arrow;
+mod arrow_values;
 mod auth;
 mod client;
 mod codec;
@@ -123,6 +124,8 @@ fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<types::SendFuture>()?;
     m.add_class::<codec::AvroCodec>()?;
     m.add_class::<arrow::PyArrowLayout>()?;
+    m.add_class::<arrow_values::PyValueSchema>()?;
+    m.add_class::<arrow_values::PyValueEncoder>()?;
     m.add_class::<arrow::PyRangeScan>()?;
     m.add_class::<arrow::PyArrowBatch>()?;
     m.add_class::<arrow::PyReceipts>()?;

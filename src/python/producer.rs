@@ -4,6 +4,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use super::arrow;
+use super::arrow_values::PyValueEncoder;
 use super::gate;
 use super::getters;
 use super::runtime::{engine_handle, none, run, wait, EngineHandle};
@@ -118,8 +119,10 @@ impl PyProducer {
     /// `__arrow_c_stream__`) and returns their `_Receipts` once all are queued, so the caller
     /// can go on while they are in flight. `value` names the payload column (binary or
     /// string); `key`, `properties` and `event_time` name optional columns (None, or a name
-    /// the data lacks: not set). With `txn`, the messages are part of that transaction.
-    #[pyo3(signature = (data, value="value", key=None, properties=None, event_time=None, txn=None))]
+    /// the data lacks: not set). With `txn`, the messages are part of that transaction. With
+    /// `encoder` (the topic's `_ValueEncoder`), each payload is its row's other columns
+    /// encoded with the topic's schema instead of the value column.
+    #[pyo3(signature = (data, value="value", key=None, properties=None, event_time=None, txn=None, encoder=None))]
     #[allow(clippy::too_many_arguments)]
     fn send_arrow(
         &self,
@@ -130,9 +133,11 @@ impl PyProducer {
         properties: Option<&str>,
         event_time: Option<&str>,
         txn: Option<&Bound<'_, PyAny>>,
+        encoder: Option<&Bound<'_, PyValueEncoder>>,
     ) -> PyResult<arrow::PyReceipts> {
         self.guard.check()?;
-        if self.schema.is_some() {
+        let encoder = encoder.map(|e| e.get());
+        if self.schema.is_some() && encoder.is_none() {
             return Err(super::errors::invalid(
                 "send_arrow sends the value column's bytes as they are; this producer has a schema",
             ));
@@ -148,7 +153,14 @@ impl PyProducer {
         let msgs = gate::detach(py, || {
             let mut all = Vec::with_capacity(batches.iter().map(|b| b.num_rows()).sum());
             for b in &batches {
-                all.extend(columnar::write::messages(b, &roles)?);
+                all.extend(match encoder {
+                    Some(e) => {
+                        let payloads = e.inner.payloads(b)?;
+                        let msgs = payloads.into_iter().map(client::OutgoingMessage::new).collect();
+                        columnar::write::with_metadata(b, &roles, msgs)?
+                    }
+                    None => columnar::write::messages(b, &roles)?,
+                });
             }
             if let Some(t) = &txn {
                 for m in &mut all {

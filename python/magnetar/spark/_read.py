@@ -271,7 +271,8 @@ def is_real_position(mid: MessageId) -> bool:
     return mid.ledger_id >= 0 and mid.entry_id >= 0 and mid.batch_index < INT32_MAX
 
 
-def read_split(opts: SourceOptions, arrow_schema: pa.Schema, split: PulsarSplit) -> Iterator[pa.RecordBatch]:
+def read_split(opts: SourceOptions, arrow_schema: pa.Schema, split: PulsarSplit,
+               values: Any = None) -> Iterator[pa.RecordBatch]:
     """The messages of ``split`` as Arrow record batches of ``arrow_schema``.
 
     The engine fills the columns and decides which messages belong to the range
@@ -300,7 +301,9 @@ def read_split(opts: SourceOptions, arrow_schema: pa.Schema, split: PulsarSplit)
         reader = client.create_reader(name, start=start, start_inclusive=verify, **reader_kw)
     else:
         reader = client.create_reader(name, start=split.start_time or 0, **reader_kw)
-    layout = _ArrowLayout(arrow_schema, split.topic, split.partition)
+    # with the topic's schema (a _schema.TopicSchema), its columns are the decoded payload
+    engine_values = None if values is None else values.engine(client, name)
+    layout = _ArrowLayout(arrow_schema, split.topic, split.partition, engine_values)
     scan = _RangeScan(name, start, verify, end, split.end_time)
     per_batch = opts.records_per_batch
     poll = opts.poll_timeout_ms / 1000.0

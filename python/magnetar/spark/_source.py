@@ -63,6 +63,7 @@ from ._read import (
     resolve_partitions,
     split_range,
 )
+from ._schema import TopicSchema, fetch_topic_schema, rows_schema, write_schema
 from ._write import WRITE_COLUMNS, PulsarBatchWriter, PulsarStreamWriter, check_write_schema
 
 __all__ = ["CONNECTOR_SCHEMA", "READ_SCHEMA", "WRITE_COLUMNS", "PulsarDataSource"]
@@ -107,8 +108,24 @@ def _arrow_schema(schema: StructType) -> Any:
     return to_arrow_schema(schema, timezone="UTC")
 
 
-def _check_read_schema(opts: SourceOptions, schema: StructType) -> None:
-    known = {f.name: f.dataType for f in read_schema(opts).fields}
+def topic_schema(opts: SourceOptions) -> TopicSchema | None:
+    """The topics' schema the payloads are decoded with (None: they stay bytes)."""
+    if opts.allow_different_topic_schemas:
+        return None
+    client = _workers.client(opts.client)
+    return fetch_topic_schema(client, opts, resolve_partitions(client, opts, check_exists=False))
+
+
+def _write_values(opts: SourceOptions) -> TopicSchema | None:
+    """The topic's Avro or JSON schema a write encodes its rows with (writes naming their topic
+    in a column send their ``value`` bytes)."""
+    if opts.topic is None or opts.topics or opts.topics_pattern:
+        return None
+    return write_schema(_workers.client(opts.client), opts.topic)
+
+
+def _check_read_schema(opts: SourceOptions, schema: StructType, ts: TopicSchema | None = None) -> None:
+    known = {f.name: f.dataType for f in rows_schema(read_schema(opts), ts, opts.metadata_columns).fields}
     for f in schema.fields:
         if f.name not in known:
             close = difflib.get_close_matches(f.name, list(known), n=1)
@@ -150,29 +167,33 @@ class PulsarDataSource(DataSource):
             from ._read import check_topics_exist
 
             check_topics_exist(opts)
-        return read_schema(opts)
+        return rows_schema(read_schema(opts), topic_schema(opts), opts.metadata_columns)
 
     def reader(self, schema: StructType) -> PulsarBatchReader:
         self.pulsar_options.check_read(streaming=False)
-        _check_read_schema(self.pulsar_options, schema)
-        return PulsarBatchReader(self.pulsar_options, schema)
+        ts = topic_schema(self.pulsar_options)
+        _check_read_schema(self.pulsar_options, schema, ts)
+        return PulsarBatchReader(self.pulsar_options, schema, ts)
 
     def streamReader(self, schema: StructType) -> PulsarStreamReader:
         self.pulsar_options.check_read(streaming=True)
-        _check_read_schema(self.pulsar_options, schema)
-        return PulsarStreamReader(self.pulsar_options, schema)
+        ts = topic_schema(self.pulsar_options)
+        _check_read_schema(self.pulsar_options, schema, ts)
+        return PulsarStreamReader(self.pulsar_options, schema, ts)
 
     def writer(self, schema: StructType, overwrite: bool) -> PulsarBatchWriter:
         if overwrite:
             raise InvalidConfiguration("pulsar data source: a Pulsar topic is append-only; use mode('append')")
-        check_write_schema(self.pulsar_options, schema)
-        return PulsarBatchWriter(self.pulsar_options, schema)
+        values = _write_values(self.pulsar_options)
+        check_write_schema(self.pulsar_options, schema, values)
+        return PulsarBatchWriter(self.pulsar_options, schema, values)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> PulsarStreamWriter:
         if overwrite:
             raise InvalidConfiguration("pulsar data source: a Pulsar topic is append-only; use outputMode('append')")
-        check_write_schema(self.pulsar_options, schema)
-        return PulsarStreamWriter(self.pulsar_options, schema)
+        values = _write_values(self.pulsar_options)
+        check_write_schema(self.pulsar_options, schema, values)
+        return PulsarStreamWriter(self.pulsar_options, schema, values)
 
 
 # -- batch read -----------------------------------------------------------------------------
@@ -198,9 +219,10 @@ class PulsarBatchReader(DataSourceReader):
     """Reads every topic partition between two positions, resolved when Spark plans the
     query: one Spark partition per topic partition (more with ``maxEntriesPerSplit``)."""
 
-    def __init__(self, opts: SourceOptions, schema: StructType) -> None:
+    def __init__(self, opts: SourceOptions, schema: StructType, values: TopicSchema | None = None) -> None:
         self.opts = opts
         self.schema = schema
+        self.values = values
         self.splits = self._plan()
 
     def _plan(self) -> list[PulsarSplit]:
@@ -237,7 +259,7 @@ class PulsarBatchReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[Any]:
         if not isinstance(partition, PulsarSplit):  # Spark's one placeholder partition when there are none
             return iter(())
-        return read_split(self.opts, _arrow_schema(self.schema), partition)
+        return read_split(self.opts, _arrow_schema(self.schema), partition, getattr(self, "values", None))
 
 
 # -- streaming read -------------------------------------------------------------------------
@@ -329,9 +351,10 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     processed yet.
     """
 
-    def __init__(self, opts: SourceOptions, schema: StructType) -> None:
+    def __init__(self, opts: SourceOptions, schema: StructType, values: TopicSchema | None = None) -> None:
         self.opts = opts
         self.schema = schema
+        self.values = values
         self.subscription = opts.subscription_name or f"{opts.subscription_prefix}-{uuid.uuid4().hex[:12]}"
         self._init_runtime()
 
@@ -344,7 +367,7 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # Only the options travel to the executors, never connections.
     def __getstate__(self) -> dict[str, Any]:
-        return {"opts": self.opts, "schema": self.schema, "subscription": self.subscription}
+        return {"opts": self.opts, "schema": self.schema, "subscription": self.subscription, "values": self.values}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
@@ -476,7 +499,7 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: InputPartition) -> Iterator[Any]:
         if not isinstance(partition, PulsarSplit):  # Spark's one placeholder partition when there are none
             return iter(())
-        return read_split(self.opts, _arrow_schema(self.schema), partition)
+        return read_split(self.opts, _arrow_schema(self.schema), partition, getattr(self, "values", None))
 
     # -- the durable subscriptions ---------------------------------------------------------
 

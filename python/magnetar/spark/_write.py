@@ -33,6 +33,7 @@ except ImportError:  # pragma: no cover
 from ..exceptions import InvalidConfiguration, PulsarError
 from . import _exactly_once, _workers
 from ._options import SourceOptions, normalize_topic
+from ._schema import TopicSchema, producer_schema
 
 __all__ = ["WRITE_COLUMNS", "PulsarBatchWriter", "PulsarCommitMessage", "PulsarStreamWriter", "check_write_schema", "write_columns"]
 
@@ -62,14 +63,20 @@ def write_columns(opts: SourceOptions) -> dict[str, str]:
     return {role: role for role in WRITE_COLUMNS}
 
 
-def check_write_schema(opts: SourceOptions, schema: StructType) -> None:
-    """Every column must be one the write uses; anything else is an error before the job starts."""
+def check_write_schema(opts: SourceOptions, schema: StructType, values: TopicSchema | None = None) -> None:
+    """Every column must be one the write uses; anything else is an error before the job starts.
+    With ``values`` (the topic's Avro or JSON schema), the other columns are its fields."""
     names = write_columns(opts)
     role_of = {col: role for role, col in names.items()}
+    if values is not None:
+        _check_encoded_columns(values, schema, role_of)
+        role_of = {c: r for c, r in role_of.items() if r != "value"}
     other = "magnetar" if opts.metadata_columns == "connector" else "connector"
     other_names = set(_CONNECTOR_NAMES.values()) if other == "connector" else set(WRITE_COLUMNS)
     fields = {f.name: f.dataType for f in schema.fields}
-    if names["value"] not in fields:
+    if values is not None:
+        fields = {n: t for n, t in fields.items() if n in role_of}
+    elif names["value"] not in fields:
         raise InvalidConfiguration(f"pulsar data source: a write needs a 'value' column (binary or string); "
                                    f"the columns are {list(fields)}")
     for col, t in fields.items():
@@ -101,6 +108,25 @@ def check_write_schema(opts: SourceOptions, schema: StructType) -> None:
                                    "writes take 'topic' or a 'topic' column")
 
 
+def _check_encoded_columns(values: TopicSchema, schema: StructType, role_of: dict[str, str]) -> None:
+    """The non-metadata columns of a write to a topic with a record schema are its fields."""
+    fields = [f.name for f in values.columns().fields]
+    record = fields != ["value"]
+    for f in schema.fields:
+        if f.name in fields or (f.name in role_of and role_of[f.name] != "value"):
+            continue
+        close = difflib.get_close_matches(f.name, fields + list(role_of), n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        what = f"a field of the topic's {values.type_name} schema ({', '.join(fields)})" if record else "a column a write uses"
+        raise InvalidConfiguration(f"pulsar data source: column {f.name!r} is not {what}; {hint}"
+                                   "drop or rename it")
+    given = {f.name for f in schema.fields}
+    for name in values.required_fields():
+        if name not in given:
+            raise InvalidConfiguration(f"pulsar data source: the topic's {values.type_name} schema needs a column "
+                                       f"{name!r}: the field has no default")
+
+
 class PulsarCommitMessage(WriterCommitMessage):
     """What one task sent: messages per topic."""
 
@@ -123,16 +149,19 @@ SINK_MAX_PENDING = 10_000
 _IN_FLIGHT = 16
 
 
-def _write(opts: SourceOptions, write_id: str, batches: Iterator[Any]) -> PulsarCommitMessage:
+def _write(opts: SourceOptions, write_id: str, batches: Iterator[Any], values: TopicSchema | None = None,
+           ) -> PulsarCommitMessage:
     """One task's write: plain, or inside a transaction of its own with ``exactlyOnce``."""
     if not opts.exactly_once:
-        return _write_batches(opts, batches)
-    msg, txn_id = _exactly_once.in_transaction(opts, write_id, lambda txn: _write_batches(opts, batches, txn))
+        return _write_batches(opts, batches, values=values)
+    msg, txn_id = _exactly_once.in_transaction(opts, write_id,
+                                               lambda txn: _write_batches(opts, batches, txn, values))
     msg.txn = txn_id
     return msg
 
 
-def _write_batches(opts: SourceOptions, batches: Iterator[Any], txn: Any = None) -> PulsarCommitMessage:
+def _write_batches(opts: SourceOptions, batches: Iterator[Any], txn: Any = None,
+                   values: TopicSchema | None = None) -> PulsarCommitMessage:
     """Sends every row, waiting for every receipt before returning (a failed send fails the
     task). The engine reads each batch's Arrow columns and queues its messages; the task goes
     on to the next batch while earlier receipts are outstanding. With ``txn``, every message
@@ -142,6 +171,9 @@ def _write_batches(opts: SourceOptions, batches: Iterator[Any], txn: Any = None)
 
     producer_kw = opts.producer_kwargs
     producer_kw.setdefault("max_pending", SINK_MAX_PENDING)
+    encoder = None
+    if values is not None:  # rows encoded with the topic's schema by the engine
+        producer_kw["schema"], encoder = producer_schema(values)
     names = write_columns(opts)
     topic_col = names["topic"]
     sent: dict[str, int] = {}
@@ -158,7 +190,7 @@ def _write_batches(opts: SourceOptions, batches: Iterator[Any], txn: Any = None)
         p = _workers.producer(opts.client, topic, **producer_kw)
         try:
             receipts = p._core.send_arrow(data, names["value"], names["key"], names["properties"],
-                                          names["event_time"], txn)
+                                          names["event_time"], txn, encoder)
         except PulsarError:
             _workers._forget_producer(p)
             raise
@@ -236,13 +268,14 @@ class PulsarBatchWriter(DataSourceArrowWriter):
     At-least-once: a retried task sends its rows again; with ``exactlyOnce`` each task writes
     in a transaction that ``commit`` commits (all or nothing per job)."""
 
-    def __init__(self, opts: SourceOptions, schema: StructType) -> None:
+    def __init__(self, opts: SourceOptions, schema: StructType, values: TopicSchema | None = None) -> None:
         self.opts = opts
         self.schema = schema
+        self.values = values
         self.write_id = uuid.uuid4().hex  # made on the driver: the same in every task
 
     def write(self, iterator: Iterator[Any]) -> PulsarCommitMessage:
-        return _write(self.opts, self.write_id, iterator)
+        return _write(self.opts, self.write_id, iterator, getattr(self, "values", None))
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         if self.opts.exactly_once:
@@ -263,9 +296,10 @@ class PulsarStreamWriter(_StreamWriterBase):  # type: ignore[misc,valid-type]
     (at-least-once: a replayed batch is sent again; with ``exactlyOnce`` the micro-batch's
     ``commit`` commits the transactions its tasks wrote in)."""
 
-    def __init__(self, opts: SourceOptions, schema: StructType) -> None:
+    def __init__(self, opts: SourceOptions, schema: StructType, values: TopicSchema | None = None) -> None:
         self.opts = opts
         self.schema = schema
+        self.values = values
         self.write_id = uuid.uuid4().hex  # made on the driver: the same in every task
 
     def write(self, iterator: Iterator[Any]) -> PulsarCommitMessage:
@@ -279,7 +313,7 @@ class PulsarStreamWriter(_StreamWriterBase):  # type: ignore[misc,valid-type]
         it: Iterator[Any] = itertools.chain([first], iterator)
         if not isinstance(first, pa.RecordBatch):  # the row interface of older PySpark
             it = _rows_to_batches(it, self.schema)
-        return _write(self.opts, self.write_id, it)
+        return _write(self.opts, self.write_id, it, getattr(self, "values", None))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         if self.opts.exactly_once:
