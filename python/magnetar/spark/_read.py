@@ -301,7 +301,10 @@ def read_split(opts: SourceOptions, arrow_schema: pa.Schema, split: PulsarSplit)
     else:
         reader = client.create_reader(name, start=split.start_time or 0, **reader_kw)
     layout = _ArrowLayout(arrow_schema, split.topic, split.partition)
-    scan = _RangeScan(name, start, verify, end, split.end_time)
+    # The end of a micro-batch or of a whole-partition split is a message that must come; a
+    # compacted read may skip it (superseded), and a split boundary is no message.
+    end_is_message = split.check_gaps and is_real_position(end) and not reader_kw.get("read_compacted")
+    scan = _RangeScan(name, start, verify, end, split.end_time, end_is_message=end_is_message)
     per_batch = opts.records_per_batch
     poll = opts.poll_timeout_ms / 1000.0
     core = reader._core
@@ -314,7 +317,8 @@ def read_split(opts: SourceOptions, arrow_schema: pa.Schema, split: PulsarSplit)
             if not got.messages_read:
                 if not has_message_available(reader, poll):
                     if not scan.reached_end:
-                        _data_loss(opts, f"{name}: the read ended at {scan.last_key} before the end of its range {end}")
+                        _data_loss(opts, f"{name}: the read ended at {scan.last_key} before the end of its range "
+                                         f"{end}: its messages are gone (was the topic deleted or truncated?)")
                     break
                 if time.monotonic() > deadline:
                     raise Timeout(f"pulsar data source: no message from {name} within pollTimeoutMs="
