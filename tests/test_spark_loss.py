@@ -189,6 +189,7 @@ def _delete_while_reading(broker: Any, topic: str) -> None:
     broker.delete_topic(topic, force=True)
 
 
+@pytest.mark.timeout(600)  # Spark jobs on the shared machine
 @pytest.mark.parametrize("fail", ["true", "false"])
 def test_a_topic_deleted_during_a_batch_read(
         spark: Any, service_url: str, broker: Any, conf: ClientConfig, slow_ns: str, fail: str) -> None:
@@ -214,6 +215,7 @@ def test_a_topic_deleted_during_a_batch_read(
         assert 0 < got["rows"] < DELETED_ROWS
 
 
+@pytest.mark.timeout(600)  # Spark jobs on the shared machine
 @pytest.mark.parametrize("fail", ["true", "false"])
 def test_a_topic_deleted_during_a_micro_batch(
         spark: Any, service_url: str, broker: Any, conf: ClientConfig, slow_ns: str, tmp_path: Path,
@@ -251,6 +253,7 @@ def test_a_topic_deleted_during_a_micro_batch(
 # -- transaction markers last on a partition -------------------------------------------------
 
 
+@pytest.mark.timeout(600)  # Spark jobs on the shared machine
 def test_transaction_markers_last_on_the_partitions_are_no_end_and_no_loss(
         spark: Any, service_url: str, broker: Any, conf: ClientConfig, tmp_path: Path) -> None:
     """A transaction's end writes a commit or abort marker into every partition it wrote to,
