@@ -142,8 +142,7 @@ impl PyRangeScan {
         end_is_message: bool,
     ) -> PyResult<Self> {
         let start = start.filter(|s| !s.is_none()).map(|s| id_of(s, "start")).transpose()?;
-        let scan =
-            RangeScan::new(name, start, verify, id_of(end, "end")?, end_time).expect_end_message(end_is_message);
+        let scan = RangeScan::new(name, start, verify, id_of(end, "end")?, end_time).expect_end_message(end_is_message);
         Ok(PyRangeScan {
             inner: Mutex::new(scan),
         })
