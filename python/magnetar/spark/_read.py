@@ -178,7 +178,11 @@ def has_message_available(reader: Reader, timeout: float) -> bool:
     while True:
         try:
             return reader.has_message_available()
-        except ConnectError:
+        except PulsarError as e:
+            # "Consumer not found": asked while the reader re-subscribes (after a reconnect, or
+            # to a topic deleted and re-created during the read)
+            if not (isinstance(e, ConnectError) or "Consumer not found" in str(e)):
+                raise
             if time.monotonic() + delay > deadline:
                 raise
             time.sleep(delay)
