@@ -171,7 +171,9 @@ def has_message_available(reader: Reader, timeout: float) -> bool:
 
     Engine issue (reported): right after a seek by time -- ``create_reader(start=<time>)``
     seeks -- the broker detaches the consumer, and ``has_message_available()`` raises
-    ``ConnectError('not connected')`` until it is attached again instead of waiting for it.
+    ``ConnectError('not connected')`` until it is attached again instead of waiting for it;
+    while it re-subscribes (a topic deleted and re-created during a read), the broker answers
+    ``Consumer not found``. Both are retried until ``timeout``.
     """
     deadline = time.monotonic() + timeout
     delay = 0.02
