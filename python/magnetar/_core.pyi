@@ -483,7 +483,8 @@ class _ValueEncoder:
 class _RangeScan:
     """Which messages of one partition belong to a range of ids, and whether it is complete."""
 
-    def __new__(cls, name: str, start: MessageId | None, verify: bool, end: MessageId, end_time: int | None = None) -> _RangeScan: ...
+    def __new__(cls, name: str, start: MessageId | None, verify: bool, end: MessageId, end_time: int | None = None,
+                end_is_message: bool = False) -> _RangeScan: ...
     @property
     def done(self) -> bool:
         """Whether the range is complete."""

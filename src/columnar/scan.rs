@@ -6,7 +6,10 @@
 //! missing entry inside a ledger is not data loss. It is a transaction or replication marker
 //! (readers never see them), an entry compaction removed, or a chunk of a message reassembled
 //! at its last chunk. Losses are found where they happen instead: the start of a range is
-//! re-read (its ledger must still be there) and the end must be reached.
+//! re-read (its ledger must still be there) and the end must be reached. An end that is a
+//! message (not a position between messages) must also be delivered: a read that jumps from
+//! inside the range to a later ledger skipped the rest of the end's ledger, which happens when
+//! the topic is deleted (and re-created by a producer or the reader itself) during the read.
 //!
 //! A message reassembled from chunks belongs to the range that holds its *first* chunk (the
 //! range before and the range after agree on that, whatever the reader sees), so a range
@@ -113,6 +116,8 @@ pub struct RangeScan {
     coverage: Coverage,
     past_end_since: Option<u64>,
     reached_end: bool,
+    /// Whether the end is a message that must be delivered (`Some`), and if it was.
+    end_delivered: Option<bool>,
     done: bool,
     last_key: Key,
 }
@@ -151,9 +156,18 @@ impl RangeScan {
             coverage,
             past_end_since: None,
             reached_end: false,
+            end_delivered: None,
             done: false,
             last_key: start_key,
         }
+    }
+
+    /// Makes the end a message the read must deliver: reaching a later ledger without it is
+    /// data loss. Not for made-up ends (split boundaries) or compacted reads, which skip
+    /// superseded messages legitimately.
+    pub fn expect_end_message(mut self, expect: bool) -> RangeScan {
+        self.end_delivered = expect.then_some(false);
+        self
     }
 
     /// Whether the range is complete (or over: past `end_time`); later messages are not in it.
@@ -207,6 +221,18 @@ impl RangeScan {
                 }
             }
             let pos = (id.ledger_id, id.entry_id);
+            if pos == end_pos {
+                self.end_delivered = self.end_delivered.map(|_| true);
+            } else if self.end_delivered == Some(false) && id.ledger_id > end_pos.0 && !self.reached_end {
+                self.end_delivered = Some(true); // reported once
+                step.loss.get_or_insert_with(|| {
+                    format!(
+                        "{}: the read went from {:?} to {id} without reaching the end of its range {}: \
+                         the rest of its ledger is gone (was the topic deleted during the read?)",
+                        self.name, self.last_key, self.end
+                    )
+                });
+            }
             let first = m.first_chunk.as_deref().copied();
             self.coverage.add(first.unwrap_or(pos), pos);
             let published = m.publish_time();

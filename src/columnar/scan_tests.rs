@@ -135,3 +135,27 @@ fn coverage_of_interleaved_chunks_and_markers() {
     assert!(!Coverage::new(Some((3, 4))).open_before((3, 4)));
     assert!(Coverage::new(Some((3, 4))).open_before((3, 5)));
 }
+
+#[test]
+fn a_read_that_jumps_to_a_later_ledger_without_its_end_message_is_a_loss() {
+    let end = MessageId::new(3, 9, 0, -1);
+    // the topic deleted at entry 4 and re-created: the next message is in a new ledger
+    let mut scan =
+        RangeScan::new("t", Some(MessageId::new(3, 1, 0, -1)), false, end.clone(), None).expect_end_message(true);
+    let step = scan.step(&[at(3, 2, -1), at(3, 3, -1), at(3, 4, -1), at(7, 0, -1), at(7, 1, -1)]);
+    assert_eq!(step.keep, vec![0, 1, 2]);
+    assert!(step
+        .loss
+        .as_deref()
+        .is_some_and(|l| l.contains("t: the read went from (3, 4, -1) to 7:0")));
+    assert!(scan.done());
+
+    // the end delivered, then a later ledger: complete, no loss
+    let mut ok =
+        RangeScan::new("t", Some(MessageId::new(3, 1, 0, -1)), false, end.clone(), None).expect_end_message(true);
+    assert_eq!(ok.step(&[at(3, 8, -1), at(3, 9, -1), at(7, 0, -1)]).loss, None);
+    // a made-up end (a split boundary) may be skipped with markers after it
+    let mut boundary = RangeScan::new("t", Some(MessageId::new(3, 1, 0, -1)), false, end, None);
+    assert_eq!(boundary.step(&[at(3, 2, -1), at(3, 3, -1), at(7, 0, -1)]).loss, None);
+    assert!(boundary.done());
+}

@@ -146,16 +146,17 @@ pub struct PyRangeScan {
 #[pymethods]
 impl PyRangeScan {
     #[new]
-    #[pyo3(signature = (name, start, verify, end, end_time=None))]
+    #[pyo3(signature = (name, start, verify, end, end_time=None, end_is_message=false))]
     fn new(
         name: &str,
         start: Option<&Bound<'_, PyAny>>,
         verify: bool,
         end: &Bound<'_, PyAny>,
         end_time: Option<u64>,
+        end_is_message: bool,
     ) -> PyResult<Self> {
         let start = start.filter(|s| !s.is_none()).map(|s| id_of(s, "start")).transpose()?;
-        let scan = RangeScan::new(name, start, verify, id_of(end, "end")?, end_time);
+        let scan = RangeScan::new(name, start, verify, id_of(end, "end")?, end_time).expect_end_message(end_is_message);
         Ok(PyRangeScan {
             inner: Mutex::new(scan),
         })

@@ -171,14 +171,20 @@ def has_message_available(reader: Reader, timeout: float) -> bool:
 
     Engine issue (reported): right after a seek by time -- ``create_reader(start=<time>)``
     seeks -- the broker detaches the consumer, and ``has_message_available()`` raises
-    ``ConnectError('not connected')`` until it is attached again instead of waiting for it.
+    ``ConnectError('not connected')`` until it is attached again instead of waiting for it;
+    while it re-subscribes (a topic deleted and re-created during a read), the broker answers
+    ``Consumer not found``. Both are retried until ``timeout``.
     """
     deadline = time.monotonic() + timeout
     delay = 0.02
     while True:
         try:
             return reader.has_message_available()
-        except ConnectError:
+        except PulsarError as e:
+            # "Consumer not found": asked while the reader re-subscribes (after a reconnect, or
+            # to a topic deleted and re-created during the read)
+            if not (isinstance(e, ConnectError) or "Consumer not found" in str(e)):
+                raise
             if time.monotonic() + delay > deadline:
                 raise
             time.sleep(delay)
@@ -304,7 +310,10 @@ def read_split(opts: SourceOptions, arrow_schema: pa.Schema, split: PulsarSplit,
     # with the topic's schema (a _schema.TopicSchema), its columns are the decoded payload
     engine_values = None if values is None else values.engine(client, name)
     layout = _ArrowLayout(arrow_schema, split.topic, split.partition, engine_values)
-    scan = _RangeScan(name, start, verify, end, split.end_time)
+    # The end of a micro-batch or of a whole-partition split is a message that must come; a
+    # compacted read may skip it (superseded), and a split boundary is no message.
+    end_is_message = split.check_gaps and is_real_position(end) and not reader_kw.get("read_compacted")
+    scan = _RangeScan(name, start, verify, end, split.end_time, end_is_message=end_is_message)
     per_batch = opts.records_per_batch
     poll = opts.poll_timeout_ms / 1000.0
     core = reader._core
@@ -317,7 +326,8 @@ def read_split(opts: SourceOptions, arrow_schema: pa.Schema, split: PulsarSplit,
             if not got.messages_read:
                 if not has_message_available(reader, poll):
                     if not scan.reached_end:
-                        _data_loss(opts, f"{name}: the read ended at {scan.last_key} before the end of its range {end}")
+                        _data_loss(opts, f"{name}: the read ended at {scan.last_key} before the end of its range "
+                                         f"{end}: its messages are gone (was the topic deleted or truncated?)")
                     break
                 if time.monotonic() > deadline:
                     raise Timeout(f"pulsar data source: no message from {name} within pollTimeoutMs="

@@ -7,8 +7,9 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 from pyspark.sql.datasource import (
     DataSource,
@@ -287,6 +288,20 @@ def _raw_offsets(offsets: dict[str, Any] | None) -> dict[PartitionRef, str]:
     return {PartitionRef(t, int(p)): v for t, parts in (offsets or {}).items() for p, v in parts.items()}
 
 
+_T = TypeVar("_T")
+_R = TypeVar("_R")
+
+
+def _each(fn: Callable[[_T], _R], items: Sequence[_T]) -> list[_R]:
+    """``[fn(x) for x in items]``, the calls made at once: the driver's per-partition requests
+    (subscribe, last message id, unsubscribe) are round trips that release the GIL, and made
+    one after the other they grow a trigger's planning with the partition count."""
+    if len(items) <= 1:
+        return [fn(x) for x in items]
+    with ThreadPoolExecutor(max_workers=min(len(items), 16), thread_name_prefix="magnetar-spark") as pool:
+        return list(pool.map(fn, items))
+
+
 class _Cursor:
     """A driver-side reader of one partition that counts messages and bytes, for admission
     control: it finds the id of the N-th message (or the one that reaches a byte budget) after
@@ -384,9 +399,10 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _latest(self, refs: list[PartitionRef]) -> dict[PartitionRef, MessageId]:
         """The last message id of every partition, asked of the durable subscription's
-        consumers that stay open (no reader opened and closed per partition per trigger)."""
+        consumers that stay open (no reader opened and closed per partition per trigger), all
+        partitions at once."""
         self._ensure_subscriptions(refs, {})
-        return {ref: self._subs[ref].get_last_message_id() for ref in refs}
+        return dict(zip(refs, _each(lambda ref: self._subs[ref].get_last_message_id(), refs)))
 
     # -- offsets --------------------------------------------------------------------------
 
@@ -504,17 +520,18 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # -- the durable subscriptions ---------------------------------------------------------
 
     def _ensure_subscriptions(self, refs: list[PartitionRef], starts: dict[PartitionRef, MessageId]) -> None:
-        for ref in refs:
-            if ref in self._subs:
-                continue
+        def subscribe(ref: PartitionRef) -> Consumer:
             consumer = self.client.subscribe(
                 ref.name, self.subscription, subscription_type="failover", initial_position="earliest",
                 receiver_queue_size=1, consumer_name=f"spark-{os.getpid()}")
             consumer.pause()  # only holds the position; never receives
-            self._subs[ref] = consumer
             start = starts.get(ref, EARLIEST)
             if start.ledger_id >= 0:
                 self._ack(consumer, start)
+            return consumer
+
+        new = [ref for ref in refs if ref not in self._subs]
+        self._subs.update(zip(new, _each(subscribe, new)))
 
     @staticmethod
     def _ack(consumer: Consumer, mid: MessageId) -> None:
@@ -540,7 +557,7 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for cur in self._cursors.values():
             cur.close()
         self._cursors.clear()
-        for consumer in self._subs.values():
+        def release(consumer: Consumer) -> None:
             try:
                 if self.opts.subscription_name is None:
                     consumer.unsubscribe()
@@ -548,6 +565,8 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     consumer.close()
             except PulsarError as e:
                 log.warning("pulsar data source: closing subscription %s: %s", self.subscription, e)
+
+        _each(release, list(self._subs.values()))
         self._subs.clear()
         if self._client is not None:
             try:
