@@ -466,7 +466,10 @@ impl Consumer {
                 // as individual acks of what it covered, and a plain cumulative ack would also
                 // take what another transaction holds.)
                 if in_batch && !cumulative {
-                    let _ = part.tx.send(Command::Ack { id: again, cumulative });
+                    let _ = part.tx.send(Command::Ack {
+                        id: again,
+                        cumulative: false,
+                    });
                 }
                 return;
             }
