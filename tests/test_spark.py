@@ -19,6 +19,7 @@ import pyarrow as pa
 import pytest
 from jvm import error_text as _error_text
 from jvm import new_topic as _new_topic
+from waiting import wait_until
 
 import magnetar
 import magnetar.spark as ms
@@ -413,6 +414,36 @@ def test_streaming_write_from_a_stream(spark: Any, service_url: str, conf: Clien
     rows = _read(spark, service_url, sink).collect()
     assert sorted(bytes(r.value) for r in rows) == sorted(b"m%d!" % i for i in range(300))
     assert all("from" in r.properties for r in rows)
+
+
+def test_stopped_queries_remove_the_subscriptions_they_made(
+        spark: Any, service_url: str, broker: Any, conf: ClientConfig, tmp_path: Path) -> None:
+    """Without ``subscriptionName`` a query makes its own durable subscriptions, which keep the
+    backlog it has not processed; when it stops they go, or the broker would keep every
+    message of the topic for good. Spark ends the source's process with SIGTERM (twice), not
+    with a stop call."""
+    topic = _new_topic("own-subs")
+    broker.create_partitioned_topic(topic, 2)
+    ms.producer(conf, topic).send_many([b"m%d" % i for i in range(100)], keys=[str(i) for i in range(100)])
+
+    def subscriptions() -> list[str]:
+        return [s for p in range(2) for s in broker.topic_stats(f"{topic}-partition-{p}")["subscriptions"]]
+
+    def query(ck: str, **trigger: Any) -> Any:
+        return (spark.readStream.format("pulsar").option("service_url", service_url).option("topic", topic)
+                .option("startingOffsets", "earliest").load()
+                .writeStream.format("noop").option("checkpointLocation", str(tmp_path / ck)).trigger(**trigger).start())
+
+    q = query("once", availableNow=True)
+    assert q.awaitTermination(120) and q.exception() is None
+    assert sum(p["numInputRows"] for p in q.recentProgress) == 100
+    assert wait_until(lambda: not subscriptions(), 30), subscriptions()
+
+    q = query("running", processingTime="100 milliseconds")
+    assert wait_until(lambda: len(subscriptions()) == 2, 60), "the running query has no subscriptions"
+    q.stop()
+    assert q.exception() is None
+    assert wait_until(lambda: not subscriptions(), 30), subscriptions()
 
 
 # -- executors producing ----------------------------------------------------------------------

@@ -5,6 +5,8 @@ from __future__ import annotations
 import difflib
 import logging
 import os
+import signal
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -356,6 +358,28 @@ class _Cursor:
             pass
 
 
+def _exit_on_sigterm(signum: int, frame: Any) -> None:
+    # Spark sends a second SIGTERM while stopping the worker factory: ignored, so that it
+    # cannot cut the first one's stop() short (stop() is bounded by the operation timeout)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise SystemExit(128 + signum)
+
+
+def _stop_on_sigterm() -> None:
+    """Lets ``stop()`` run when Spark ends the source's process.
+
+    Spark runs a stream reader in a Python process of its own and, when the query stops, ends
+    that process with SIGTERM (``PythonStreamingSourceRunner.stop`` destroys the worker; no stop
+    call is sent over its socket). Python's default SIGTERM exits without running the runner's
+    ``finally: reader.stop()``, which would leave the query's durable subscriptions, and the
+    backlog they keep, on the broker for good. As an exception, SIGTERM unwinds through that
+    ``finally``. Only the main thread can set handlers; a handler someone else set is kept."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _exit_on_sigterm)
+
+
 class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batches between message-id offsets ``{topic: {partition: hex id}}``.
 
@@ -531,6 +555,8 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return consumer
 
         new = [ref for ref in refs if ref not in self._subs]
+        if new:
+            _stop_on_sigterm()
         self._subs.update(zip(new, _each(subscribe, new)))
 
     @staticmethod
