@@ -76,6 +76,22 @@ def measure(label: str, rows: int, fn: Callable[[], Any]) -> None:
     print(f"| {label} | {rows / wall / 1000:,.0f} k | {cells} | {total:.2f} |", flush=True)
 
 
+def _stream_read(spark: Any, url: str, topic: str, rows: int) -> None:
+    """One ``availableNow`` query over the topic. The Python process Spark starts for the
+    source's driver side exits with the query, so its CPU is counted in the JVM's (its parent's
+    reaped children)."""
+    import tempfile
+
+    df = (spark.readStream.format("pulsar").option("service.url", url).option("topic", topic)
+          .option("startingOffsets", "earliest").load())
+    with tempfile.TemporaryDirectory() as ck:
+        q = df.writeStream.format("noop").option("checkpointLocation", ck).trigger(availableNow=True).start()
+        q.awaitTermination()
+    read = sum(p["numInputRows"] for p in q.recentProgress)
+    if read != rows:
+        raise SystemExit(f"stream read: {read} of {rows} rows")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=1_000_000)
@@ -107,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
             reader.load().count()  # the read tasks' workers started, the topic's ledgers warm
             measure("read, count()", rows, lambda: reader.load().count())
             measure("read, toArrow() of value", rows, lambda: reader.load().select("value").toArrow())
+            measure("stream read (availableNow into noop)", rows, lambda: _stream_read(spark, url, topic, rows))
         finally:
             ms.close_all()
             spark.stop()
