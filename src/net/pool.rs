@@ -241,7 +241,8 @@ impl ConnectionPool {
         false
     }
 
-    /// Stops the failover watcher (the client is closing).
+    /// Stops the failover watcher, and any dial (the client is closing): a lookup under way
+    /// ends rather than opening connections nobody will close.
     pub fn shut_down(&self) {
         self.shut_down.store(true, Ordering::Release);
     }
@@ -273,7 +274,7 @@ impl ConnectionPool {
         };
         let slot = {
             let clusters = self.clusters.read().expect("clusters lock");
-            if clusters.generation != view.generation {
+            if clusters.generation != view.generation || self.is_shut_down() {
                 return Err(moved_on(addr));
             }
             let mut slots = self.slots.lock().expect("pool lock");
@@ -304,7 +305,7 @@ impl ConnectionPool {
         // Stored under the read lock: a switch either took this slot before (and the
         // connection closes here) or takes it after (and closes the connection itself).
         let clusters = self.clusters.read().expect("clusters lock");
-        if clusters.generation != view.generation {
+        if clusters.generation != view.generation || self.is_shut_down() {
             conn.close();
             return Err(moved_on(addr));
         }
@@ -345,6 +346,7 @@ impl ConnectionPool {
                 let i = self.next_host.load(Ordering::Relaxed) % hosts.len();
                 match attempt(view.clone(), hosts[i].clone()).await {
                     Ok(c) => return Ok(c),
+                    Err(e) if self.is_shut_down() => return Err(e),
                     Err(_) if !self.is_current(view) => continue 'rounds,
                     Err(e) => {
                         if !e.is_retriable() {
@@ -681,6 +683,19 @@ mod tests {
         assert_eq!(conn.addr(), broker.addr);
         assert_eq!(new.seen.creds(), ["bearer new"]);
         assert_eq!(broker.seen.creds(), ["new"]);
+    }
+
+    /// Once the client is closing, nothing is dialled any more, so nothing is left open.
+    #[tokio::test]
+    async fn a_shut_down_pool_dials_nothing() {
+        let broker = Fake::broker().await;
+        broker.open();
+        let pool = ConnectionPool::new(broker.url("pulsar"), ConnectionOptions::default()).unwrap();
+        pool.shut_down();
+        pool.close_all();
+        assert!(pool.get_service(&mut pool.view()).await.is_err());
+        assert!(broker.seen.creds().is_empty());
+        assert_eq!(pool.open_connections(), 0);
     }
 
     /// Slots of addresses no longer used are dropped once a new address comes.
