@@ -117,6 +117,8 @@ def test_received_message_fields(compat: pulsar.Client, topic: str) -> None:
     assert null.has_null_value() and null.value() == b"" and null.partition_key() == "gone"
     with pytest.raises(ValueError, match="timeout_millis is expected to be of type 'int' and not 'float'"):
         consumer.receive(1.5)  # type: ignore[arg-type]
+    with pytest.raises(pulsar.InvalidConfiguration, match="must not be negative"):
+        consumer.receive(-5)  # the official class, as any other receive error
     consumer.acknowledge(msg.message_id())
     consumer.acknowledge(null)
     with pytest.raises(TypeError):
@@ -340,6 +342,22 @@ def test_txn_in_the_java_clients_shape(compat: pulsar.Client, topic: str) -> Non
         producer.send(b"x", txn="not a transaction")  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         compat.new_transaction(timeout_ms=0)
+
+
+def test_txn_commit_after_a_conflicting_ack_raises_transaction_conflict(compat: pulsar.Client, topic: str) -> None:
+    """An ack the broker refuses (its message was acknowledged by a committed transaction) makes
+    commit() abort and raise the official class of the broker's code."""
+    compat.create_producer(topic).send(b"once")
+    consumer = compat.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+    msg = consumer.receive(10_000)
+    first = compat.new_transaction()
+    consumer.acknowledge(msg, txn=first)
+    first.commit()
+    again = compat.new_transaction()
+    consumer.acknowledge(msg, txn=again)
+    with pytest.raises(pulsar.TransactionConflict):
+        again.commit()
+    assert again.state() == "ABORTED"
 
 
 def test_txn_in_the_asyncio_api(service_url: str, topic: str) -> None:

@@ -174,6 +174,7 @@ def test_a_cumulative_ack_of_batch_indexes_a_committed_transaction_acked_conflic
         with pytest.raises(magnetar.TransactionError) as refused:
             txn.commit()
         assert "TransactionConflict" in str(refused.value)
+        assert refused.value.code == 23  # ServerError.TransactionConflict, the refused ack's
         assert txn.state == "aborted"
     # Each abort has everything unacknowledged delivered again: the rest of the batch only.
     rest = [consumer.receive(timeout=10) for _ in range(5)]

@@ -24,19 +24,20 @@ use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::auth::provider_failed;
 use super::lookup::MAX_REDIRECTS;
+use super::pool::ClusterView;
 use super::url::broker_address;
 use super::{ConnectionPool, NetError};
 use crate::protocol::pb::command_get_topics_of_namespace::Mode as TopicDomains;
 use crate::protocol::pb::ServerError;
 
 /// `host:port` of the broker that owns `topic` (a full name, `persistent://t/ns/x`).
-pub async fn lookup(pool: &ConnectionPool, topic: &str) -> Result<String, NetError> {
+pub async fn lookup(pool: &ConnectionPool, view: &mut ClusterView, topic: &str) -> Result<String, NetError> {
     let mut path = format!("/lookup/v2/topic/{}", topic_path(topic)?);
     if let Some(listener) = pool.options().listener_name.as_deref() {
         path.push_str(&format!("?listenerName={}", encode(listener)));
     }
-    let answer = get_json(pool, &path).await?;
-    let tls = pool.uses_tls();
+    let answer = get_json(pool, view, &path).await?;
+    let tls = view.uses_tls();
     // Older brokers spell the TLS address `brokerUrlSsl` (the C++ client reads both).
     let keys: &[&str] = if tls {
         &["brokerUrlTls", "brokerUrlSsl"]
@@ -57,20 +58,25 @@ pub async fn lookup(pool: &ConnectionPool, topic: &str) -> Result<String, NetErr
 }
 
 /// Number of partitions of `topic`; 0 for a non-partitioned topic.
-pub async fn partitions(pool: &ConnectionPool, topic: &str) -> Result<u32, NetError> {
+pub async fn partitions(pool: &ConnectionPool, view: &mut ClusterView, topic: &str) -> Result<u32, NetError> {
     // As the C++ client asks: a topic that auto-creation would make partitioned gets its metadata.
     let path = format!(
         "/admin/v2/{}/partitions?checkAllowAutoCreation=true",
         topic_path(topic)?
     );
-    let answer = get_json(pool, &path).await?;
+    let answer = get_json(pool, view, &path).await?;
     let n = answer.get("partitions").and_then(Value::as_u64).unwrap_or(0);
     u32::try_from(n).map_err(|_| NetError::UnexpectedResponse(format!("{n} partitions")))
 }
 
 /// Topics of `namespace` (`tenant/ns`) in `mode`'s domains, partitions listed one by one (as
 /// the binary `GetTopicsOfNamespace` answers).
-pub async fn topics(pool: &ConnectionPool, namespace: &str, mode: TopicDomains) -> Result<Vec<String>, NetError> {
+pub async fn topics(
+    pool: &ConnectionPool,
+    view: &mut ClusterView,
+    namespace: &str,
+    mode: TopicDomains,
+) -> Result<Vec<String>, NetError> {
     let (tenant, ns) = namespace
         .split_once('/')
         .filter(|(t, n)| !t.is_empty() && !n.is_empty() && !n.contains('/'))
@@ -88,7 +94,7 @@ pub async fn topics(pool: &ConnectionPool, namespace: &str, mode: TopicDomains) 
         encode(tenant),
         encode(ns)
     );
-    match get_json(pool, &path).await? {
+    match get_json(pool, view, &path).await? {
         Value::Array(items) => Ok(items.into_iter().filter_map(|v| v.as_str().map(String::from)).collect()),
         other => Err(NetError::UnexpectedResponse(format!("topics of {namespace}: {other}"))),
     }
@@ -128,13 +134,13 @@ fn encode(s: &str) -> String {
 }
 
 /// GETs `path` from the service's hosts in turn (a host that cannot be reached moves on to the
-/// next, as binary lookups do) and parses the JSON answer.
-async fn get_json(pool: &ConnectionPool, path: &str) -> Result<Value, NetError> {
-    let headers = auth_headers(pool).await?;
+/// next, as binary lookups do) and parses the JSON answer. Each attempt carries the
+/// credentials of the cluster it goes to (`view` follows a switch between attempts).
+async fn get_json(pool: &ConnectionPool, view: &mut ClusterView, path: &str) -> Result<Value, NetError> {
     let body = pool
-        .on_service_hosts(|host| {
-            let headers = &headers;
-            async move { get_following_redirects(pool, host, path, headers).await }
+        .on_service_hosts(view, |view, host| async move {
+            let headers = auth_headers(&view).await?;
+            get_following_redirects(pool, &view, host, path, &headers).await
         })
         .await?;
     serde_json::from_slice(&body)
@@ -145,6 +151,7 @@ async fn get_json(pool: &ConnectionPool, path: &str) -> Result<Value, NetError> 
 /// the one that does) up to the lookup limit.
 async fn get_following_redirects(
     pool: &ConnectionPool,
+    view: &ClusterView,
     host: String,
     path: &str,
     headers: &[(&'static str, String)],
@@ -152,7 +159,7 @@ async fn get_following_redirects(
     let (mut host, mut path) = (host, path.to_string());
     let limit = pool.options().operation_timeout;
     for _ in 0..MAX_REDIRECTS {
-        let (status, location, body) = tokio::time::timeout(limit, get_once(pool, &host, &path, headers))
+        let (status, location, body) = tokio::time::timeout(limit, get_once(pool, view, &host, &path, headers))
             .await
             .map_err(|_| NetError::Timeout("HTTP lookup"))??;
         if status.is_success() {
@@ -184,12 +191,13 @@ async fn get_following_redirects(
 /// One request on a fresh connection: the status, the `Location` header and the body.
 async fn get_once(
     pool: &ConnectionPool,
+    view: &ClusterView,
     addr: &str,
     path: &str,
     headers: &[(&'static str, String)],
 ) -> Result<(StatusCode, Option<String>, Bytes), NetError> {
     let opts = pool.options();
-    let tcp = tokio::time::timeout(opts.connect_timeout, opts.dial(addr, pool.tls_connector().is_some()))
+    let tcp = tokio::time::timeout(opts.connect_timeout, opts.dial(addr, view.tls_connector().is_some()))
         .await
         .map_err(|_| NetError::Timeout("connect"))?
         .map_err(|e| match e {
@@ -209,7 +217,7 @@ async fn get_once(
     let request = request
         .body(Empty::<Bytes>::new())
         .map_err(|e| NetError::UnexpectedResponse(format!("cannot build the request for {path}: {e}")))?;
-    match pool.tls_connector() {
+    match view.tls_connector() {
         None => exchange(addr, tcp, request).await,
         Some(tls) => exchange(addr, tls.connect(addr, tcp).await?, request).await,
     }
@@ -284,8 +292,8 @@ fn status_error(host: &str, path: &str, status: StatusCode, body: &[u8]) -> NetE
 }
 
 /// The headers that carry the client's credential over HTTP.
-async fn auth_headers(pool: &ConnectionPool) -> Result<Vec<(&'static str, String)>, NetError> {
-    let Some(provider) = pool.auth() else {
+async fn auth_headers(view: &ClusterView) -> Result<Vec<(&'static str, String)>, NetError> {
+    let Some(provider) = view.auth() else {
         return Ok(Vec::new());
     };
     // The header form decides which of the broker's providers reads it, so it names that one.

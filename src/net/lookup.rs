@@ -2,6 +2,7 @@
 //! to the service URL, or REST calls (`net::http`) when it is `http://` or `https://`.
 
 use super::http;
+use super::pool::ClusterView;
 use super::stats::bump;
 use super::url::broker_address;
 use super::{Connection, ConnectionPool, NetError};
@@ -28,10 +29,14 @@ pub async fn lookup_topic(pool: &ConnectionPool, topic: &str) -> Result<Connecti
 }
 
 async fn lookup_topic_uncounted(pool: &ConnectionPool, topic: &str) -> Result<Connection, NetError> {
-    if pool.uses_http() {
-        return pool.get(&http::lookup(pool, topic).await?).await;
+    // The answer names a broker of the cluster that gave it: it is dialled with that
+    // cluster's credentials, or not at all once the pool has switched.
+    let mut view = pool.view();
+    if view.uses_http() {
+        let broker = http::lookup(pool, &mut view, topic).await?;
+        return pool.get(&view, &broker).await;
     }
-    let mut conn = pool.get_service().await?;
+    let mut conn = pool.get_service(&mut view).await?;
     let mut authoritative = false;
     for _ in 0..MAX_REDIRECTS {
         let listener = pool.options().listener_name.as_deref();
@@ -45,10 +50,12 @@ async fn lookup_topic_uncounted(pool: &ConnectionPool, topic: &str) -> Result<Co
         // Behind a Pulsar proxy the broker is reached through the proxy that answered.
         let proxy = (resp.proxy_through_service_url == Some(true)).then(|| conn.addr().to_string());
         match LookupType::try_from(resp.response.unwrap_or(LookupType::Failed as i32)) {
-            Ok(LookupType::Connect) => return pool.get_via(&broker_of(pool, &resp)?, proxy.as_deref()).await,
+            Ok(LookupType::Connect) => {
+                return pool.get_via(&view, &broker_of(&view, &resp)?, proxy.as_deref()).await;
+            }
             Ok(LookupType::Redirect) => {
                 authoritative = resp.authoritative.unwrap_or(false);
-                conn = pool.get_via(&broker_of(pool, &resp)?, proxy.as_deref()).await?;
+                conn = pool.get_via(&view, &broker_of(&view, &resp)?, proxy.as_deref()).await?;
             }
             _ => return Err(NetError::refused(resp.error, resp.message, "lookup failed")),
         }
@@ -57,8 +64,8 @@ async fn lookup_topic_uncounted(pool: &ConnectionPool, topic: &str) -> Result<Co
 }
 
 /// `host:port` of the broker a lookup answer names: its TLS URL when the client uses TLS.
-fn broker_of(pool: &ConnectionPool, resp: &CommandLookupTopicResponse) -> Result<String, NetError> {
-    let tls = pool.uses_tls();
+fn broker_of(view: &ClusterView, resp: &CommandLookupTopicResponse) -> Result<String, NetError> {
+    let tls = view.uses_tls();
     let url = if tls {
         resp.broker_service_url_tls.as_deref()
     } else {
@@ -85,10 +92,11 @@ pub async fn partition_count(pool: &ConnectionPool, topic: &str) -> Result<u32, 
 }
 
 async fn partition_count_uncounted(pool: &ConnectionPool, topic: &str) -> Result<u32, NetError> {
-    if pool.uses_http() {
-        return http::partitions(pool, topic).await;
+    let mut view = pool.view();
+    if view.uses_http() {
+        return http::partitions(pool, &mut view, topic).await;
     }
-    let conn = pool.get_service().await?;
+    let conn = pool.get_service(&mut view).await?;
     let frame = conn.request(|id| commands::partitioned_metadata(topic, id)).await?;
     let resp = frame
         .command
@@ -103,10 +111,11 @@ async fn partition_count_uncounted(pool: &ConnectionPool, topic: &str) -> Result
 /// A connection to a broker that can answer questions about `topic` (its schema): any broker
 /// of the service URL, or, when the service URL is a web service, the one owning `topic`.
 pub async fn broker_for(pool: &ConnectionPool, topic: &str) -> Result<Connection, NetError> {
-    if pool.uses_http() {
+    let mut view = pool.view();
+    if view.uses_http() {
         lookup_topic(pool, topic).await
     } else {
-        pool.get_service().await
+        pool.get_service(&mut view).await
     }
 }
 
@@ -116,10 +125,11 @@ pub async fn topics_of_namespace(
     namespace: &str,
     mode: TopicDomains,
 ) -> Result<Vec<String>, NetError> {
-    if pool.uses_http() {
-        return http::topics(pool, namespace, mode).await;
+    let mut view = pool.view();
+    if view.uses_http() {
+        return http::topics(pool, &mut view, namespace, mode).await;
     }
-    let conn = pool.get_service().await?;
+    let conn = pool.get_service(&mut view).await?;
     let frame = conn
         .request(|id| commands::get_topics_of_namespace(namespace, mode, id))
         .await?;

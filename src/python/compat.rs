@@ -22,7 +22,7 @@ use super::errors::to_pyerr;
 use super::producer::PyProducer;
 use super::runtime::EngineHandle;
 use super::schema::{self, Binding};
-use super::types::{id_hash, new_id, new_message_with, untracked, PyMessage, PyMessageId};
+use super::types::{id_ends, id_hash, new_id, new_message_with, untracked, PyMessage, PyMessageId};
 use crate::client;
 
 /// A Python object imported once: `module.name`.
@@ -99,6 +99,8 @@ fn compat_id(py: Python<'_>, inner: client::MessageId) -> PyResult<Py<PyCompatId
     untracked(py, PyCompatId { inner })
 }
 
+id_ends!(PyCompatId);
+
 #[pymethods]
 impl PyCompatId {
     #[new]
@@ -109,22 +111,6 @@ impl PyCompatId {
     fn new(partition: i32, ledger_id: i64, entry_id: i64, batch_index: i32) -> Self {
         PyCompatId {
             inner: client::MessageId::new(ledger_id, entry_id, partition, batch_index),
-        }
-    }
-
-    /// Before the first message of a topic.
-    #[classattr]
-    fn earliest() -> Self {
-        PyCompatId {
-            inner: client::MessageId::EARLIEST,
-        }
-    }
-
-    /// After the last message of a topic.
-    #[classattr]
-    fn latest() -> Self {
-        PyCompatId {
-            inner: client::MessageId::LATEST,
         }
     }
 
@@ -378,7 +364,8 @@ impl PyConsumer {
         py: Python<'_>,
         timeout_millis: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Py<PyCompatMessage>> {
-        let deadline = millis_deadline(timeout_millis)?;
+        // A negative timeout is the engine's InvalidConfiguration: raised as the compat class.
+        let deadline = millis_deadline(timeout_millis).map_err(|e| compat_err(py, e))?;
         let m = self.receive_one(py, deadline).map_err(|e| compat_err(py, e))?;
         compat_message(py, m, self.binding())
     }

@@ -49,6 +49,32 @@ pub fn id_hash(id: &client::MessageId) -> u64 {
     h.finish()
 }
 
+/// The `earliest` and `latest` class attributes of an id class (a pyclass whose field `inner`
+/// is a `client::MessageId`): the native `MessageId` and the compat one have the same.
+macro_rules! id_ends {
+    ($class:ty) => {
+        #[pyo3::pymethods]
+        impl $class {
+            /// Before the first message of a topic.
+            #[classattr]
+            fn earliest() -> Self {
+                Self {
+                    inner: $crate::client::MessageId::EARLIEST,
+                }
+            }
+
+            /// After the last message of a topic.
+            #[classattr]
+            fn latest() -> Self {
+                Self {
+                    inner: $crate::client::MessageId::LATEST,
+                }
+            }
+        }
+    };
+}
+pub(crate) use id_ends;
+
 /// Where a message sits in a topic. Ordered, hashable, picklable; `serialize()` gives the same
 /// bytes as the Java and C++ clients.
 #[pyclass(name = "MessageId", module = "magnetar", frozen, from_py_object)]
@@ -67,6 +93,8 @@ getters!(PyMessageId {
     batch_index: i32;
     batch_size: i32;
 });
+
+id_ends!(PyMessageId);
 
 #[pymethods]
 impl PyMessageId {
@@ -87,22 +115,6 @@ impl PyMessageId {
         inner.batch_size = batch_size;
         inner.topic = topic.map(|t| Arc::from(t.as_str()));
         PyMessageId { inner }
-    }
-
-    /// Before the first message of a topic.
-    #[classattr]
-    fn earliest() -> Self {
-        PyMessageId {
-            inner: client::MessageId::EARLIEST,
-        }
-    }
-
-    /// After the last message of a topic.
-    #[classattr]
-    fn latest() -> Self {
-        PyMessageId {
-            inner: client::MessageId::LATEST,
-        }
     }
 
     #[getter]

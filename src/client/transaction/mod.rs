@@ -284,13 +284,15 @@ impl Transaction {
     }
 
     /// Waits for every send and ack registered in the transaction, then commits it. If one of
-    /// them failed, the transaction is aborted instead and the error says which.
+    /// them failed, the transaction is aborted instead and the error says which, with the
+    /// broker's code of that failure (`TransactionConflict` for an ack of a message acked
+    /// already), so the caller can tell a conflict from a lost connection without parsing text.
     pub async fn commit(&self) -> Result<()> {
         self.begin_end(TxnState::Committing)?;
         if let Some(failed) = self.wait_for_ops().await {
             let aborted = self.end(TxnAction::Abort).await;
-            return Err(Error::transaction(format!(
-                "transaction {} was aborted{}: an operation in it failed: {failed}",
+            return Err(failed.into_transaction(&format!(
+                "transaction {} was aborted{}: an operation in it failed",
                 self.inner.id,
                 if aborted.is_ok() { "" } else { " (or times out)" },
             )));
@@ -388,6 +390,7 @@ impl Drop for Op {
 mod tests {
     use super::*;
     use crate::client::options::ClientOptions;
+    use crate::protocol::pb::ServerError;
 
     fn txn() -> Transaction {
         let mut opts = ClientOptions::default();
@@ -414,6 +417,24 @@ mod tests {
         let failed = waiting.await.unwrap().expect("the failure is reported");
         assert!(failed.message().contains("send timed out"));
         assert!(t.begin_end(TxnState::Aborting).is_err());
+    }
+
+    #[tokio::test]
+    async fn a_commit_that_aborts_keeps_the_code_of_the_failed_operation() {
+        let t = txn();
+        let op = t.begin_op().unwrap();
+        op.finish(&Err::<(), _>(Error::from_server(
+            ServerError::TransactionConflict,
+            "the message was acknowledged already",
+        )));
+        // The abort cannot reach a coordinator here; the error is still the ack's.
+        let e = t.commit().await.unwrap_err();
+        assert_eq!(e.kind(), crate::client::ErrorKind::Transaction);
+        assert_eq!(e.server_code(), Some(ServerError::TransactionConflict as i32));
+        assert!(
+            e.message().contains("an operation in it failed: TransactionConflict"),
+            "{e}"
+        );
     }
 
     #[tokio::test]
