@@ -147,11 +147,15 @@ def test_a_payload_that_does_not_decode_fails_the_read_naming_it(spark: Any, ser
     topic = _new_topic("bad")
     with conf.create() as client:
         client.create_producer(topic, schema=schema.AvroSchema(Line)).send(Line("a", 1))
-        client.create_producer(topic).send(b"\xff\xff\xff")  # no schema: the broker takes any bytes
+        bad = client.create_producer(topic).send(b"\xff\xff\xff")  # no schema: the broker takes any bytes
     with pytest.raises(Exception) as info:
         _read(spark, service_url, topic).collect()
     text = _error_text(info.value)
-    assert "does not decode with the topic's schema" in text and topic in text, text
+    # the task fails with the engine's SchemaDecodeError, which names the message and its version
+    bad_id = f"{bad.ledger_id}:{bad.entry_id}:{bad.partition}:{bad.batch_index}"
+    assert "SchemaDecodeError" in text, text
+    assert f"message {bad_id} of {topic} (schema version " in text, text
+    assert "does not decode with the topic's schema" in text, text
 
 
 def test_unknown_columns_of_a_given_schema_fail_before_the_job(spark: Any, service_url: str,
