@@ -240,3 +240,21 @@ def test_the_official_clients_avro_and_json_read_as_columns(spark: Any, service_
         rows = sorted(_read(spark, service_url, topic).collect(), key=lambda r: r.n)
         assert [(r.name, r.n, r.price, list(r.tags)) for r in rows] == [(f"i{i}", i, i / 2, ["a"] * i)
                                                                         for i in range(3)], stem
+
+
+@pytest.mark.parametrize("kind", ["avro", "json"])
+def test_a_union_of_several_types_reads_as_members(spark: Any, service_url: str, conf: ClientConfig,
+                                                   kind: str) -> None:
+    # Spark's Avro mapping for both encodings: member0 (string), member1 (long), the one written set
+    definition = {"type": "record", "name": "U", "fields": [
+        {"name": "id", "type": "long"}, {"name": "u", "type": ["null", "string", "long"], "default": None}]}
+    make = schema.AvroSchema if kind == "avro" else schema.JsonSchema
+    topic = _new_topic(f"union-{kind}")
+    with conf.create() as client:
+        producer = client.create_producer(topic, schema=make(definition=definition))
+        for i, u in enumerate(["a", 5, None]):
+            producer.send({"id": i, "u": u})
+    df = _read(spark, service_url, topic)
+    assert df.schema["u"].dataType.simpleString() == "struct<member0:string,member1:bigint>"
+    rows = sorted(df.collect(), key=lambda r: r.id)
+    assert [None if r.u is None else (r.u.member0, r.u.member1) for r in rows] == [("a", None), (None, 5), None]

@@ -150,11 +150,7 @@ impl StructCol {
     }
 
     /// A row of a union: member `k` set by `set`, the others null.
-    fn set_member(
-        &mut self,
-        k: usize,
-        set: impl FnOnce(&mut Col) -> Result<bool, String>,
-    ) -> Result<bool, String> {
+    fn set_member(&mut self, k: usize, set: impl FnOnce(&mut Col) -> Result<bool, String>) -> Result<bool, String> {
         for (j, c) in self.cols.iter_mut().enumerate() {
             if j != k {
                 c.null();
@@ -179,7 +175,7 @@ impl StructCol {
         for (j, c) in self.cols.iter_mut().enumerate() {
             if c.len() <= self.len {
                 match &self.defaults[j] {
-                        Some(v) => c
+                    Some(v) => c
                         .json(v, Text::AvroDefault)
                         .and_then(|null| not_null(null, self.fields[j].is_nullable()))
                         .map_err(|e| format!("the default of {}: {e}", self.fields[j].name()))?,
@@ -207,7 +203,9 @@ impl StructCol {
                     .avro(w, &f.node, r)
                     .and_then(|null| not_null(null, self.fields[j].is_nullable()))
                     .map_err(|e| format!("{}: {e}", f.name))?,
-                None => w.skip(&f.node, r.d, &mut r.pos).map_err(|e| format!("{}: {e}", f.name))?,
+                None => w
+                    .skip(&f.node, r.d, &mut r.pos)
+                    .map_err(|e| format!("{}: {e}", f.name))?,
             }
         }
         self.complete_row()
@@ -683,7 +681,8 @@ fn not_null(null: bool, nullable: bool) -> Result<(), String> {
 
 /// An unscaled decimal that must fit the column's precision (Spark refuses a wider one).
 fn decimal(n: i128, precision: u8) -> Result<i128, String> {
-    Decimal128Type::validate_decimal_precision(n, precision).map_err(|_| format!("{n} (unscaled) has more than {precision} digits"))?;
+    Decimal128Type::validate_decimal_precision(n, precision)
+        .map_err(|_| format!("{n} (unscaled) has more than {precision} digits"))?;
     Ok(n)
 }
 

@@ -210,10 +210,11 @@ impl ValueSchema {
                 _ => {
                     let w = self.writer_of(m).map_err(|e| undecodable(m, topic, &e))?;
                     let mut r = Input::new(&m.payload);
-                    root.avro(&w, &w.root, &mut r).and_then(|_| match m.payload.len() - r.pos {
-                        0 => Ok(()),
-                        n => Err(format!("{n} bytes left over after the Avro datum")),
-                    })
+                    root.avro(&w, &w.root, &mut r)
+                        .and_then(|_| match m.payload.len() - r.pos {
+                            0 => Ok(()),
+                            n => Err(format!("{n} bytes left over after the Avro datum")),
+                        })
                 }
             };
             done.map_err(|e| undecodable(m, topic, &e))?;

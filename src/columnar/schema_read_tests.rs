@@ -231,7 +231,11 @@ fn a_count_of_empty_records_is_bounded_before_it_is_built() {
     };
     let cols = decode_all(&v, &[with_payload(nulls(3), None)]).unwrap();
     assert_eq!(cols[0].as_list::<i32>().value(0).len(), 3);
-    for n in [super::super::schema_cols::MAX_EMPTY_ITEMS as i64 + 1, 1 << 62, -(1 << 62)] {
+    for n in [
+        super::super::schema_cols::MAX_EMPTY_ITEMS as i64 + 1,
+        1 << 62,
+        -(1 << 62),
+    ] {
         let mut d = nulls(n);
         if n < 0 {
             d.insert(d.len() - 1, 0); // the block's byte size
@@ -280,7 +284,9 @@ fn a_plain_long_read_as_timestamp_millis_is_in_millis() {
 
 #[test]
 fn timestamps_and_dates_out_of_range_fail_rather_than_clamp() {
-    let v = avro(r#"{"type":"record","name":"R","fields":[{"name":"t","type":{"type":"long","logicalType":"timestamp-millis"}}]}"#);
+    let v = avro(
+        r#"{"type":"record","name":"R","fields":[{"name":"t","type":{"type":"long","logicalType":"timestamp-millis"}}]}"#,
+    );
     let mut d = Vec::new();
     put_long(&mut d, i64::MAX / 10);
     let err = decode_all(&v, &[with_payload(d, None)]).unwrap_err();
@@ -301,7 +307,8 @@ fn timestamps_and_dates_out_of_range_fail_rather_than_clamp() {
 
 #[test]
 fn a_skipped_recursive_field_nests_only_so_deep() {
-    let writer = r#"{"type":"record","name":"N","fields":[{"name":"v","type":"long"},{"name":"next","type":["null","N"]}]}"#;
+    let writer =
+        r#"{"type":"record","name":"N","fields":[{"name":"v","type":"long"},{"name":"next","type":["null","N"]}]}"#;
     let reader = r#"{"type":"record","name":"N","fields":[{"name":"v","type":"long"}]}"#;
     let list = |n: usize| {
         let mut d = Vec::new();
@@ -359,7 +366,11 @@ fn a_nested_field_missing_without_default_is_named() {
     let mut d = Vec::new();
     put_long(&mut d, 1);
     let err = resolved(reader, writer, d).unwrap_err();
-    assert!(err.message().contains("y: missing and without a default"), "{}", err.message());
+    assert!(
+        err.message().contains("y: missing and without a default"),
+        "{}",
+        err.message()
+    );
 }
 
 #[test]
@@ -412,10 +423,15 @@ fn a_null_where_the_type_holds_none_is_the_messages_decode_error() {
     let text = br#"{"id":9,"at":2,"day":1,"price":"1","kind":"A","tags":[null],"attrs":{},"line":{"sku":"q","qty":1}}"#;
     let err = decode_all(&v, &[with_payload(text.to_vec(), None)]).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::SchemaDecode);
-    assert!(err.message().contains("null where the type holds none"), "{}", err.message());
+    assert!(
+        err.message().contains("null where the type holds none"),
+        "{}",
+        err.message()
+    );
     // an Avro writer's null into the reader's non-null map values
     let reader = r#"{"type":"record","name":"R","fields":[{"name":"m","type":{"type":"map","values":"long"}}]}"#;
-    let writer = r#"{"type":"record","name":"R","fields":[{"name":"m","type":{"type":"map","values":["null","long"]}}]}"#;
+    let writer =
+        r#"{"type":"record","name":"R","fields":[{"name":"m","type":{"type":"map","values":["null","long"]}}]}"#;
     let mut d = Vec::new();
     put_long(&mut d, 1);
     string(&mut d, "k");
