@@ -57,8 +57,8 @@ def fill(admin: Any, service_url: str, rows: int, partitions: int) -> tuple[str,
     from magnetar import schema
 
     avro = schema.AvroSchema(Reading)
-    topics = tuple(f"persistent://public/default/spark-schema-bench-{k}-{uuid.uuid4().hex[:8]}"
-                   for k in ("avro", "raw"))
+    topics = (f"persistent://public/default/spark-schema-bench-avro-{uuid.uuid4().hex[:8]}",
+              f"persistent://public/default/spark-schema-bench-raw-{uuid.uuid4().hex[:8]}")
     for t in topics:
         admin.create_partitioned_topic(t, partitions)
     with magnetar.Client(service_url) as client:
