@@ -437,15 +437,15 @@ impl Col {
                 b.append_value(i32::try_from(n).map_err(|_| format!("{n} out of range for a date"))?);
             }
             (Col::I64(b), Node::Int | Node::Long | Node::TimestampMillis | Node::TimestampMicros) => {
-                b.append_value(get_long(d, pos)?)
+                b.append_value(integer(node, d, pos)?)
             }
             (Col::Ts(b, _), Node::TimestampMillis) => b.append_value(micros(get_long(d, pos)?, 1000)?),
             (Col::Ts(b, _), Node::TimestampMicros) => b.append_value(get_long(d, pos)?),
             // A plain long (or int) is in the reader's unit: the logical type is the reader's.
-            (Col::Ts(b, unit), Node::Int | Node::Long) => b.append_value(micros(get_long(d, pos)?, *unit)?),
-            (Col::F32(b), Node::Int | Node::Long) => b.append_value(get_long(d, pos)? as f32),
+            (Col::Ts(b, unit), Node::Int | Node::Long) => b.append_value(micros(integer(node, d, pos)?, *unit)?),
+            (Col::F32(b), Node::Int | Node::Long) => b.append_value(integer(node, d, pos)? as f32),
             (Col::F32(b), Node::Float) => b.append_value(f32::from_le_bytes(array4(take(d, pos, 4)?))),
-            (Col::F64(b), Node::Int | Node::Long) => b.append_value(get_long(d, pos)? as f64),
+            (Col::F64(b), Node::Int | Node::Long) => b.append_value(integer(node, d, pos)? as f64),
             (Col::F64(b), Node::Float) => b.append_value(f64::from(f32::from_le_bytes(array4(take(d, pos, 4)?)))),
             (Col::F64(b), Node::Double) => {
                 let bytes: [u8; 8] = take(d, pos, 8)?.try_into().map_err(|_| "truncated double")?;
@@ -668,6 +668,16 @@ pub(super) enum Text {
 pub(super) fn micros(n: i64, unit: i64) -> Result<i64, String> {
     n.checked_mul(unit)
         .ok_or_else(|| format!("{n} is out of range for a timestamp"))
+}
+
+/// A writer's `int` or `long` read wider: an `int` must be in the int range even then (the
+/// varint of a long there is malformed data, not a wider value).
+fn integer(node: &Node, d: &[u8], pos: &mut usize) -> Result<i64, String> {
+    let n = get_long(d, pos)?;
+    if matches!(node, Node::Int | Node::Date) && i32::try_from(n).is_err() {
+        return Err(format!("{n} out of range for an int"));
+    }
+    Ok(n)
 }
 
 /// A null where the type holds none is the payload's fault, named here rather than left for

@@ -440,3 +440,19 @@ fn a_null_where_the_type_holds_none_is_the_messages_decode_error() {
     let err = resolved(reader, writer, d).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::SchemaDecode, "{}", err.message());
 }
+
+#[test]
+fn an_int_read_as_a_wider_type_must_still_be_an_int() {
+    // found by the schema fuzzer: the int branch of [int, long] took a long's varint
+    let v = avro(r#"{"type":"record","name":"R","fields":[{"name":"w","type":["int","long"]}]}"#);
+    let mut d = Vec::new();
+    put_long(&mut d, 0);
+    put_long(&mut d, 1 << 40);
+    let err = decode_all(&v, &[with_payload(d, None)]).unwrap_err();
+    assert!(err.message().contains("out of range for an int"), "{}", err.message());
+    let mut d = Vec::new();
+    put_long(&mut d, 1);
+    put_long(&mut d, 1 << 40);
+    let cols = decode_all(&v, &[with_payload(d, None)]).unwrap();
+    assert_eq!(cols[0].as_primitive::<Int64Type>().value(0), 1 << 40);
+}
