@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Runs the protocol fuzzers (docs/fuzzing.md); `scripts/dev fuzz` calls this.
+# Runs the protocol and schema-decoding fuzzers (docs/fuzzing.md); `scripts/dev fuzz` calls this.
 #
-#   fuzz/run.sh [frames|message|command|all] [--time SECONDS] [--runs N] [--minimize]
+#   fuzz/run.sh [frames|message|command|schema|all] [--time SECONDS] [--runs N] [--minimize]
 #               [--fork JOBS] [--no-trace-compares]
 #
 # Each target stops after SECONDS (default 60) or N executions, whichever comes first.
@@ -35,12 +35,12 @@ while [ $# -gt 0 ]; do
         --minimize) minimize=1; shift ;;
         --fork) fork="$2"; shift 2 ;;
         --no-trace-compares) build+=(--no-trace-compares); shift ;;
-        all) targets=(frames message command); shift ;;
-        frames|message|command) targets+=("$1"); shift ;;
-        *) echo "usage: scripts/dev fuzz [frames|message|command|all] [--time SECONDS] [--runs N] [--minimize] [--fork JOBS] [--no-trace-compares]" >&2; exit 2 ;;
+        all) targets=(frames message command schema); shift ;;
+        frames|message|command|schema) targets+=("$1"); shift ;;
+        *) echo "usage: scripts/dev fuzz [frames|message|command|schema|all] [--time SECONDS] [--runs N] [--minimize] [--fork JOBS] [--no-trace-compares]" >&2; exit 2 ;;
     esac
 done
-[ ${#targets[@]} -gt 0 ] || targets=(frames message command)
+[ ${#targets[@]} -gt 0 ] || targets=(frames message command schema)
 
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz
 export RUSTC_BOOTSTRAP=1

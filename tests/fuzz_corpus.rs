@@ -41,3 +41,8 @@ fn message_corpus() {
 fn command_corpus() {
     assert!(replay("command", fuzzing::command) > 0);
 }
+
+#[test]
+fn schema_corpus() {
+    assert!(replay("schema", magnetar::columnar::fuzzing::schema_payload) > 0);
+}

@@ -147,11 +147,15 @@ def test_a_payload_that_does_not_decode_fails_the_read_naming_it(spark: Any, ser
     topic = _new_topic("bad")
     with conf.create() as client:
         client.create_producer(topic, schema=schema.AvroSchema(Line)).send(Line("a", 1))
-        client.create_producer(topic).send(b"\xff\xff\xff")  # no schema: the broker takes any bytes
+        bad = client.create_producer(topic).send(b"\xff\xff\xff")  # no schema: the broker takes any bytes
     with pytest.raises(Exception) as info:
         _read(spark, service_url, topic).collect()
     text = _error_text(info.value)
-    assert "does not decode with the topic's schema" in text and topic in text, text
+    # the task fails with the engine's SchemaDecodeError, which names the message and its version
+    bad_id = f"{bad.ledger_id}:{bad.entry_id}:{bad.partition}:{bad.batch_index}"
+    assert "SchemaDecodeError" in text, text
+    assert f"message {bad_id} of {topic} (schema version " in text, text
+    assert "does not decode with the topic's schema" in text, text
 
 
 def test_unknown_columns_of_a_given_schema_fail_before_the_job(spark: Any, service_url: str,
@@ -236,3 +240,21 @@ def test_the_official_clients_avro_and_json_read_as_columns(spark: Any, service_
         rows = sorted(_read(spark, service_url, topic).collect(), key=lambda r: r.n)
         assert [(r.name, r.n, r.price, list(r.tags)) for r in rows] == [(f"i{i}", i, i / 2, ["a"] * i)
                                                                         for i in range(3)], stem
+
+
+@pytest.mark.parametrize("kind", ["avro", "json"])
+def test_a_union_of_several_types_reads_as_members(spark: Any, service_url: str, conf: ClientConfig,
+                                                   kind: str) -> None:
+    # Spark's Avro mapping for both encodings: member0 (string), member1 (long), the one written set
+    definition = {"type": "record", "name": "U", "fields": [
+        {"name": "id", "type": "long"}, {"name": "u", "type": ["null", "string", "long"], "default": None}]}
+    make = schema.AvroSchema if kind == "avro" else schema.JsonSchema
+    topic = _new_topic(f"union-{kind}")
+    with conf.create() as client:
+        producer = client.create_producer(topic, schema=make(definition=definition))
+        for i, u in enumerate(["a", 5, None]):
+            producer.send({"id": i, "u": u})
+    df = _read(spark, service_url, topic)
+    assert df.schema["u"].dataType.simpleString() == "struct<member0:string,member1:bigint>"
+    rows = sorted(df.collect(), key=lambda r: r.id)
+    assert [None if r.u is None else (r.u.member0, r.u.member1) for r in rows] == [("a", None), (None, 5), None]

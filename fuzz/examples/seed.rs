@@ -14,6 +14,11 @@ fn main() -> std::io::Result<()> {
         fs::create_dir_all(&dir)?;
         fs::write(dir.join(format!("seed-{n}")), input)?;
     }
+    let dir = root.join("schema");
+    fs::create_dir_all(&dir)?;
+    for (n, input) in magnetar::columnar::fuzzing::seeds().into_iter().enumerate() {
+        fs::write(dir.join(format!("seed-{}", n + 1)), input)?;
+    }
     println!("{counts:?}");
     Ok(())
 }

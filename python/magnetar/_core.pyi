@@ -394,7 +394,9 @@ class _Consumer:
     def receive_many(self, max_messages: int = 100, timeout: float | None = None) -> list[Message]:
         """Up to ``max_messages``."""
     def receive_arrow(self, layout: _ArrowLayout, max_rows: int, timeout: float | None = None, scan: _RangeScan | None = None) -> _ArrowBatch:
-        """Up to ``max_rows`` messages as one Arrow batch of ``layout``'s columns."""
+        """Up to ``max_rows`` messages as one Arrow batch of ``layout``'s columns;
+        :class:`~magnetar.SchemaDecodeError` when a payload does not decode with the layout's
+        ``_ValueSchema`` (naming the topic, the message id and the schema version)."""
     def wait_for_message(self, future: _Future) -> None:
         """Resolves ``future`` when a message may be available."""
     def ack(self, message: Message | MessageId, txn: Any = None) -> None:

@@ -19,7 +19,7 @@ the broker refused an operation (``None`` otherwise)::
     ├── ProtocolError
     ├── IncompatibleSchema    (the broker refused the schema)
     ├── SchemaEncodeError     (a value does not fit the schema; also a builtin ValueError)
-    ├── SchemaDecodeError     (msg.value cannot decode the payload)
+    ├── SchemaDecodeError     (msg.value or a Spark read cannot decode the payload)
     ├── TransactionError      (a finished transaction used, a failed operation, the coordinator)
     └── CryptoError           (an encryption key cannot be had or used)
 """
@@ -136,8 +136,9 @@ class SchemaEncodeError(PulsarError, ValueError):
 
 
 class SchemaDecodeError(PulsarError):
-    """``msg.value`` cannot decode the payload with the consumer's schema; the message names
-    the topic, the message id and the schema version. The consumer goes on."""
+    """A payload does not decode with the schema: ``msg.value`` with the consumer's schema
+    (the consumer goes on), or a Spark read with the topic's schema (the task fails). The
+    message names the topic, the message id and the schema version."""
 
 
 # Transactions

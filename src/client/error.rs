@@ -46,6 +46,9 @@ pub enum ErrorKind {
     /// End-to-end encryption failed: a key cannot be had or used, or a payload cannot be
     /// sealed.
     Crypto,
+    /// A payload does not decode with the topic's schema (the message names the topic, the
+    /// message id and the schema version).
+    SchemaDecode,
 }
 
 /// An engine error: a kind, a message, and the broker's error code when the broker said no.

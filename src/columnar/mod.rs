@@ -9,12 +9,14 @@
 //!   columns ([`schema_read::ValueSchema`]).
 //! - [`schema_write`]: rows encoded with the topic's Avro or JSON schema
 //!   ([`schema_write::ValueEncoder`]).
+//! - [`fuzzing`]: the harness of the `schema` fuzzer (docs/fuzzing.md).
 //! - [`write`]: the rows of a `RecordBatch` into [`OutgoingMessage`](crate::client::OutgoingMessage)s.
 //!
 //! Errors are the client layer's ([`crate::client::Error`]); a column of the wrong type is
 //! `InvalidConfiguration`. Nothing here knows Python: the Arrow C Data Interface glue lives in
 //! `python/arrow.rs`.
 
+pub mod fuzzing;
 pub mod read;
 pub mod scan;
 mod schema_cols;

@@ -28,7 +28,7 @@ use arrow_array::{ArrayRef, StructArray};
 use arrow_schema::{ArrowError, DataType, Field, Fields, TimeUnit};
 use serde_json::Value;
 
-use super::schema_cols::{map_type, widened, Col};
+use super::schema_cols::{map_type, micros, widened, Col, Input, Text};
 #[cfg(test)]
 use super::schema_cols::{parse_decimal, unscaled};
 
@@ -37,7 +37,7 @@ use crate::protocol::avro::{AvroSchema, Node};
 use crate::protocol::pb::schema::Type as Kind;
 
 const UTC: &str = "UTC";
-const MICROS_PER_DAY: i64 = 86_400_000_000;
+const MILLIS_PER_DAY: i64 = 86_400_000;
 
 /// How the payloads are encoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -206,20 +206,15 @@ impl ValueSchema {
             let done = match self.format {
                 Format::Json => serde_json::from_slice::<Value>(&m.payload)
                     .map_err(|e| format!("not JSON: {e}"))
-                    .and_then(|v| root.json(&v)),
+                    .and_then(|v| root.json(&v, Text::Payload).map(|_| ())),
                 _ => {
                     let w = self.writer_of(m).map_err(|e| undecodable(m, topic, &e))?;
-                    let mut pos = 0;
-                    root.avro(&w, &w.root, &m.payload, &mut pos).and_then(|()| {
-                        if pos == m.payload.len() {
-                            Ok(())
-                        } else {
-                            Err(format!(
-                                "{} bytes left over after the Avro datum",
-                                m.payload.len() - pos
-                            ))
-                        }
-                    })
+                    let mut r = Input::new(&m.payload);
+                    root.avro(&w, &w.root, &mut r)
+                        .and_then(|_| match m.payload.len() - r.pos {
+                            0 => Ok(()),
+                            n => Err(format!("{n} bytes left over after the Avro datum")),
+                        })
                 }
             };
             done.map_err(|e| undecodable(m, topic, &e))?;
@@ -267,7 +262,7 @@ pub fn version_number(v: &[u8]) -> String {
 fn undecodable(m: &Message, topic: &str, why: &str) -> Error {
     let version = version_of(m).map_or_else(|| "none".to_string(), version_number);
     Error::new(
-        ErrorKind::Other,
+        ErrorKind::SchemaDecode,
         format!(
             "the payload of message {} of {topic} (schema version {version}) does not decode with the topic's \
              schema: {why}",
@@ -410,12 +405,12 @@ fn primitive_column(k: Kind, t: &DataType, msgs: &[&Message], topic: &str) -> Re
                 Col::F64(b) => b.append_value(f64::from_be_bytes(fixed(8)?.try_into().map_err(|_| "size")?)),
                 Col::Ts(b, _) => {
                     let ms = i64::from_be_bytes(fixed(8)?.try_into().map_err(|_| "size")?);
-                    b.append_value(ms.saturating_mul(1000));
+                    b.append_value(micros(ms, 1000)?);
                 }
                 Col::Date(b) => {
                     // java.util.Date: milliseconds of the day's midnight UTC
                     let ms = i64::from_be_bytes(fixed(8)?.try_into().map_err(|_| "size")?);
-                    let days = ms.saturating_mul(1000).div_euclid(MICROS_PER_DAY);
+                    let days = ms.div_euclid(MILLIS_PER_DAY);
                     b.append_value(i32::try_from(days).map_err(|_| "a date out of range")?);
                 }
                 _ => return Err("not a primitive column".into()),

@@ -255,7 +255,8 @@ pub fn get_long(data: &[u8], pos: &mut usize) -> Result<i64, String> {
     loop {
         let b = *data.get(*pos).ok_or("truncated Avro data")?;
         *pos += 1;
-        if shift > 63 {
+        // The tenth byte holds the 64th bit alone: more would be bits beyond an i64.
+        if shift > 63 || (shift == 63 && b > 1) {
             return Err("varint too long".into());
         }
         z |= u64::from(b & 0x7F) << shift;
@@ -295,6 +296,10 @@ mod tests {
         put_long(&mut out, -2);
         assert_eq!(out, [3]);
         assert!(get_long(&[0x80], &mut 0).is_err());
+        // ten bytes whose last carries bits past the 64th: refused, not truncated to i64::MAX
+        let mut over = vec![0xFF; 9];
+        over.push(0x7F);
+        assert!(get_long(&over, &mut 0).is_err());
     }
 
     #[test]

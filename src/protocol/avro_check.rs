@@ -8,6 +8,10 @@ use serde_json::Value;
 
 use super::avro::{get_long, take, AvroSchema, Node};
 
+/// How deep a datum may nest in [`AvroSchema::skip`]: far more than any schema a person writes
+/// spells out, and a small part of a 2 MiB thread stack.
+pub const MAX_DEPTH: usize = 500;
+
 impl AvroSchema {
     /// `Ok` when `data` is one Avro binary datum of this schema.
     pub fn check_binary(&self, data: &[u8]) -> Result<(), String> {
@@ -27,6 +31,16 @@ impl AvroSchema {
 
     /// Moves `*pos` over one datum of `node`, checking it as it goes.
     pub(crate) fn skip(&self, node: &Node, data: &[u8], pos: &mut usize) -> Result<(), String> {
+        self.skip_at(node, data, pos, 0)
+    }
+
+    /// `depth`: the nested types entered so far. A recursive schema (a linked list) nests as
+    /// deep as the payload says, so a hostile one would overflow the stack without a limit.
+    fn skip_at(&self, node: &Node, data: &[u8], pos: &mut usize, depth: usize) -> Result<(), String> {
+        if depth > MAX_DEPTH {
+            return Err(format!("a datum nested more than {MAX_DEPTH} deep"));
+        }
+        let skip = |node: &Node, pos: &mut usize| self.skip_at(node, data, pos, depth + 1);
         let len = |data: &[u8], pos: &mut usize| -> Result<usize, String> {
             usize::try_from(get_long(data, pos)?).map_err(|_| "negative length".to_string())
         };
@@ -66,10 +80,10 @@ impl AvroSchema {
                     return Err(format!("enum index {i} out of range"));
                 }
             }
-            Node::Array(item) => self.blocks(data, pos, |pos| self.skip(item, data, pos))?,
+            Node::Array(item) => self.blocks(data, pos, |pos| skip(item, pos))?,
             Node::Map(values) => self.blocks(data, pos, |pos| {
-                self.skip(&Node::String, data, pos)?;
-                self.skip(values, data, pos)
+                skip(&Node::String, pos)?;
+                skip(values, pos)
             })?,
             Node::Union(branches) => {
                 let i = get_long(data, pos)?;
@@ -77,11 +91,11 @@ impl AvroSchema {
                     .ok()
                     .and_then(|i| branches.get(i))
                     .ok_or_else(|| format!("union branch {i} out of range"))?;
-                self.skip(b, data, pos)?;
+                skip(b, pos)?;
             }
             Node::Record(idx) => {
                 for f in &self.records[*idx].fields {
-                    self.skip(&f.node, data, pos).map_err(|e| format!("{}: {e}", f.name))?;
+                    skip(&f.node, pos).map_err(|e| format!("{}: {e}", f.name))?;
                 }
             }
         }

@@ -28,11 +28,12 @@ pub fn class_name(kind: ErrorKind) -> &'static str {
         ErrorKind::IncompatibleSchema => "IncompatibleSchema",
         ErrorKind::Transaction => "TransactionError",
         ErrorKind::Crypto => "CryptoError",
+        ErrorKind::SchemaDecode => "SchemaDecodeError",
     }
 }
 
 /// Every kind, for the test that checks each maps to an existing class.
-pub const ALL_KINDS: [ErrorKind; 17] = [
+pub const ALL_KINDS: [ErrorKind; 18] = [
     ErrorKind::Other,
     ErrorKind::Timeout,
     ErrorKind::Connect,
@@ -50,6 +51,7 @@ pub const ALL_KINDS: [ErrorKind; 17] = [
     ErrorKind::IncompatibleSchema,
     ErrorKind::Transaction,
     ErrorKind::Crypto,
+    ErrorKind::SchemaDecode,
 ];
 
 fn build(py: Python<'_>, class: &str, message: &str, code: Option<i32>) -> PyResult<PyErr> {
