@@ -7,14 +7,15 @@
 //!   the range is complete ([`scan::RangeScan`]).
 //! - [`schema_read`]: payloads decoded with the topic's Avro, JSON or primitive schema into
 //!   columns ([`schema_read::ValueSchema`]).
-//! - [`schema_write`]: rows encoded with the topic's Avro or JSON schema
-//!   ([`schema_write::ValueEncoder`]).
+//! - [`schema_write`]: rows encoded with the topic's Avro, JSON or primitive schema
+//!   ([`schema_write::ValueEncoder`]; the primitives in [`primitive_write`]).
 //! - [`write`]: the rows of a `RecordBatch` into [`OutgoingMessage`](crate::client::OutgoingMessage)s.
 //!
 //! Errors are the client layer's ([`crate::client::Error`]); a column of the wrong type is
 //! `InvalidConfiguration`. Nothing here knows Python: the Arrow C Data Interface glue lives in
 //! `python/arrow.rs`.
 
+pub mod primitive_write;
 pub mod read;
 pub mod scan;
 mod schema_cols;
