@@ -79,7 +79,9 @@ pub fn messages(kind: Kind, col: &ArrayRef) -> Result<Vec<OutgoingMessage>> {
         (Kind::Time, DataType::Time32(TimeUnit::Second)) => {
             be::<Time32SecondType, 8>(col, |v| (i64::from(v) * 1000).to_be_bytes())
         }
-        (Kind::Time, DataType::Time32(TimeUnit::Millisecond)) => be::<Time32MillisecondType, 8>(col, |v| i64::from(v).to_be_bytes()),
+        (Kind::Time, DataType::Time32(TimeUnit::Millisecond)) => {
+            be::<Time32MillisecondType, 8>(col, |v| i64::from(v).to_be_bytes())
+        }
         (Kind::Time, DataType::Time64(TimeUnit::Microsecond)) => {
             be::<Time64MicrosecondType, 8>(col, |v| v.div_euclid(1000).to_be_bytes())
         }

@@ -52,7 +52,10 @@ fn each_kind_has_the_java_clients_bytes() {
         payloads(Kind::Bool, Arc::new(BooleanArray::from(vec![true, false]))),
         [Some(vec![1]), Some(vec![0])]
     );
-    assert_eq!(payloads(Kind::Int8, Arc::new(Int8Array::from(vec![-2]))), [Some(vec![0xfe])]);
+    assert_eq!(
+        payloads(Kind::Int8, Arc::new(Int8Array::from(vec![-2]))),
+        [Some(vec![0xfe])]
+    );
     assert_eq!(
         payloads(Kind::Int16, Arc::new(Int16Array::from(vec![0x0102]))),
         [Some(vec![1, 2])]
@@ -71,7 +74,10 @@ fn each_kind_has_the_java_clients_bytes() {
         [Some(1.5f64.to_be_bytes().to_vec())]
     );
     // java.util.Date of the day's midnight UTC; java.sql.Timestamp in milliseconds.
-    assert_eq!(payloads(Kind::Date, Arc::new(Date32Array::from(vec![2, -1]))), [be(172_800_000), be(-86_400_000)]);
+    assert_eq!(
+        payloads(Kind::Date, Arc::new(Date32Array::from(vec![2, -1]))),
+        [be(172_800_000), be(-86_400_000)]
+    );
     let ts = TimestampMicrosecondArray::from(vec![1_500_999, -1]).with_timezone("UTC");
     assert_eq!(payloads(Kind::Timestamp, Arc::new(ts)), [be(1500), be(-1)]);
     // java.sql.Time: milliseconds since midnight.
@@ -95,18 +101,48 @@ fn nulls_are_null_values_and_read_back_as_nulls() {
 #[test]
 fn what_a_read_gives_writes_back_unchanged() {
     let cols: Vec<(Kind, ArrayRef)> = vec![
-        (Kind::String, Arc::new(StringArray::from(vec![Some("a"), None, Some("ü")]))),
-        (Kind::Bool, Arc::new(BooleanArray::from(vec![Some(true), None, Some(false)]))),
-        (Kind::Int8, Arc::new(Int8Array::from(vec![Some(i8::MIN), None, Some(3)]))),
-        (Kind::Int16, Arc::new(Int16Array::from(vec![Some(i16::MAX), None, Some(-3)]))),
-        (Kind::Int32, Arc::new(Int32Array::from(vec![Some(i32::MIN), None, Some(3)]))),
-        (Kind::Int64, Arc::new(Int64Array::from(vec![Some(i64::MAX), None, Some(-3)]))),
-        (Kind::Float, Arc::new(Float32Array::from(vec![Some(0.25), None, Some(-1e30)]))),
-        (Kind::Double, Arc::new(Float64Array::from(vec![Some(1e300), None, Some(-0.5)]))),
-        (Kind::Date, Arc::new(Date32Array::from(vec![Some(19_000), None, Some(-3)]))),
+        (
+            Kind::String,
+            Arc::new(StringArray::from(vec![Some("a"), None, Some("ü")])),
+        ),
+        (
+            Kind::Bool,
+            Arc::new(BooleanArray::from(vec![Some(true), None, Some(false)])),
+        ),
+        (
+            Kind::Int8,
+            Arc::new(Int8Array::from(vec![Some(i8::MIN), None, Some(3)])),
+        ),
+        (
+            Kind::Int16,
+            Arc::new(Int16Array::from(vec![Some(i16::MAX), None, Some(-3)])),
+        ),
+        (
+            Kind::Int32,
+            Arc::new(Int32Array::from(vec![Some(i32::MIN), None, Some(3)])),
+        ),
+        (
+            Kind::Int64,
+            Arc::new(Int64Array::from(vec![Some(i64::MAX), None, Some(-3)])),
+        ),
+        (
+            Kind::Float,
+            Arc::new(Float32Array::from(vec![Some(0.25), None, Some(-1e30)])),
+        ),
+        (
+            Kind::Double,
+            Arc::new(Float64Array::from(vec![Some(1e300), None, Some(-0.5)])),
+        ),
+        (
+            Kind::Date,
+            Arc::new(Date32Array::from(vec![Some(19_000), None, Some(-3)])),
+        ),
         (
             Kind::Timestamp,
-            Arc::new(TimestampMicrosecondArray::from(vec![Some(1_700_000_000_123_000), None, Some(-5_000)]).with_timezone("UTC")),
+            Arc::new(
+                TimestampMicrosecondArray::from(vec![Some(1_700_000_000_123_000), None, Some(-5_000)])
+                    .with_timezone("UTC"),
+            ),
         ),
     ];
     for (kind, col) in cols {
@@ -119,9 +155,16 @@ fn what_a_read_gives_writes_back_unchanged() {
 fn a_value_of_another_type_is_refused_naming_the_schema() {
     let col: ArrayRef = Arc::new(StringArray::from(vec!["1"]));
     let err = messages(Kind::Int64, &col).unwrap_err();
-    assert!(err.message().contains("must be int64 for the topic's INT64 schema"), "{}", err.message());
+    assert!(
+        err.message().contains("must be int64 for the topic's INT64 schema"),
+        "{}",
+        err.message()
+    );
     let col: ArrayRef = Arc::new(Int32Array::from(vec![1]));
-    assert!(messages(Kind::Int64, &col).is_err(), "no widening: the type is the one a read gives");
+    assert!(
+        messages(Kind::Int64, &col).is_err(),
+        "no widening: the type is the one a read gives"
+    );
 }
 
 #[test]
