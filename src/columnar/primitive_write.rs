@@ -26,20 +26,7 @@ const MS_PER_DAY: i64 = 86_400_000;
 
 /// Whether a write encodes `kind`'s payloads here (the others with a `value` take it as bytes).
 pub fn is_primitive(kind: Kind) -> bool {
-    matches!(
-        kind,
-        Kind::String
-            | Kind::Bool
-            | Kind::Int8
-            | Kind::Int16
-            | Kind::Int32
-            | Kind::Int64
-            | Kind::Float
-            | Kind::Double
-            | Kind::Date
-            | Kind::Time
-            | Kind::Timestamp
-    )
+    expected(kind).is_some()
 }
 
 /// One message per row of `col`, its payload `kind`'s encoding of the row's value.
@@ -89,19 +76,18 @@ pub fn messages(kind: Kind, col: &ArrayRef) -> Result<Vec<OutgoingMessage>> {
             be::<Time64NanosecondType, 8>(col, |v| v.div_euclid(1_000_000).to_be_bytes())
         }
         _ => {
+            let (name, want) = expected(kind).unwrap_or(("BYTES", "binary"));
             return Err(Error::invalid(format!(
-                "column \"value\" must be {} for the topic's {} schema, not {t}",
-                expected(kind).1,
-                expected(kind).0
-            )))
+                "column \"value\" must be {want} for the topic's {name} schema, not {t}"
+            )));
         }
     })
 }
 
-/// Pulsar's name of `kind`, and the Arrow type a read gives for it (what the `value` column
-/// must be), in words.
-fn expected(kind: Kind) -> (&'static str, &'static str) {
-    match kind {
+/// Pulsar's name of a primitive `kind`, and the Arrow type a read gives for it (what the
+/// `value` column must be), in words; None for the other kinds.
+fn expected(kind: Kind) -> Option<(&'static str, &'static str)> {
+    Some(match kind {
         Kind::String => ("STRING", "a string"),
         Kind::Bool => ("BOOLEAN", "a boolean"),
         Kind::Int8 => ("INT8", "int8"),
@@ -113,8 +99,8 @@ fn expected(kind: Kind) -> (&'static str, &'static str) {
         Kind::Date => ("DATE", "a date"),
         Kind::Time => ("TIME", "a time"),
         Kind::Timestamp => ("TIMESTAMP", "a timestamp"),
-        _ => ("BYTES", "binary"),
-    }
+        _ => return None,
+    })
 }
 
 /// The fixed-size big-endian encoding `f` of each value of a primitive column.
