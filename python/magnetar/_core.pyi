@@ -475,11 +475,11 @@ class _ValueSchema:
 
 @final
 class _ValueEncoder:
-    """Encodes the rows of a write with a topic's Avro or JSON schema."""
+    """Encodes the rows of a write with a topic's Avro, JSON or primitive schema."""
 
     @staticmethod
     def of(kind: int, definition: bytes) -> _ValueEncoder | None:
-        """An encoder for a schema of wire type ``kind`` (None unless AVRO or JSON)."""
+        """An encoder for a schema of wire type ``kind`` (None when payloads stay bytes)."""
 
 @final
 class _RangeScan:

@@ -7,8 +7,8 @@
 //!   the range is complete ([`scan::RangeScan`]).
 //! - [`schema_read`]: payloads decoded with the topic's Avro, JSON or primitive schema into
 //!   columns ([`schema_read::ValueSchema`]).
-//! - [`schema_write`]: rows encoded with the topic's Avro or JSON schema
-//!   ([`schema_write::ValueEncoder`]).
+//! - [`schema_write`]: rows encoded with the topic's Avro, JSON or primitive schema
+//!   ([`schema_write::ValueEncoder`]; the primitives in [`primitive_write`]).
 //! - [`fuzzing`]: the harness of the `schema` fuzzer (docs/fuzzing.md).
 //! - [`write`]: the rows of a `RecordBatch` into [`OutgoingMessage`](crate::client::OutgoingMessage)s.
 //!
@@ -17,6 +17,7 @@
 //! `python/arrow.rs`.
 
 pub mod fuzzing;
+pub mod primitive_write;
 pub mod read;
 pub mod scan;
 mod schema_cols;

@@ -7,6 +7,9 @@
 //! A field without a column takes its default, or null in a union with null; otherwise the
 //! batch is refused before anything is sent. A null where the schema has no null is an error
 //! naming the row.
+//!
+//! The primitive schemas (STRING, INT64, ...) encode the `value` column as
+//! [`super::primitive_write`] says.
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{
@@ -20,15 +23,18 @@ use base64::Engine as _;
 use bytes::Bytes;
 use serde_json::{Map, Value};
 
-use crate::client::{Error, Result};
+use super::primitive_write;
+use crate::client::{Error, OutgoingMessage, Result};
 use crate::protocol::avro::{put_long, AvroSchema, Node, Record};
 use crate::protocol::pb::schema::Type as Kind;
 
-/// Encodes rows with a topic's Avro (binary) or JSON schema.
+/// Encodes rows with a topic's Avro (binary), JSON or primitive schema.
 #[derive(Debug)]
 pub struct ValueEncoder {
     schema: AvroSchema,
     json: bool,
+    /// A primitive schema's kind: the `value` column is encoded, `schema` is unused.
+    primitive: Option<Kind>,
 }
 
 /// Where a row's value for one field comes from.
@@ -40,22 +46,42 @@ enum Source<'a> {
 
 impl ValueEncoder {
     /// An encoder for a schema of wire type `kind`; None for the kinds whose payloads a write
-    /// takes as bytes (everything but AVRO and JSON).
+    /// takes as bytes (NONE, BYTES, PROTOBUF, PROTOBUF_NATIVE, KEY_VALUE, the java.time ones).
     pub fn new(kind: i32, definition: &[u8]) -> std::result::Result<Option<ValueEncoder>, String> {
         let json = match Kind::try_from(kind) {
             Ok(Kind::Avro) => false,
             Ok(Kind::Json) => true,
+            Ok(k) if primitive_write::is_primitive(k) => {
+                return Ok(Some(ValueEncoder {
+                    schema: AvroSchema::parse("\"null\"")?,
+                    json: false,
+                    primitive: Some(k),
+                }))
+            }
             _ => return Ok(None),
         };
         let text = std::str::from_utf8(definition).map_err(|_| "the definition is not UTF-8")?;
         Ok(Some(ValueEncoder {
             schema: AvroSchema::parse(text)?,
             json,
+            primitive: None,
         }))
     }
 
-    /// The payload of every row of `batch`.
-    pub fn payloads(&self, batch: &RecordBatch) -> Result<Vec<Bytes>> {
+    /// The message of every row of `batch`, with its payload only (a primitive schema's null
+    /// `value` is a null value).
+    pub fn messages(&self, batch: &RecordBatch) -> Result<Vec<OutgoingMessage>> {
+        if let Some(k) = self.primitive {
+            let col = batch
+                .column_by_name("value")
+                .ok_or_else(|| Error::invalid("a write to a topic with a primitive schema needs a 'value' column"))?;
+            return primitive_write::messages(k, col);
+        }
+        Ok(self.payloads(batch)?.into_iter().map(OutgoingMessage::new).collect())
+    }
+
+    /// The Avro or JSON payload of every row of `batch`.
+    fn payloads(&self, batch: &RecordBatch) -> Result<Vec<Bytes>> {
         let s = &self.schema;
         let n = batch.num_rows();
         let bad = |i: usize, e: String| Error::invalid(format!("row {i} does not fit the topic's schema: {e}"));

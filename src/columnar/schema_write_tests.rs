@@ -100,7 +100,7 @@ fn missing_required_fields_and_misfits_are_errors() {
         "{}",
         err.message()
     );
-    assert!(ValueEncoder::new(Kind::String as i32, b"").unwrap().is_none());
+    assert!(ValueEncoder::new(Kind::Protobuf as i32, b"").unwrap().is_none());
 }
 
 #[test]

@@ -58,7 +58,7 @@ impl PyValueSchema {
     }
 }
 
-/// Encodes the rows of a write with a topic's Avro or JSON schema.
+/// Encodes the rows of a write with a topic's Avro, JSON or primitive schema.
 #[pyclass(name = "_ValueEncoder", module = "magnetar._core", frozen)]
 pub struct PyValueEncoder {
     pub(crate) inner: ValueEncoder,
@@ -66,7 +66,8 @@ pub struct PyValueEncoder {
 
 #[pymethods]
 impl PyValueEncoder {
-    /// An encoder for a schema of wire type `kind`; None unless it is AVRO or JSON.
+    /// An encoder for a schema of wire type `kind`; None for the kinds whose payloads a write
+    /// takes as bytes (NONE, BYTES, PROTOBUF, KEY_VALUE, ...).
     #[staticmethod]
     fn of(kind: i32, definition: &[u8]) -> PyResult<Option<Self>> {
         let inner = ValueEncoder::new(kind, definition).map_err(|e| invalid(format!("the topic's schema: {e}")))?;

@@ -121,7 +121,7 @@ impl PyProducer {
     /// string); `key`, `properties` and `event_time` name optional columns (None, or a name
     /// the data lacks: not set). With `txn`, the messages are part of that transaction. With
     /// `encoder` (the topic's `_ValueEncoder`), each payload is its row's other columns
-    /// encoded with the topic's schema instead of the value column.
+    /// (a record schema) or its value (a primitive one) encoded with the topic's schema.
     #[pyo3(signature = (data, value="value", key=None, properties=None, event_time=None, txn=None, encoder=None))]
     #[allow(clippy::too_many_arguments)]
     fn send_arrow(
@@ -154,11 +154,7 @@ impl PyProducer {
             let mut all = Vec::with_capacity(batches.iter().map(|b| b.num_rows()).sum());
             for b in &batches {
                 all.extend(match encoder {
-                    Some(e) => {
-                        let payloads = e.inner.payloads(b)?;
-                        let msgs = payloads.into_iter().map(client::OutgoingMessage::new).collect();
-                        columnar::write::with_metadata(b, &roles, msgs)?
-                    }
+                    Some(e) => columnar::write::with_metadata(b, &roles, e.inner.messages(b)?)?,
                     None => columnar::write::messages(b, &roles)?,
                 });
             }

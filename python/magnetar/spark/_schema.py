@@ -17,16 +17,12 @@ from .._client import Client
 from ..exceptions import InvalidConfiguration
 from ._options import PartitionRef, SourceOptions
 
-__all__ = ["TopicSchema", "fetch_topic_schema", "rows_schema", "write_schema"]
+__all__ = ["TopicSchema", "fetch_topic_schema", "rows_schema"]
 
 # Wire numbers of the schema types whose payloads stay bytes (NONE; BYTES is not on the wire).
 _NAMES = {0: "NONE", 1: "STRING", 2: "JSON", 3: "PROTOBUF", 4: "AVRO", 5: "BOOLEAN", 6: "INT8", 7: "INT16",
           8: "INT32", 9: "INT64", 10: "FLOAT", 11: "DOUBLE", 12: "DATE", 13: "TIME", 14: "TIMESTAMP",
           15: "KEY_VALUE", 20: "PROTOBUF_NATIVE"}
-
-
-# Wire numbers of the kinds a write encodes rows with (the others take `value` as bytes).
-_ENCODED = (2, 4)
 
 
 @dataclass(frozen=True)
@@ -118,32 +114,3 @@ def rows_schema(base: StructType, ts: TopicSchema | None, metadata_columns: str)
                 f"pulsar data source: the topic's schema has a field {f.name!r}, which is also a metadata column; "
                 f"set metadataColumns={other} to read it")
     return StructType(list(values.fields) + meta)
-
-
-def write_schema(client: Client, topic: str) -> TopicSchema | None:
-    """The schema a write to ``topic`` encodes its rows with: the topic's, when it is an Avro
-    or JSON one (None: rows carry their payload in ``value``)."""
-    info = client.get_schema(topic)
-    if info is None or int(info.type) not in _ENCODED:
-        return None
-    return TopicSchema(int(info.type), bytes(info.definition), {}, info.name, dict(info.properties))
-
-
-# One schema object and one encoder per (kind, definition) in a process, so the sink's cached
-# producers (keyed by their options) are shared by the tasks that write with them.
-_SCHEMAS: dict[tuple[int, bytes], tuple[Any, Any]] = {}
-
-
-def producer_schema(ts: TopicSchema) -> tuple[Any, Any]:
-    """(the ``magnetar.schema`` object a sink's producer registers, the engine's encoder):
-    the topic's own definition, so the producer attaches to its version."""
-    key = (ts.kind, ts.definition)
-    got = _SCHEMAS.get(key)
-    if got is None:
-        from ..schema import AvroSchema, JsonSchema
-
-        cls = AvroSchema if ts.kind == 4 else JsonSchema
-        obj = cls(definition=ts.definition, properties=ts.properties)
-        got = (obj, _core._ValueEncoder.of(ts.kind, ts.definition))
-        _SCHEMAS[key] = got
-    return got

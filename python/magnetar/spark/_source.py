@@ -66,8 +66,9 @@ from ._read import (
     resolve_partitions,
     split_range,
 )
-from ._schema import TopicSchema, fetch_topic_schema, rows_schema, write_schema
+from ._schema import TopicSchema, fetch_topic_schema, rows_schema
 from ._write import WRITE_COLUMNS, PulsarBatchWriter, PulsarStreamWriter, check_write_schema
+from ._write_schema import write_schema
 
 __all__ = ["CONNECTOR_SCHEMA", "READ_SCHEMA", "WRITE_COLUMNS", "PulsarDataSource"]
 
@@ -119,12 +120,14 @@ def topic_schema(opts: SourceOptions) -> TopicSchema | None:
     return fetch_topic_schema(client, opts, resolve_partitions(client, opts, check_exists=False))
 
 
-def _write_values(opts: SourceOptions) -> TopicSchema | None:
-    """The topic's Avro or JSON schema a write encodes its rows with (writes naming their topic
-    in a column send their ``value`` bytes)."""
-    if opts.topic is None or opts.topics or opts.topics_pattern:
-        return None
-    return write_schema(_workers.client(opts.client), opts.topic)
+def _write_values(opts: SourceOptions, schema: StructType) -> TopicSchema | None:
+    """The schema a write to the ``topic`` option's topic encodes its rows with, once the
+    columns are checked against it (None: ``value`` bytes; a topic named in a column is
+    checked on the executors)."""
+    ts = None
+    if opts.topic is not None and not opts.topics and not opts.topics_pattern:
+        ts = write_schema(_workers.client(opts.client), opts.topic)
+    return check_write_schema(opts, schema, ts)
 
 
 def _check_read_schema(opts: SourceOptions, schema: StructType, ts: TopicSchema | None = None) -> None:
@@ -187,16 +190,12 @@ class PulsarDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> PulsarBatchWriter:
         if overwrite:
             raise InvalidConfiguration("pulsar data source: a Pulsar topic is append-only; use mode('append')")
-        values = _write_values(self.pulsar_options)
-        check_write_schema(self.pulsar_options, schema, values)
-        return PulsarBatchWriter(self.pulsar_options, schema, values)
+        return PulsarBatchWriter(self.pulsar_options, schema, _write_values(self.pulsar_options, schema))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> PulsarStreamWriter:
         if overwrite:
             raise InvalidConfiguration("pulsar data source: a Pulsar topic is append-only; use outputMode('append')")
-        values = _write_values(self.pulsar_options)
-        check_write_schema(self.pulsar_options, schema, values)
-        return PulsarStreamWriter(self.pulsar_options, schema, values)
+        return PulsarStreamWriter(self.pulsar_options, schema, _write_values(self.pulsar_options, schema))
 
 
 # -- batch read -----------------------------------------------------------------------------

@@ -5,7 +5,6 @@ batch's columns and queues its rows per topic; every receipt is awaited before a
 from __future__ import annotations
 
 import contextlib
-import difflib
 import logging
 import os
 import uuid
@@ -33,7 +32,8 @@ except ImportError:  # pragma: no cover
 from ..exceptions import InvalidConfiguration, PulsarError
 from . import _exactly_once, _workers
 from ._options import SourceOptions, normalize_topic
-from ._schema import TopicSchema, producer_schema
+from ._schema import TopicSchema
+from ._write_schema import check_payload_columns, producer_schema, topic_write_schema
 
 __all__ = ["WRITE_COLUMNS", "PulsarBatchWriter", "PulsarCommitMessage", "PulsarStreamWriter", "check_write_schema", "write_columns"]
 
@@ -63,34 +63,19 @@ def write_columns(opts: SourceOptions) -> dict[str, str]:
     return {role: role for role in WRITE_COLUMNS}
 
 
-def check_write_schema(opts: SourceOptions, schema: StructType, values: TopicSchema | None = None) -> None:
-    """Every column must be one the write uses; anything else is an error before the job starts.
-    With ``values`` (the topic's Avro or JSON schema), the other columns are its fields."""
+def check_write_schema(opts: SourceOptions, schema: StructType, values: TopicSchema | None = None,
+                       ) -> TopicSchema | None:
+    """Checks the columns before the job starts; the schema the rows are encoded with (None:
+    ``value`` bytes). ``values``: the schema of the ``topic`` option's topic. With the topic in
+    a column, the payload columns are checked per topic on the executors (``_write_schema``):
+    here only the metadata columns, and that some column can carry a payload."""
     names = write_columns(opts)
-    role_of = {col: role for role, col in names.items()}
-    if values is not None:
-        _check_encoded_columns(values, schema, role_of)
-        role_of = {c: r for c, r in role_of.items() if r != "value"}
-    other = "magnetar" if opts.metadata_columns == "connector" else "connector"
-    other_names = set(_CONNECTOR_NAMES.values()) if other == "connector" else set(WRITE_COLUMNS)
+    meta = {col: role for role, col in names.items() if role != "value"}
     fields = {f.name: f.dataType for f in schema.fields}
-    if values is not None:
-        fields = {n: t for n, t in fields.items() if n in role_of}
-    elif names["value"] not in fields:
-        raise InvalidConfiguration(f"pulsar data source: a write needs a 'value' column (binary or string); "
-                                   f"the columns are {list(fields)}")
     for col, t in fields.items():
-        role = role_of.get(col)
+        role = meta.get(col)
         if role is None:
-            if col in _READ_ONLY:
-                why = "is set by the broker and cannot be written; drop it"
-            elif col in other_names:
-                why = f"is the column name of metadataColumns={other}; rename it or set that option"
-            else:
-                close = difflib.get_close_matches(col, list(role_of), n=1)
-                why = (f"is not a column a write uses; did you mean {close[0]!r}?" if close
-                       else f"is not a column a write uses ({', '.join(role_of)}); drop it")
-            raise InvalidConfiguration(f"pulsar data source: column {col!r} {why}")
+            continue
         types = WRITE_COLUMNS[role]
         if not isinstance(t, types):
             want = " or ".join(x.typeName() for x in types)
@@ -100,31 +85,28 @@ def check_write_schema(opts: SourceOptions, schema: StructType, values: TopicSch
             if not (isinstance(t.keyType, StringType) and isinstance(t.valueType, StringType)):
                 raise InvalidConfiguration(f"pulsar data source: column {col!r} must be map<string,string>, "
                                            f"not {t.simpleString()}")
-    if opts.topic is None and names["topic"] not in fields:
-        raise InvalidConfiguration(f"pulsar data source: option 'topic': a write needs the 'topic' option or a "
-                                   f"{names['topic']!r} column")
     if opts.topics or opts.topics_pattern:
         raise InvalidConfiguration("pulsar data source: options 'topics'/'topicsPattern' are for reads; "
                                    "writes take 'topic' or a 'topic' column")
+    if opts.topic is not None:
+        return check_payload_columns(values, schema, meta, _unwritable(opts), opts.topic)
+    if names["topic"] not in fields:
+        raise InvalidConfiguration(f"pulsar data source: option 'topic': a write needs the 'topic' option or a "
+                                   f"{names['topic']!r} column")
+    if all(col in meta for col in fields):
+        raise InvalidConfiguration(f"pulsar data source: a write needs a 'value' column (or the fields of the "
+                                   f"topics' record schema); the columns are {list(fields)}")
+    return None
 
 
-def _check_encoded_columns(values: TopicSchema, schema: StructType, role_of: dict[str, str]) -> None:
-    """The non-metadata columns of a write to a topic with a record schema are its fields."""
-    fields = [f.name for f in values.columns().fields]
-    record = fields != ["value"]
-    for f in schema.fields:
-        if f.name in fields or (f.name in role_of and role_of[f.name] != "value"):
-            continue
-        close = difflib.get_close_matches(f.name, fields + list(role_of), n=1)
-        hint = f"did you mean {close[0]!r}? " if close else ""
-        what = f"a field of the topic's {values.type_name} schema ({', '.join(fields)})" if record else "a column a write uses"
-        raise InvalidConfiguration(f"pulsar data source: column {f.name!r} is not {what}; {hint}"
-                                   "drop or rename it")
-    given = {f.name for f in schema.fields}
-    for name in values.required_fields():
-        if name not in given:
-            raise InvalidConfiguration(f"pulsar data source: the topic's {values.type_name} schema needs a column "
-                                       f"{name!r}: the field has no default")
+def _unwritable(opts: SourceOptions) -> dict[str, str]:
+    """column -> why a write never takes it, for the options' naming."""
+    other = "magnetar" if opts.metadata_columns == "connector" else "connector"
+    other_names = set(_CONNECTOR_NAMES.values()) if other == "connector" else set(WRITE_COLUMNS)
+    out = {col: f"is the column name of metadataColumns={other}; rename it or set that option"
+           for col in other_names - set(write_columns(opts).values())}
+    out.update({col: "is set by the broker and cannot be written; drop it" for col in _READ_ONLY})
+    return out
 
 
 class PulsarCommitMessage(WriterCommitMessage):
@@ -150,34 +132,49 @@ _IN_FLIGHT = 16
 
 
 def _write(opts: SourceOptions, write_id: str, batches: Iterator[Any], values: TopicSchema | None = None,
-           ) -> PulsarCommitMessage:
+           schema: StructType | None = None) -> PulsarCommitMessage:
     """One task's write: plain, or inside a transaction of its own with ``exactlyOnce``."""
     if not opts.exactly_once:
-        return _write_batches(opts, batches, values=values)
+        return _write_batches(opts, batches, values=values, schema=schema)
     msg, txn_id = _exactly_once.in_transaction(opts, write_id,
-                                               lambda txn: _write_batches(opts, batches, txn, values))
+                                               lambda txn: _write_batches(opts, batches, txn, values, schema))
     msg.txn = txn_id
     return msg
 
 
 def _write_batches(opts: SourceOptions, batches: Iterator[Any], txn: Any = None,
-                   values: TopicSchema | None = None) -> PulsarCommitMessage:
+                   values: TopicSchema | None = None, schema: StructType | None = None) -> PulsarCommitMessage:
     """Sends every row, waiting for every receipt before returning (a failed send fails the
     task). The engine reads each batch's Arrow columns and queues its messages; the task goes
     on to the next batch while earlier receipts are outstanding. With ``txn``, every message
-    is sent in that transaction."""
+    is sent in that transaction. ``values`` is the ``topic`` option's schema (checked on the
+    driver); a topic named in a column is checked against its own (``schema``: the rows')
+    before anything is sent to it."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    producer_kw = opts.producer_kwargs
-    producer_kw.setdefault("max_pending", SINK_MAX_PENDING)
-    encoder = None
-    if values is not None:  # rows encoded with the topic's schema by the engine
-        producer_kw["schema"], encoder = producer_schema(values)
     names = write_columns(opts)
     topic_col = names["topic"]
     sent: dict[str, int] = {}
     in_flight: deque[tuple[Any, Any]] = deque()
+    # topic -> (the producer's options, the engine's encoder, the schema's name for errors)
+    plans: dict[str, tuple[dict[str, Any], Any, str]] = {}
+
+    def plan(ts: TopicSchema | None) -> tuple[dict[str, Any], Any, str]:
+        kw = opts.producer_kwargs
+        kw.setdefault("max_pending", SINK_MAX_PENDING)
+        encoder = None
+        if ts is not None:  # rows encoded with the topic's schema by the engine
+            kw["schema"], encoder = producer_schema(ts)
+        return kw, encoder, ts.type_name if ts is not None else ""
+
+    def column_topic(topic: str) -> None:
+        """The plan of a topic named in a column: its schema, and columns that fit it."""
+        if topic not in plans:
+            ts = topic_write_schema(opts.client, topic)
+            assert schema is not None
+            meta = {col: role for role, col in names.items() if role != "value"}
+            plans[topic] = plan(check_payload_columns(ts, schema, meta, _unwritable(opts), topic))
 
     def settle(p: Any, receipts: Any) -> None:
         try:
@@ -187,10 +184,15 @@ def _write_batches(opts: SourceOptions, batches: Iterator[Any], txn: Any = None,
             raise
 
     def send(topic: str, data: Any) -> None:
+        producer_kw, encoder, kind = plans[topic]
         p = _workers.producer(opts.client, topic, **producer_kw)
         try:
             receipts = p._core.send_arrow(data, names["value"], names["key"], names["properties"],
                                           names["event_time"], txn, encoder)
+        except InvalidConfiguration as e:  # rows that do not fit the schema: the producer is fine
+            if encoder is None:
+                raise
+            raise InvalidConfiguration(f"pulsar data source: writing to {topic} with its {kind} schema: {e}") from e
         except PulsarError:
             _workers._forget_producer(p)
             raise
@@ -216,15 +218,19 @@ def _write_batches(opts: SourceOptions, batches: Iterator[Any], txn: Any = None,
                 continue
             if opts.topic is not None or topic_col not in batch.schema.names:
                 assert opts.topic is not None
+                if opts.topic not in plans:
+                    plans[opts.topic] = plan(values)
                 send(opts.topic, batch)
                 continue
             col = batch.column(topic_col)
             if col.null_count:
                 raise InvalidConfiguration(f"pulsar data source: a row has a null {topic_col!r} and no 'topic' "
                                            "option is set")
-            for t in pc.unique(col).to_pylist():
-                sub = batch.filter(pc.equal(col, pa.scalar(t, col.type)))
-                send(normalize_topic(t), sub)
+            topics = [(t, normalize_topic(t)) for t in pc.unique(col).to_pylist()]
+            for _, topic in topics:  # every topic of the batch checked before any row is sent
+                column_topic(topic)
+            for t, topic in topics:
+                send(topic, batch.filter(pc.equal(col, pa.scalar(t, col.type))))
     except BaseException:
         with contextlib.suppress(PulsarError):  # the task fails with the first error
             settle_all()
@@ -275,7 +281,7 @@ class PulsarBatchWriter(DataSourceArrowWriter):
         self.write_id = uuid.uuid4().hex  # made on the driver: the same in every task
 
     def write(self, iterator: Iterator[Any]) -> PulsarCommitMessage:
-        return _write(self.opts, self.write_id, iterator, getattr(self, "values", None))
+        return _write(self.opts, self.write_id, iterator, getattr(self, "values", None), self.schema)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         if self.opts.exactly_once:
@@ -313,7 +319,7 @@ class PulsarStreamWriter(_StreamWriterBase):  # type: ignore[misc,valid-type]
         it: Iterator[Any] = itertools.chain([first], iterator)
         if not isinstance(first, pa.RecordBatch):  # the row interface of older PySpark
             it = _rows_to_batches(it, self.schema)
-        return _write(self.opts, self.write_id, it, getattr(self, "values", None))
+        return _write(self.opts, self.write_id, it, getattr(self, "values", None), self.schema)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         if self.opts.exactly_once:
