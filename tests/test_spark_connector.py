@@ -134,6 +134,9 @@ def test_unwritable_columns_fail_before_the_job(spark: Any, service_url: str, co
         (base.selectExpr("key", "value", "'x' as keys"), "did you mean 'key'"),
         (base.selectExpr("key", "value", "current_timestamp() as publish_time"), "set by the broker"),
         (base.selectExpr("key as __key", "value"), "metadataColumns=connector"),
+        # with the topic in a column, too (the other columns are checked per topic in the tasks)
+        (base.selectExpr("key", "value", f"'{topic}' as topic", "current_timestamp() as publish_time"),
+         "set by the broker"),
     ]
     for df, expected in cases:
         with pytest.raises(Exception) as info:

@@ -93,6 +93,11 @@ def check_write_schema(opts: SourceOptions, schema: StructType, values: TopicSch
     if names["topic"] not in fields:
         raise InvalidConfiguration(f"pulsar data source: option 'topic': a write needs the 'topic' option or a "
                                    f"{names['topic']!r} column")
+    # no topic's schema can make these writable: refused here rather than in the tasks
+    unwritable = _unwritable(opts)
+    for col in fields:
+        if col not in meta and col in unwritable:
+            raise InvalidConfiguration(f"pulsar data source: column {col!r} {unwritable[col]}")
     if all(col in meta for col in fields):
         raise InvalidConfiguration(f"pulsar data source: a write needs a 'value' column (or the fields of the "
                                    f"topics' record schema); the columns are {list(fields)}")
