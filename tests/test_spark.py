@@ -287,7 +287,7 @@ def test_bad_options_fail_at_load_naming_the_option(spark: Any, service_url: str
         _read(spark, service_url, _new_topic("missing"), admin_url=broker.admin_url).count()
     assert "does not exist" in _error_text(info.value)
     with pytest.raises(Exception) as info:
-        (spark.range(1).selectExpr("id as key").write.format("pulsar").mode("append")
+        (spark.range(1).selectExpr("cast(id as string) as key").write.format("pulsar").mode("append")
          .option("service_url", service_url).option("topic", topic).save())
     assert "'value' column" in _error_text(info.value)
 
