@@ -13,7 +13,7 @@ inputs again. After the kills, workers run unkilled until the output holds every
 ``rounds`` of them gave up). Then a reader counts every output: missing and duplicated inputs
 must both be zero.
 
-Used by ``tests/test_txn_kill.py`` (one small loop) and ``scripts/txn_kill.py`` (the issue's
+Used by ``scripts/txn_kill.py`` (the issue's
 20 kills of 300 inputs, every loop; results in docs/transactions.md). The worker runs as
 ``python -m magnetar.testing.txn_kill --worker ...``.
 """
