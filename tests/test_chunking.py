@@ -59,3 +59,24 @@ def test_chunks_interoperate_with_the_official_client(service_url, client, topic
         assert mine.receive(timeout=30).data == big
     finally:
         official.close()
+
+
+@pytest.mark.parametrize("mode", ["shared", "failover"])
+def test_a_chunked_message_acked_in_a_transaction_acks_every_chunk(broker, client, topic, mode):
+    # Individual acks (Shared) and a cumulative ack, which on Failover goes as individual acks
+    # of what it covers: either way the entries of the earlier chunks must be acknowledged too,
+    # or they stay in the backlog for ever (the message itself is never complete again).
+    producer = client.create_producer(topic, chunking=True, batching=False)
+    consumer = client.subscribe(topic, "s", subscription_type=mode, initial_position="earliest")
+    producer.send(b"z" * BIG)
+    producer.send(b"tail")
+    big, tail = consumer.receive(timeout=30), consumer.receive(timeout=10)
+    assert (len(big.data), tail.data) == (BIG, b"tail")
+    with client.new_transaction() as txn:
+        if mode == "shared":
+            consumer.ack(big, txn=txn)
+            consumer.ack(tail, txn=txn)
+        else:
+            consumer.ack_cumulative(tail, txn=txn)
+    # The coordinator answers the commit once every subscription has applied it.
+    assert broker.topic_stats(topic)["subscriptions"]["s"]["msgBacklog"] == 0

@@ -189,6 +189,42 @@ def test_a_cumulative_ack_of_batch_indexes_a_committed_transaction_acked_conflic
         again.receive(timeout=QUIET)
 
 
+def test_the_kill_loops_interleaving_delivers_nothing_twice(client: magnetar.Client, topic: str, sub: str) -> None:
+    """The interleaving that made the Failover kill loop write out-192..out-199 twice
+    (docs/transactions.md), worker by worker on one batch of 200, each worker's last
+    transaction left open as a killed worker leaves it. Once the first open one aborts, the
+    next worker must get its five messages and nothing else. The broker's ack set for the
+    batch then ends at word 2 (its BitSet drops the all-acknowledged word 3): 192-199 were read
+    as unacknowledged, delivered again, and acknowledged again by a second transaction, which
+    the broker's conflict check (it compares only the words it has) let through."""
+    _one_batch(client, topic, 200)
+
+    def worker(expected: range, commit_through: int, hold: range = range(0)) -> magnetar.Transaction | None:
+        consumer = client.subscribe(topic, sub, subscription_type="failover", initial_position="earliest")
+        got = [consumer.receive(timeout=10) for _ in expected]
+        assert [m.data for m in got] == [b"%d" % i for i in expected]
+        assert consumer.receive_many(200, timeout=0) == []  # the rest of the entry was filtered
+        by_index = {int(m.data): m for m in got}
+        # The held acks go first: the broker applies a subscription's transactional acks in
+        # the order they come, so the commit below returning means these are in place too.
+        held = client.new_transaction(timeout=120) if hold else None
+        for i in hold:
+            consumer.ack(by_index[i], txn=held)  # type: ignore[arg-type]
+        with client.new_transaction() as txn:
+            consumer.ack_cumulative(by_index[commit_through], txn=txn)
+        consumer.close()
+        return held
+
+    dead_1 = worker(range(200), 144, range(145, 150))
+    dead_2 = worker(range(150, 200), 184, range(185, 190))
+    worker(range(190, 200), 199)
+    assert dead_1 is not None and dead_2 is not None
+    dead_1.abort()  # the coordinator's timeout, in the loop
+    worker(range(145, 150), 149)
+    dead_2.abort()
+    worker(range(185, 190), 189)
+
+
 def test_the_coordinator_aborts_a_transaction_at_its_timeout(
     client: magnetar.Client, pair: tuple[magnetar.Producer, magnetar.Consumer]
 ) -> None:

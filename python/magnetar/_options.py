@@ -220,6 +220,7 @@ class ProducerOptions(TypedDict, total=False):
     initial_sequence_id: Annotated[Union[int, None], Opt(None, "Sequence id of the first message (default: the broker's last + 1).", aliases=("initialSequenceId",))]
     access_mode: Annotated[Union[AccessMode, str], Opt(AccessMode.SHARED, "``shared``, ``exclusive``, ``wait_for_exclusive`` or ``exclusive_with_fencing``.", aliases=("accessMode",))]
     chunking: Annotated[bool, Opt(False, "Split messages larger than the broker's limit into chunks (needs batching off).", aliases=("chunkingEnabled",))]
+    chunk_max_size: Annotated[Union[int, None], Opt(None, "With ``chunking``: most payload bytes per chunk, so messages larger are chunked even below the broker's limit (default: as large as the broker allows).", "bytes", ("chunkMaxMessageSize",))]
     properties: Annotated[Union[Mapping[str, str], None], Opt(None, "Producer metadata shown in the broker's stats.")]
     routing_mode: Annotated[Union[RoutingMode, str], Opt(RoutingMode.ROUND_ROBIN, "Where keyless messages go: ``round_robin`` or ``single_partition``.", aliases=("messageRoutingMode",))]
     hashing_scheme: Annotated[Union[HashingScheme, str], Opt(HashingScheme.JAVA_STRING, "Key hash that picks a partition: ``java_string`` or ``murmur3``.", aliases=("hashingScheme",))]

@@ -100,6 +100,9 @@ pub struct ProducerOptions {
     pub access_mode: ProducerAccessMode,
     /// Split messages larger than the broker's limit into chunks.
     pub chunking: bool,
+    /// With `chunking`: most payload bytes per chunk (a message larger is chunked even below
+    /// the broker's limit); none: as many as the broker's limit allows.
+    pub chunk_max_size: Option<usize>,
     /// Producer properties (metadata shown in topic stats).
     pub properties: Vec<(String, String)>,
     /// Routing for partitioned topics.
@@ -134,6 +137,7 @@ impl Default for ProducerOptions {
             initial_sequence_id: None,
             access_mode: ProducerAccessMode::Shared,
             chunking: false,
+            chunk_max_size: None,
             properties: Vec::new(),
             routing_mode: RoutingMode::RoundRobin,
             hashing_scheme: HashingScheme::JavaString,

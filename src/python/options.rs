@@ -279,6 +279,7 @@ pub fn producer_options(d: &Bound<'_, PyDict>) -> PyResult<ProducerOptions> {
             "initial_sequence_id",
             "access_mode",
             "chunking",
+            "chunk_max_size",
             "properties",
             "routing_mode",
             "hashing_scheme",
@@ -329,6 +330,7 @@ pub fn producer_options(d: &Bound<'_, PyDict>) -> PyResult<ProducerOptions> {
     }
     choice(d, "access_mode", ACCESS_MODE_NAMES, &mut o.access_mode)?;
     set(d, "chunking", &mut o.chunking)?;
+    o.chunk_max_size = positive(get::<i64>(d, "chunk_max_size")?, "chunk_max_size")?;
     if let Some(v) = pairs(d, "properties")? {
         o.properties = v;
     }

@@ -2,19 +2,24 @@
 and over, must leave every input reflected exactly once in the output.
 
 :func:`kill_loop` writes ``inputs`` numbered messages to an input topic, then starts a worker
-process and SIGKILLs it after a random 0.5-2.5 s, ``kills`` times; each worker subscribes and
-loops: receive up to 5 messages, send ``out-<n>`` for each in a transaction, acknowledge them in
-it (individually on a Shared subscription, with one cumulative ack on a Failover one), commit.
-The kill's moment counts from the worker's first message (a worker that gets none within
-``txn_timeout + 5`` s is killed idle), so kills land mid-stream, most inside a transaction.
-A killed worker leaves a transaction open, which the coordinator aborts at its timeout
+process and SIGKILLs it a random 0.05-0.5 s after it received its first message, ``kills``
+times (a worker that gets none within ``txn_timeout + 5`` s is killed idle), so kills land
+mid-stream, most inside a transaction. Each worker subscribes and loops: receive up to 5
+messages, send ``out-<n>`` for each in a transaction, acknowledge them in it, commit. A killed
+worker leaves a transaction open, which the coordinator aborts at its timeout
 (``txn_timeout``): its outputs are dropped and its acks undone, and a later worker gets those
 inputs again. After the kills, workers run unkilled until the output holds every input (or
 ``rounds`` of them gave up). Then a reader counts every output: missing and duplicated inputs
 must both be zero.
 
-Used by ``scripts/txn_kill.py`` (the issue's
-20 kills of 300 inputs, every loop; results in docs/transactions.md). The worker runs as
+:data:`CASES` names the shapes (:class:`Shape`): the four subscription types; individual,
+cumulative and batch-index acks; unbatched, batched and chunked input; output to a plain or a
+partitioned topic. With :data:`TRACE_ENV` set, each worker records what each of its
+transactions received and how it ended, and the input's stats are saved at the end: the
+evidence a failed run leaves.
+
+Used by ``scripts/txn_kill.py`` (``scripts/dev txn-kill``; results in docs/transactions.md)
+and by the test suite (``tests/test_txn_kill.py``, one small loop). The worker runs as
 ``python -m magnetar.testing.txn_kill --worker ...``.
 """
 
@@ -22,6 +27,8 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import json
+import logging
 import os
 import random
 import select
@@ -30,21 +37,62 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 
 import magnetar
 
-__all__ = ["CASES", "KillLoop", "kill_loop"]
+__all__ = ["CASES", "KillLoop", "Shape", "kill_loop"]
 
 BATCH = 5
 
-# Each loop: the subscription type (shared: individual acks; failover: one cumulative ack per
-# transaction) and whether the input was produced in batches.
+
+@dataclasses.dataclass(frozen=True)
+class Shape:
+    """What one loop varies: how its input is stored and acknowledged, where its output goes."""
+
+    #: ``shared``, ``key_shared``, ``failover`` or ``exclusive``.
+    subscription: str
+    #: ``individual`` (one ack per message, by batch index inside a batch) or ``cumulative``
+    #: (one per transaction, of its last message).
+    ack: str
+    #: The input was produced in batches (so acked by batch index).
+    batched: bool = False
+    #: Each input is a chunked message (three chunks).
+    chunked: bool = False
+    #: The output topic's partitions (0: not partitioned).
+    out_partitions: int = 0
+
+    def describe(self) -> str:
+        how = ("chunked" if self.chunked else "batched" if self.batched else "unbatched") + " input"
+        out = f", output to {self.out_partitions} partitions" if self.out_partitions else ""
+        return f"{self.subscription} subscription, {self.ack} acks, {how}{out}"
+
+
 CASES = {
-    "shared": ("shared", False),
-    "shared-batched": ("shared", True),
-    "failover": ("failover", False),
-    "failover-batched": ("failover", True),
+    "shared": Shape("shared", "individual"),
+    "shared-batched": Shape("shared", "individual", batched=True),
+    "key_shared-batched": Shape("key_shared", "individual", batched=True),
+    "failover": Shape("failover", "cumulative"),
+    "failover-batched": Shape("failover", "cumulative", batched=True),
+    "failover-individual-batched": Shape("failover", "individual", batched=True),
+    "exclusive-batched": Shape("exclusive", "cumulative", batched=True),
+    "shared-chunked": Shape("shared", "individual", chunked=True),
+    "failover-chunked": Shape("failover", "cumulative", chunked=True),
+    "shared-partitioned-out": Shape("shared", "individual", batched=True, out_partitions=3),
 }
+
+#: Chunked input: payload bytes per chunk, and each input's size (three chunks).
+CHUNK = 1024
+CHUNKED_SIZE = 3 * CHUNK - 100
+
+
+def _input(i: int, shape: Shape) -> bytes:
+    data = b"%d" % i
+    return data + b"|" + b"x" * (CHUNKED_SIZE - len(data) - 1) if shape.chunked else data
+
+
+def _number(data: bytes) -> bytes:
+    return data.split(b"|", 1)[0]
 
 
 @dataclasses.dataclass
@@ -67,19 +115,59 @@ class KillLoop:
         return not self.missing and not self.duplicated and not self.unexpected
 
     def summary(self) -> str:
-        mode, batched = CASES[self.case]
-        line = (f"{mode} subscription, {'batched' if batched else 'unbatched'} input: "
+        line = (f"{CASES[self.case].describe()}: "
                 f"inputs {self.inputs}, kills {self.kills} ({self.kills_in_flight} in flight), outputs {self.outputs}, missing {len(self.missing)}, "
                 f"duplicated {len(self.duplicated)}, unexpected {len(self.unexpected)}, {self.seconds:.0f} s")
+        if self.missing:
+            line += "\n  missing: " + ", ".join(m.decode() for m in sorted(self.missing)[:20])
         if self.duplicated:
             line += "\n  duplicated: " + ", ".join(f"{k.decode()} x{n}" for k, n in sorted(self.duplicated.items()))
         return line
 
 
-def worker(url: str, source: str, sink: str, sub: str, txn_timeout: float, idle: float, mode: str) -> int:
+#: A folder: each worker writes there what each of its transactions received and how it ended
+#: (``<pid>.jsonl``), and the engine's debug log (``<pid>.log``); the evidence a failed run leaves.
+TRACE_ENV = "MAGNETAR_TXN_KILL_TRACE"
+
+
+class _Trace:
+    def __init__(self) -> None:
+        folder = os.environ.get(TRACE_ENV)
+        self.file = None
+        if folder:
+            os.makedirs(folder, exist_ok=True)
+            # Line-buffered: each line reaches the kernel before the next step, so a SIGKILL
+            # loses nothing written.
+            self.file = open(os.path.join(folder, f"{os.getpid()}.jsonl"), "a", buffering=1)
+            handler = logging.FileHandler(os.path.join(folder, f"{os.getpid()}.log"))
+            handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+            logging.getLogger("magnetar").addHandler(handler)
+            logging.getLogger("magnetar").setLevel(logging.DEBUG)
+
+    def __call__(self, **event: object) -> None:
+        if self.file is not None:
+            self.file.write(json.dumps({"t": round(time.time(), 4), **event}, default=str) + "\n")
+
+
+def _subscribe(client: magnetar.Client, source: str, sub: str, mode: str) -> magnetar.Consumer:
+    # An Exclusive (or Failover) subscription may still hold the killed worker's consumer
+    # until the broker sees its connection close: retry that refusal for a while.
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            return client.subscribe(source, sub, subscription_type=mode, initial_position="earliest")
+        except magnetar.ConsumerBusy:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)  # a retry's pause: the broker gives no event to wait for
+
+
+def worker(url: str, source: str, sink: str, sub: str, txn_timeout: float, idle: float, case: str) -> int:
     """The consume-transform-produce loop; exits after ``idle`` seconds without input."""
+    shape = CASES[case]
+    trace = _Trace()
     with magnetar.Client(url, operation_timeout=30) as client:
-        consumer = client.subscribe(source, sub, subscription_type=mode, initial_position="earliest")
+        consumer = _subscribe(client, source, sub, shape.subscription)
         producer = client.create_producer(sink, batching=True, batch_max_delay=0.01)
         committed = aborted = 0
         started = False
@@ -94,17 +182,23 @@ def worker(url: str, source: str, sink: str, sub: str, txn_timeout: float, idle:
             if not started:
                 print("receiving", flush=True)  # the driver times its kill from here
                 started = True
+            txn_id = None
             try:
                 with client.new_transaction(timeout=txn_timeout) as txn:
+                    txn_id = txn.id
+                    trace(txn=txn_id, got=[(_number(m.data).decode(), str(m.message_id), m.redelivery_count)
+                                           for m in msgs])
                     for m in msgs:
-                        producer.send_async(b"out-" + m.data, txn=txn)
-                    if mode == "shared":
+                        producer.send_async(b"out-" + _number(m.data), txn=txn, key=m.key)
+                    if shape.ack == "individual":
                         for m in msgs:
                             consumer.ack(m, txn=txn)
                     else:
                         consumer.ack_cumulative(msgs[-1], txn=txn)
                 committed += 1
+                trace(txn=txn_id, end="committed")
             except magnetar.TransactionError as e:
+                trace(txn=txn_id, end=f"aborted: {e}")
                 # Aborted (a killed worker's transaction still holds these acks, say): the
                 # inputs are delivered again.
                 aborted += 1
@@ -115,10 +209,10 @@ def worker(url: str, source: str, sink: str, sub: str, txn_timeout: float, idle:
 
 
 def _spawn(url: str, source: str, sink: str, sub: str, txn_timeout: float, idle: float,
-           mode: str, watch: bool = False) -> subprocess.Popen[bytes]:
+           case: str, watch: bool = False) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, "-m", "magnetar.testing.txn_kill", "--worker",
-         url, source, sink, sub, str(txn_timeout), str(idle), mode],
+         url, source, sink, sub, str(txn_timeout), str(idle), case],
         start_new_session=True,
         stdout=subprocess.PIPE if watch else None,
     )
@@ -149,40 +243,89 @@ def _count_outputs(url: str, sink: str) -> collections.Counter[bytes]:
     return seen
 
 
+def _make_topics(url: str, admin_url: str | None, source: str, sink: str, shape: Shape, inputs: int) -> None:
+    if shape.out_partitions:
+        if admin_url is None:
+            raise ValueError("output to a partitioned topic needs the broker's admin_url")
+        from ._admin import Admin
+
+        Admin(admin_url).create_partitioned_topic(sink, shape.out_partitions)
+    with magnetar.Client(url, operation_timeout=30) as client:
+        client.create_producer(sink).close()  # the reader below needs the topic to exist
+        producer = client.create_producer(source, batching=shape.batched, chunking=shape.chunked,
+                                          chunk_max_size=CHUNK if shape.chunked else None)
+        keys = [f"k{i % 7}" for i in range(inputs)] if shape.subscription == "key_shared" else None
+        producer.send_many([_input(i, shape) for i in range(inputs)], keys=keys)
+
+
+def _dump_stats(admin_url: str, topic: str) -> None:
+    """Writes the input topic's stats and internal stats (the cursor's deleted ranges and batch
+    bits, the subscription's pending acks) beside the workers' traces."""
+    from ._admin import Admin
+
+    folder = os.environ[TRACE_ENV]
+    admin = Admin(admin_url)
+    name = topic.rsplit("/", 1)[1]
+    for what, suffix in (("stats", "/stats"), ("internal", "/internalStats?metadata=true")):
+        with open(os.path.join(folder, f"{name}.{what}.json"), "w") as f:
+            json.dump(admin.request("GET", admin._topic(topic, suffix)), f, indent=1)
+    path = topic.split("://", 1)[1]
+    for what in ("pendingAckStats", "pendingAckInternalStats"):
+        try:
+            found = admin.request("GET", f"/admin/v3/transactions/{what}/{path}/transform")
+        except Exception as e:  # noqa: BLE001 - evidence only: the error is the record
+            found = {"error": str(e)}
+        with open(os.path.join(folder, f"{name}.{what}.json"), "w") as f:
+            json.dump(found, f, indent=1)
+
+
 def kill_loop(url: str, case: str, *, inputs: int = 300, kills: int = 20, txn_timeout: float = 5.0,
-              rounds: int = 5, seed: int | None = None) -> KillLoop:
-    """Runs one loop (a key of :data:`CASES`) against the broker at ``url``."""
-    mode, batched = CASES[case]
+              rounds: int = 5, seed: int | None = None, admin_url: str | None = None,
+              restart_broker: Callable[[], object] | None = None, broker_kills: int = 0) -> KillLoop:
+    """Runs one loop (a key of :data:`CASES`) against the broker at ``url``. With
+    :data:`TRACE_ENV` set and ``admin_url`` given, the input topic's stats are saved at the end.
+
+    ``broker_kills`` of the kills (spread among them) first kill -9 and restart the broker
+    itself with ``restart_broker``, while the worker is mid-stream: the one broker owns every
+    transaction coordinator, so the transactions in flight must each commit once or abort.
+    The worker lives through the restart and is killed a random moment after it."""
+    if broker_kills and restart_broker is None:
+        raise ValueError("broker_kills needs restart_broker")
+    shape = CASES[case]
     run = uuid.uuid4().hex[:8]
     source = f"persistent://public/default/txn-kill-in-{run}"
     sink = f"persistent://public/default/txn-kill-out-{run}"
     sub = "transform"
     expected = [b"out-%d" % i for i in range(inputs)]
-    with magnetar.Client(url, operation_timeout=30) as client:
-        client.create_producer(sink).close()  # the reader below needs the topic to exist
-        client.create_producer(source, batching=batched).send_many([b"%d" % i for i in range(inputs)])
+    _make_topics(url, admin_url, source, sink, shape, inputs)
     rng = random.Random(seed)
     started = time.monotonic()
     in_flight = 0
+    with_broker = set(rng.sample(range(kills), min(broker_kills, kills)))
     for k in range(kills):
-        proc = _spawn(url, source, sink, sub, txn_timeout, idle=3600, mode=mode, watch=True)
+        proc = _spawn(url, source, sink, sub, txn_timeout, idle=3600, case=case, watch=True)
         try:
             if _receiving(proc, txn_timeout + 5):
                 in_flight += 1
                 time.sleep(rng.uniform(0.05, 0.5))  # the kill's random moment, not a wait
+                if k in with_broker and restart_broker is not None:
+                    restart_broker()
+                    time.sleep(rng.uniform(0.5, 3.0))  # the worker's moment after it
         finally:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             assert proc.stdout is not None
             proc.stdout.close()
-        print(f"kill {k + 1}/{kills}", flush=True)
+        print(f"kill {k + 1}/{kills}{' (and the broker)' if k in with_broker else ''}", flush=True)
     for _ in range(rounds):
         # Inputs whose transaction a kill left open come back once the coordinator aborts it.
-        proc = _spawn(url, source, sink, sub, txn_timeout, idle=txn_timeout + 5, mode=mode)
+        proc = _spawn(url, source, sink, sub, txn_timeout, idle=txn_timeout + 5, case=case)
         proc.wait()
         if set(_count_outputs(url, sink)) >= set(expected):
             break
     seen = _count_outputs(url, sink)
+    if admin_url and os.environ.get(TRACE_ENV):
+        _dump_stats(admin_url, source)
     return KillLoop(
         case=case,
         inputs=inputs,
@@ -198,6 +341,6 @@ def kill_loop(url: str, case: str, *, inputs: int = 300, kills: int = 20, txn_ti
 
 if __name__ == "__main__":
     if len(sys.argv) != 9 or sys.argv[1] != "--worker":
-        sys.exit("usage: python -m magnetar.testing.txn_kill --worker URL SOURCE SINK SUB TXN_TIMEOUT IDLE MODE")
-    _url, _source, _sink, _sub, _timeout, _idle, _mode = sys.argv[2:9]
-    sys.exit(worker(_url, _source, _sink, _sub, float(_timeout), float(_idle), _mode))
+        sys.exit("usage: python -m magnetar.testing.txn_kill --worker URL SOURCE SINK SUB TXN_TIMEOUT IDLE CASE")
+    _url, _source, _sink, _sub, _timeout, _idle, _case = sys.argv[2:9]
+    sys.exit(worker(_url, _source, _sink, _sub, float(_timeout), float(_idle), _case))

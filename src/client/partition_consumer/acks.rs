@@ -81,6 +81,7 @@ impl Actor {
                 acks.push((kind, vec![txn_ack_data(&id, cumulative)]));
             }
         }
+        self.add_earlier_chunks(&mut acks);
         let consumer_id = self.consumer_id;
         let mut answers = Vec::with_capacity(acks.len());
         for (kind, ids) in acks {
@@ -108,6 +109,33 @@ impl Actor {
             }
             op.finish(&outcome);
         });
+    }
+
+    /// A chunked message is acknowledged by every entry that carried a chunk of it, not only
+    /// by the last one its id names: the earlier chunks join the transaction's individual acks
+    /// (if it aborts, the message comes again and is reassembled, its chunks recorded anew).
+    fn add_earlier_chunks(&mut self, acks: &mut [(AckType, Vec<MessageIdData>)]) {
+        if self.chunk_entries.is_empty() {
+            return;
+        }
+        for (_, ids) in acks.iter_mut().filter(|(kind, _)| *kind == AckType::Individual) {
+            let mut earlier = Vec::new();
+            for d in ids.iter() {
+                let key = (d.ledger_id as i64, d.entry_id as i64);
+                if let Some(entries) = self.chunk_entries.remove(&key) {
+                    earlier.extend(
+                        entries
+                            .into_iter()
+                            .filter(|e| (e.ledger_id as i64, e.entry_id as i64) != key)
+                            .map(|mut e| {
+                                e.partition = d.partition;
+                                e
+                            }),
+                    );
+                }
+            }
+            ids.extend(earlier);
+        }
     }
 
     /// Books an ack: the entries it covers join the held acks.

@@ -100,13 +100,7 @@ impl Actor {
         base.topic = Some(self.shared.topic.clone());
         let batched = meta.num_messages_in_batch.is_some() && !still_encrypted;
         let batch_size = entries.len() as i32;
-        let acked_by_broker = |i: usize| {
-            !cmd.ack_set.is_empty()
-                && cmd
-                    .ack_set
-                    .get(i / 64)
-                    .is_some_and(|w| (*w as u64) & (1u64 << (i % 64)) == 0)
-        };
+        let acked_by_broker = |i: usize| batch_index_acked(&cmd.ack_set, i);
         let mut out = Vec::with_capacity(entries.len());
         for (i, e) in entries.into_iter().enumerate() {
             let mut id = base.clone();
@@ -381,4 +375,39 @@ impl Actor {
 /// size anything.
 fn broker_permits(meta: &MessageMetadata) -> u32 {
     meta.num_messages_in_batch.unwrap_or(1).max(1) as u32
+}
+
+/// Whether the ack set a broker sent with a batch entry marks index `i` acknowledged (bit
+/// clear). No ack set: nothing is. The broker sends the words of a Java `BitSet`, which drops
+/// trailing zero words, so an index past the last word is acknowledged, not unknown: the
+/// Java client reads it the same way. (Read as unacknowledged, the tail of a batch whose last
+/// indexes a committed transaction had acknowledged was delivered again, and the broker's own
+/// conflict check, which compares only the words it has, let a second transaction ack it.)
+fn batch_index_acked(ack_set: &[i64], i: usize) -> bool {
+    !ack_set.is_empty()
+        && ack_set
+            .get(i / 64)
+            .is_none_or(|w| (*w as u64) & (1u64 << (i % 64)) == 0)
+}
+
+#[cfg(test)]
+mod ack_set_tests {
+    use super::batch_index_acked;
+
+    #[test]
+    fn indexes_past_the_last_word_of_a_trimmed_ack_set_are_acknowledged() {
+        // A batch of 200 whose indexes 190-199 are acknowledged and 185-189 are not: the
+        // broker's BitSet ends at word 2, so word 3 (indexes 192-255) is not sent.
+        let mut words = vec![0i64; 3];
+        for i in 185..190 {
+            words[i / 64] |= 1 << (i % 64);
+        }
+        let unacked: Vec<usize> = (0..200).filter(|i| !batch_index_acked(&words, *i)).collect();
+        assert_eq!(unacked, (185..190).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn no_ack_set_acknowledges_nothing() {
+        assert!((0..200).all(|i| !batch_index_acked(&[], i)));
+    }
 }

@@ -23,6 +23,8 @@ pub(super) struct Encoder {
     producer_id: u64,
     compression: CompressionType,
     chunking: bool,
+    /// Most payload bytes per chunk, below what the broker's limit allows.
+    chunk_max_size: Option<usize>,
     /// The version the registry gave the producer's schema; every entry carries it.
     pub schema_version: Option<Bytes>,
     /// End-to-end encryption, when the producer names keys.
@@ -42,6 +44,7 @@ impl Encoder {
             producer_id,
             compression: opts.compression,
             chunking: opts.chunking,
+            chunk_max_size: opts.chunk_max_size,
             schema_version: None,
             crypto,
         })
@@ -70,7 +73,8 @@ impl Encoder {
         in_txn(None, &mut meta, txn);
         let payload = self.compress(&msg.payload, &mut meta)?;
         let overhead = self.crypto.as_ref().map_or(0, ProducerCrypto::overhead);
-        if self.chunking && payload.len() + overhead > max_message_size {
+        let over_cap = self.chunk_max_size.is_some_and(|cap| payload.len() > cap);
+        if self.chunking && (payload.len() + overhead > max_message_size || over_cap) {
             return self.chunks(meta, &payload, sequence_id, max_message_size, txn);
         }
         let mut cmd = commands::send(self.producer_id, sequence_id, 1);
@@ -93,7 +97,10 @@ impl Encoder {
         // Leave room for the metadata (and the encryption's keys, IV and tag), as the broker's
         // limit covers the whole entry.
         let overhead = self.crypto.as_ref().map_or(0, ProducerCrypto::overhead);
-        let chunk_size = max.saturating_sub(meta.encoded_len() + overhead + 64).max(1024);
+        let chunk_size = max
+            .saturating_sub(meta.encoded_len() + overhead + 64)
+            .max(1024)
+            .min(self.chunk_max_size.unwrap_or(usize::MAX));
         let total = payload.len();
         let count = total.div_ceil(chunk_size);
         let uuid = format!("{}-{}", meta.producer_name, sequence_id);
