@@ -42,8 +42,9 @@ def main() -> int:
 
     def all_cases(url: str, admin_url: str | None, restart: Any = None) -> int:
         failed = 0
-        for case in args.case or list(CASES):
-            for run in range(1, args.runs + 1):
+        # Run by run, every shape in each, so that a stopped session has the same count of each.
+        for run in range(1, args.runs + 1):
+            for case in args.case or list(CASES):
                 if args.trace:
                     os.environ[TRACE_ENV] = os.path.join(args.trace, f"{case}-{run}")
                 started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
