@@ -12,6 +12,9 @@ from collections.abc import Iterator
 import magnetar
 import pytest
 from magnetar.testing import Standalone
+from magnetar.testing._broker_restart import kill9, restart, restartable_broker
+
+from waiting import wait_until
 
 import pulsar  # noqa: E402 - a hard test dependency (requirements-dev.txt): fail, never skip
 
@@ -223,6 +226,42 @@ def test_the_kill_loops_interleaving_delivers_nothing_twice(client: magnetar.Cli
     worker(range(145, 150), 149)
     dead_2.abort()
     worker(range(185, 190), 189)
+
+
+def test_enable_transaction_frees_what_a_crashed_processs_transaction_held_across_a_broker_restart() -> None:
+    """A process dies with a transaction open that acknowledged messages, and the broker is
+    killed -9 and restarted: it recovers those pending acks, but only a loaded coordinator
+    aborts the transaction at its timeout, and a broker loads one only when a client opens a
+    session with it. A consumer whose input is all held never opens a transaction itself, so
+    without ``enable_transaction`` it waits for ever (checked first, for the transaction's
+    timeout and more); with it, the client opens the sessions and the messages come."""
+    topic = f"persistent://public/default/held-{uuid.uuid4().hex[:8]}"
+    with restartable_broker() as broker:
+        with magnetar.Client(broker.service_url, operation_timeout=20) as crashed:
+            crashed.create_producer(topic, batching=False).send_many([b"%d" % i for i in range(5)])
+            consumer = crashed.subscribe(topic, "s", subscription_type="shared", initial_position="earliest")
+            msgs = [consumer.receive(timeout=10) for _ in range(5)]
+            held = crashed.new_transaction(timeout=2)
+            for m in msgs:
+                consumer.ack(m, txn=held)
+            tenant_ns_topic = topic.split("://", 1)[1]
+
+            def pending(m: magnetar.Message) -> bool:
+                path = (f"/admin/v3/transactions/positionStatsInPendingAck/{tenant_ns_topic}/s/"
+                        f"{m.message_id.ledger_id}/{m.message_id.entry_id}")
+                return bool(broker.request("GET", path)["state"] == "PendingAck")
+
+            assert wait_until(lambda: all(pending(m) for m in msgs), 10), "the acks never reached the broker"
+        kill9(broker)
+        restart(broker)
+        with magnetar.Client(broker.service_url, operation_timeout=20) as plain:
+            waiting = plain.subscribe(topic, "s", subscription_type="shared")
+            with pytest.raises(magnetar.Timeout):
+                waiting.receive(timeout=8)
+            waiting.close()
+        with magnetar.Client(broker.service_url, operation_timeout=20, enable_transaction=True) as client:
+            consumer = client.subscribe(topic, "s", subscription_type="shared")
+            assert sorted(consumer.receive(timeout=30).data for _ in range(5)) == [b"%d" % i for i in range(5)]
 
 
 def test_the_coordinator_aborts_a_transaction_at_its_timeout(

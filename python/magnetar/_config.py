@@ -63,6 +63,7 @@ class ClientConfig:
     initial_backoff: float = _default("initial_backoff")
     max_backoff: float = _default("max_backoff")
     stats_interval: float | None = _default("stats_interval")
+    enable_transaction: bool = _default("enable_transaction")
     auth_method: str | None = field(default=None, kw_only=True)
     auth_data: bytes | None = field(default=None, kw_only=True, repr=False)
     auth_plugin: str | None = _default("auth_plugin")

@@ -24,9 +24,14 @@ impl Client {
     /// TLS). Nothing connects until a producer, consumer or lookup needs it, but TLS files are
     /// read now.
     pub fn new(service_url: &str, opts: ClientOptions) -> Result<Client> {
-        Ok(Client {
-            shared: Arc::new(ClientShared::new(service_url, opts)?),
-        })
+        let shared = Arc::new(ClientShared::new(service_url, opts)?);
+        if shared.opts.enable_transaction {
+            let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
+                Error::invalid("a client with transactions enabled must be made within the tokio runtime")
+            })?;
+            runtime.spawn(super::transaction::keep_coordinators_connected(Arc::downgrade(&shared)));
+        }
+        Ok(Client { shared })
     }
 
     /// Which cluster is in use: 0 for the service URL, `i + 1` for the `i`th failover

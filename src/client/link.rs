@@ -68,6 +68,8 @@ impl Link {
         let busy = match id {
             HandlerId::Producer(_) => ErrorKind::ProducerBusy,
             HandlerId::Consumer(_) => ErrorKind::ConsumerBusy,
+            // Links attach producers and consumers only; a watcher is never refused as busy.
+            HandlerId::Watcher(_) => ErrorKind::Connect,
         };
         Link {
             backoff: Backoff::new(client.opts.initial_backoff, client.opts.max_backoff),

@@ -27,6 +27,9 @@ pub struct ClientOptions {
     pub stats_interval: Duration,
     /// Other clusters to fail over to, given as service URLs (see `net::failover`).
     pub failover: Option<FailoverOptions>,
+    /// Keep a session open with every transaction coordinator from the start, reopened
+    /// whenever its connection is lost (see `Coordinators::keep_connected`).
+    pub enable_transaction: bool,
 }
 
 /// Automatic cluster failover: the service URL is the primary's.
@@ -51,6 +54,7 @@ impl Default for ClientOptions {
             max_backoff: Duration::from_secs(60),
             stats_interval: Duration::ZERO,
             failover: None,
+            enable_transaction: false,
         }
     }
 }

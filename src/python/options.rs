@@ -155,6 +155,7 @@ pub fn client_options(d: &Bound<'_, PyDict>) -> PyResult<ClientOptions> {
             "listener_name",
             "proxy_url",
             "proxy_protocol",
+            "enable_transaction",
         ]
         .contains(&k.as_str())
         {
@@ -180,6 +181,7 @@ pub fn client_options(d: &Bound<'_, PyDict>) -> PyResult<ClientOptions> {
     if let Some(v) = duration_option(d, "stats_interval", NoLimit::Off, true)? {
         o.stats_interval = v;
     }
+    set(d, "enable_transaction", &mut o.enable_transaction)?;
     if let Some(v) = d.get_item("memory_limit")? {
         if !v.is_none() {
             let n: i64 = v

@@ -166,7 +166,9 @@ def worker(url: str, source: str, sink: str, sub: str, txn_timeout: float, idle:
     """The consume-transform-produce loop; exits after ``idle`` seconds without input."""
     shape = CASES[case]
     trace = _Trace()
-    with magnetar.Client(url, operation_timeout=30) as client:
+    # enable_transaction: after a broker restart, the coordinator must be loaded to abort the
+    # transactions of killed workers, which hold input this worker would otherwise never get.
+    with magnetar.Client(url, operation_timeout=30, enable_transaction=True) as client:
         consumer = _subscribe(client, source, sub, shape.subscription)
         producer = client.create_producer(sink, batching=True, batch_max_delay=0.01)
         committed = aborted = 0

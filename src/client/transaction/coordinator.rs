@@ -12,15 +12,16 @@
 //! operation timeout is spent; anything else fails at once as a transaction error.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
 use crate::client::error::{Error, ErrorKind, Result};
+use crate::client::shared::ClientShared;
 use crate::net::backoff::Backoff;
-use crate::net::{lookup, Connection, ConnectionPool, NetError};
+use crate::net::{lookup, Connection, ConnectionPool, Event, HandlerId, NetError};
 use crate::protocol::commands::{self, TxnBits};
 use crate::protocol::frame::Frame;
 use crate::protocol::pb::{BaseCommand, ServerError, TxnAction};
@@ -59,6 +60,47 @@ impl From<NetError> for Attempt {
     }
 }
 
+/// Keeps a session open with every coordinator while the client lives (`enable_transaction`,
+/// the Java client's `enableTransaction`), reopening one as soon as its connection is lost.
+///
+/// Why: a broker loads a coordinator only when a client opens a session with it, and only a
+/// loaded coordinator aborts its transactions that timed out. After a broker restart, the
+/// transactions a crashed process left open keep holding the messages they acknowledged
+/// (the broker recovers their pending acks) until some client talks to their coordinator;
+/// a consumer whose input is all held that way receives nothing, so it never opens a
+/// transaction itself, and waits for ever. Seen in the kill -9 loop with broker kills.
+pub(crate) async fn keep_coordinators_connected(client: Weak<ClientShared>) {
+    let mut backoff = None;
+    loop {
+        let Some(c) = client.upgrade().filter(|c| !c.is_closed()) else {
+            return;
+        };
+        let backoff = backoff.get_or_insert_with(|| Backoff::new(c.opts.initial_backoff, c.opts.max_backoff));
+        let deadline = Instant::now() + c.pool.options().operation_timeout;
+        let sessions = c.coordinators.open_all(&c.pool, deadline).await;
+        drop(c); // held only while connecting: waiting below must not keep the client alive
+        match sessions {
+            Ok(conns) => {
+                backoff.reset();
+                let mut lost = tokio::task::JoinSet::new();
+                for (tc, conn) in conns.iter().enumerate() {
+                    if let Ok(mut events) = conn.register(HandlerId::Watcher(tc as u64)) {
+                        // A watcher is sent nothing but the close.
+                        lost.spawn(async move { while let Some(Event::Frame(_)) = events.recv().await {} });
+                    }
+                }
+                log::debug!("sessions open with {} transaction coordinators", conns.len());
+                lost.join_next().await;
+            }
+            Err(e) => {
+                let wait = backoff.next_delay();
+                log::warn!("cannot reach the transaction coordinators ({e}); trying again in {wait:?}");
+                tokio::time::sleep(wait).await;
+            }
+        }
+    }
+}
+
 /// Codes a coordinator that is still loading (or moved) answers with.
 fn retriable_code(code: ServerError) -> bool {
     matches!(
@@ -94,6 +136,19 @@ impl Coordinators {
                 "the coordinator's NewTxnResponse carries no transaction id",
             )),
         }
+    }
+
+    /// Opens (or finds open) a session with every coordinator; their connections, by id.
+    async fn open_all(&self, pool: &ConnectionPool, deadline: Instant) -> Result<Vec<Connection>> {
+        self.retrying(deadline, "reaching the transaction coordinators", |this| async move {
+            let count = this.count(pool).await?;
+            let mut conns = Vec::with_capacity(count);
+            for tc in 0..count as u64 {
+                conns.push(this.session(pool, tc, deadline).await?);
+            }
+            Ok(conns)
+        })
+        .await
     }
 
     /// Checks that the coordinator of `txn` can be reached (a resumed transaction).

@@ -23,7 +23,7 @@ use crate::protocol::pb::TxnAction;
 
 pub(crate) mod coordinator;
 
-pub(crate) use coordinator::Coordinators;
+pub(crate) use coordinator::{keep_coordinators_connected, Coordinators};
 
 /// A transaction's id: the coordinator's id in the most significant bits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -129,6 +129,8 @@ pub enum HandlerId {
     Producer(u64),
     /// A `consumer_id`.
     Consumer(u64),
+    /// No protocol id: a watcher that is only told when the connection closes.
+    Watcher(u64),
 }
 
 /// What a registered producer or consumer receives.
