@@ -253,7 +253,9 @@ def _make_topics(url: str, admin_url: str | None, source: str, sink: str, shape:
 
         Admin(admin_url).create_partitioned_topic(sink, shape.out_partitions)
     with magnetar.Client(url, operation_timeout=30) as client:
-        client.create_producer(sink).close()  # the reader below needs the topic to exist
+        # A durable subscription keeps the output until it is counted: a topic without one
+        # has its closed ledgers deleted (no retention), and a broker restart closes them.
+        client.subscribe(sink, "kept", initial_position="earliest").close()
         producer = client.create_producer(source, batching=shape.batched, chunking=shape.chunked,
                                           chunk_max_size=CHUNK if shape.chunked else None)
         keys = [f"k{i % 7}" for i in range(inputs)] if shape.subscription == "key_shared" else None
