@@ -23,12 +23,16 @@ use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::auth::provider_failed;
-use super::lookup::MAX_REDIRECTS;
 use super::pool::ClusterView;
 use super::url::broker_address;
 use super::{ConnectionPool, NetError};
 use crate::protocol::pb::command_get_topics_of_namespace::Mode as TopicDomains;
 use crate::protocol::pb::ServerError;
+
+/// Redirects a lookup follows before giving up, over HTTP or the binary protocol (the C++
+/// client's limit). Declared here, where both lookups can reach it: `lookup` calls into
+/// this module, not the other way round.
+pub const MAX_REDIRECTS: usize = 20;
 
 /// `host:port` of the broker that owns `topic` (a full name, `persistent://t/ns/x`).
 pub async fn lookup(pool: &ConnectionPool, view: &mut ClusterView, topic: &str) -> Result<String, NetError> {

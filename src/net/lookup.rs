@@ -2,6 +2,7 @@
 //! to the service URL, or REST calls (`net::http`) when it is `http://` or `https://`.
 
 use super::http;
+use super::http::MAX_REDIRECTS;
 use super::pool::ClusterView;
 use super::stats::bump;
 use super::url::broker_address;
@@ -11,9 +12,6 @@ use crate::protocol::pb::command_get_topics_of_namespace::Mode as TopicDomains;
 use crate::protocol::pb::{
     command_lookup_topic_response::LookupType, command_partitioned_topic_metadata_response, CommandLookupTopicResponse,
 };
-
-/// Redirects followed before giving up (the C++ client's limit).
-pub const MAX_REDIRECTS: usize = 20;
 
 /// Finds the broker that owns `topic` and returns a connection to it.
 pub async fn lookup_topic(pool: &ConnectionPool, topic: &str) -> Result<Connection, NetError> {
