@@ -81,6 +81,9 @@ CASES = {
     "shared-partitioned-out": Shape("shared", "individual", batched=True, out_partitions=3),
 }
 
+#: Seconds a worker spends on each transaction's inputs, at random in this range.
+WORK = (0.05, 0.15)
+
 #: Chunked input: payload bytes per chunk, and each input's size (three chunks).
 CHUNK = 1024
 CHUNKED_SIZE = 3 * CHUNK - 100
@@ -190,6 +193,9 @@ def worker(url: str, source: str, sink: str, sub: str, txn_timeout: float, idle:
                     txn_id = txn.id
                     trace(txn=txn_id, got=[(_number(m.data).decode(), str(m.message_id), m.redelivery_count)
                                            for m in msgs])
+                    # The transform's work: without it a worker gets through 50-100 inputs
+                    # before its kill, and most of a loop's kills find the input all done.
+                    time.sleep(random.uniform(*WORK))
                     for m in msgs:
                         producer.send_async(b"out-" + _number(m.data), txn=txn, key=m.key)
                     if shape.ack == "individual":
