@@ -10,6 +10,8 @@ sentinel is read every earlier transaction has been committed or aborted (or tim
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import threading
@@ -299,3 +301,116 @@ def test_a_stream_restarted_after_dying_before_its_commit(
         assert got == _ids(100)
     else:
         assert got == Counter({k: 2 for k in _ids(100)}), "the control should write the replayed batch twice"
+
+
+# -- the whole driver killed (SIGKILL) during the commit, then restarted ---------------------------
+
+_KILL_JOB = Path(__file__).parent / "spark_driver_kill_job.py"
+_WORKTREE_PACKAGE = str(Path(__file__).resolve().parents[1] / "python" / "magnetar")
+
+
+def _session_alive(sid: int) -> list[int]:
+    """The processes of session ``sid`` that have not exited (zombies aside)."""
+    alive = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == sid and fields[0] != "Z":
+            alive.append(int(entry))
+    return alive
+
+
+def _run_driver(args: dict[str, Any], kill: str) -> list[dict[str, Any]]:
+    """Runs tests/spark_driver_kill_job.py in a session of its own; with a kill point, checks
+    that it died of SIGKILL there and that no process of its session (JVM, Python daemon and
+    workers) outlived it. Returns the run's events."""
+    report = Path(args["report"])
+    report.unlink(missing_ok=True)
+    proc = subprocess.Popen([sys.executable, str(_KILL_JOB), json.dumps({**args, "kill": kill})],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    events = [json.loads(line) for line in report.read_text().splitlines()] if report.exists() else []
+    where = f"(exit {proc.returncode}, events {events}):\n{out[-2000:]}\n{err[-6000:]}"
+    if kill == "none":
+        assert proc.returncode == 0 and out.strip().endswith("DONE"), f"the driver failed {where}"
+    else:
+        assert proc.returncode == -signal.SIGKILL, f"the driver was not killed {where}"
+        assert [e["kill"] for e in events if "kill" in e] == [kill], f"not killed at {kill} {where}"
+        assert wait_until(lambda: not _session_alive(proc.pid), 60), \
+            f"processes of the killed driver live on: {_session_alive(proc.pid)}"
+    # this worktree's package, in the driver and in the JVM's Python process that commits
+    imported = {(e.get("process") or "kill", e["magnetar"]) for e in events}
+    assert {p for p, _ in imported} >= {"driver", "commit"}, where
+    assert all(m.startswith(_WORKTREE_PACKAGE) for _, m in imported), imported
+    return events
+
+
+@pytest.fixture
+def two_partitions(broker: Any, conf: ClientConfig) -> str:
+    """A source topic of 2 partitions with 50 rows each (2 write tasks, so 2 transactions)."""
+    source = _new_topic("eo-kill-in")
+    broker.create_partitioned_topic(source, 2)
+    with conf.create() as client:
+        for p in range(2):
+            client.create_producer(f"{source}-partition-{p}").send_many(
+                [str(i).encode() for i in range(p * 50, p * 50 + 50)])
+    return source
+
+
+@pytest.mark.parametrize("kill,record", [("before-commits", True), ("between-commits", True), ("in-commit", True),
+                                         ("after-commits", True), ("after-commits", False)],
+                         ids=["before-commits", "between-commits", "in-commit", "after-commits",
+                              "control-after-commits"])
+def test_a_stream_restarted_after_its_driver_was_killed_in_its_commit(
+        service_url: str, conf: ClientConfig, tmp_path: Path, two_partitions: str, kill: str, record: bool) -> None:
+    """SIGKILL of the whole driver at each point of the micro-batch's commit, then a restart
+    from the checkpoint, which replays the batch: every row once. The control commits without
+    the record, as the sink did before it: the replay of a committed batch writes it twice."""
+    sink = _new_topic("eo-kill-out")
+    args = {"service_url": service_url, "source": two_partitions, "sink": sink, "mode": "stream",
+            "checkpoint": str(tmp_path / "ck"), "report": str(tmp_path / "events"), "record": record,
+            "transaction_timeout_ms": "120000"}
+    _run_driver(args, kill)
+    _run_driver(args, "none")
+    got = _final_values(conf, sink)
+    if record:
+        assert got == _ids(100)
+        assert (tmp_path / "ck" / "magnetar-pulsar-sink" / "0.txns").exists()
+    else:
+        assert got == Counter({k: 2 for k in _ids(100)}), "the control should write the replayed batch twice"
+
+
+def test_a_batch_write_rerun_with_its_write_id_after_its_driver_was_killed(
+        service_url: str, conf: ClientConfig, tmp_path: Path, two_partitions: str) -> None:
+    """A batch write whose driver is killed between its two commits, run again with the same
+    writeId: the first task's rows stay as committed, the second's are committed once."""
+    sink = _new_topic("eo-kill-batch")
+    args = {"service_url": service_url, "source": two_partitions, "sink": sink, "mode": "batch",
+            "write_id": "copy-1", "write_log": str(tmp_path / "writes"), "report": str(tmp_path / "events"),
+            "record": True, "transaction_timeout_ms": "120000"}
+    _run_driver(args, "between-commits")
+    _run_driver(args, "none")
+    assert _final_values(conf, sink) == _ids(100)
+
+
+def test_a_batch_write_rerun_with_the_same_write_id_commits_nothing_again(
+        spark: Any, service_url: str, conf: ClientConfig, tmp_path: Path) -> None:
+    """The same write three times: twice as ``daily-1`` (the rerun's transactions are all
+    aborted), once as ``daily-2`` (another write): every row twice."""
+    topic = _new_topic("eo-write-id")
+    df = spark.range(0, 100, numPartitions=2).selectExpr("cast(id as string) as value")
+    once = {"exactlyOnce": "true", "writeLog": str(tmp_path / "writes")}
+    for write_id in ("daily-1", "daily-1", "daily-2"):
+        _write(df, service_url, topic, writeId=write_id, **once)
+    assert _final_values(conf, topic) == Counter({k: 2 for k in _ids(100)})
+    assert sorted(p.name for p in (tmp_path / "writes").iterdir()) == [
+        "daily-1.marks", "daily-1.txns", "daily-2.marks", "daily-2.txns"]
