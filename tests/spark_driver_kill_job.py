@@ -1,8 +1,9 @@
 """A Spark driver that tests/test_spark_exactly_once.py kills with SIGKILL during the exactly-once
 sink's commit, and then runs again to finish the job.
 
-``python spark_driver_kill_job.py '<json>'`` copies the ``source`` topic to the ``sink`` topic
-with ``exactlyOnce=true``: as a stream (``mode`` "stream", one micro-batch with
+``python spark_driver_kill_job.py '<json>'`` runs each of its ``jobs`` in turn, in one Spark
+session (a JVM start costs more than a job): a job copies the ``source`` topic to its ``sink``
+topic with ``exactlyOnce=true``: as a stream (``mode`` "stream", one micro-batch with
 ``availableNow``, checkpoint ``checkpoint``) or as a batch write (``mode`` "batch", with
 ``writeId``/``writeLog``). ``kill`` names where the whole driver dies:
 
@@ -64,6 +65,10 @@ def arm(args: dict[str, Any]) -> None:
 
     point, path = args["kill"], args["report"]
     report(path, process="commit", magnetar=magnetar.__file__)
+    # Spark reuses this process for the next job's commit: each job starts from the originals.
+    if not hasattr(eo, "_test_originals"):
+        eo._test_originals = (eo.commit_one, w.PulsarStreamWriter._record, w.PulsarBatchWriter._record)  # type: ignore[attr-defined]
+    eo.commit_one, w.PulsarStreamWriter._record, w.PulsarBatchWriter._record = eo._test_originals  # type: ignore[attr-defined,method-assign]
     if not args["record"]:
         w.PulsarStreamWriter._record = lambda self, batch_id: (None, None)  # type: ignore[method-assign]
         w.PulsarBatchWriter._record = lambda self: (None, None)  # type: ignore[method-assign]
@@ -82,7 +87,7 @@ def arm(args: dict[str, Any]) -> None:
     eo.commit_one = commit_one  # type: ignore[assignment]
 
 
-def data_source(args: dict[str, Any]) -> Any:
+def data_source(args: dict[str, Any], name: str) -> Any:
     import magnetar.spark as ms
     import magnetar.spark._write as w
 
@@ -103,7 +108,7 @@ def data_source(args: dict[str, Any]) -> Any:
     class Killed(ms.PulsarDataSource):  # type: ignore[misc]
         @classmethod
         def name(cls) -> str:
-            return "pulsar_killed"
+            return name
 
         def streamWriter(self, schema: Any, overwrite: bool) -> Any:
             base = super().streamWriter(schema, overwrite)
@@ -125,23 +130,28 @@ def main(args: dict[str, Any]) -> None:
 
     report(args["report"], process="driver", magnetar=magnetar.__file__, pid=os.getpid())
     spark = local_spark(2, "magnetar-driver-kill")
-    spark.dataSource.register(data_source(args))
-    options = {"service.url": args["service_url"], "topic": args["sink"], "exactlyOnce": "true",
-               "transactionTimeoutMs": args["transaction_timeout_ms"]}
-    source = (spark.readStream if args["mode"] == "stream" else spark.read).format("pulsar") \
-        .option("service.url", args["service_url"]).option("topic", args["source"]) \
-        .option("startingOffsets", "earliest").load().select("value")
-    if args["mode"] == "stream":
-        query = source.writeStream.format("pulsar_killed").options(**options) \
-            .option("checkpointLocation", args["checkpoint"]).trigger(availableNow=True).start()
-        query.awaitTermination()
-        assert query.exception() is None, query.exception()
-    else:
-        source.write.format("pulsar_killed").mode("append").options(**options) \
-            .option("writeId", args["write_id"]).option("writeLog", args["write_log"]).save()
+    for i, job in enumerate(args["jobs"]):
+        run(spark, {**job, "report": args["report"]}, f"pulsar_killed_{i}")
     spark.stop()
     ms.close_all()
     print("DONE")
+
+
+def run(spark: Any, job: dict[str, Any], name: str) -> None:
+    spark.dataSource.register(data_source(job, name))
+    options = {"service.url": job["service_url"], "topic": job["sink"], "exactlyOnce": "true",
+               "transactionTimeoutMs": job["transaction_timeout_ms"]}
+    source = (spark.readStream if job["mode"] == "stream" else spark.read).format("pulsar") \
+        .option("service.url", job["service_url"]).option("topic", job["source"]) \
+        .option("startingOffsets", "earliest").load().select("value")
+    if job["mode"] == "stream":
+        query = source.writeStream.format(name).options(**options) \
+            .option("checkpointLocation", job["checkpoint"]).trigger(availableNow=True).start()
+        query.awaitTermination()
+        assert query.exception() is None, query.exception()
+    else:
+        source.write.format(name).mode("append").options(**options) \
+            .option("writeId", job["write_id"]).option("writeLog", job["write_log"]).save()
 
 
 if __name__ == "__main__":

@@ -77,12 +77,24 @@ def test_exactly_once_options_are_checked() -> None:
     for options, expected in [({"exactlyOnce": "maybe"}, "expected true or false"),
                               ({"transactionTimeoutMs": "5000"}, "only with exactlyOnce=true"),
                               ({"exactlyOnce": "true", "transactionTimeoutMs": "0"}, "at least 1"),
-                              ({"exactlyonse": "true"}, "did you mean 'exactlyOnce'")]:
+                              ({"exactlyonse": "true"}, "did you mean 'exactlyOnce'"),
+                              ({"writeId": "w1", "writeLog": "/tmp/w"}, "only with exactlyOnce=true"),
+                              ({"exactlyOnce": "true", "writeId": "w1"}, "needs writeLog"),
+                              ({"exactlyOnce": "true", "writeLog": "/tmp/w"}, "only with writeId"),
+                              ({"exactlyOnce": "true", "writeId": "../w", "writeLog": "/tmp/w"}, "it names a file")]:
         with pytest.raises(magnetar.InvalidConfiguration) as info:
             parse(**options)
         assert expected in str(info.value)
     with pytest.raises(magnetar.InvalidConfiguration, match="only for writes"):
         parse(exactlyOnce="true").check_read(streaming=False)
+    # a stream's record is kept in its checkpoint, which reaches the sink only as an option
+    with pytest.raises(magnetar.InvalidConfiguration, match=r"needs \.option\('checkpointLocation'"):
+        parse(exactlyOnce="true").check_stream_write()
+    with pytest.raises(magnetar.InvalidConfiguration, match="only for batch writes"):
+        parse(exactlyOnce="true", writeId="w1", writeLog="/tmp/w", checkpointLocation="/ck").check_stream_write()
+    o = parse(exactlyOnce="true", checkpointLocation="/ck")
+    o.check_stream_write()
+    assert (o.checkpoint_location, parse(exactlyOnce="true", writeId="w1", writeLog=" /w ").write_log) == ("/ck", "/w")
 
 
 # -- batch writes -------------------------------------------------------------------------------
@@ -324,13 +336,13 @@ def _session_alive(sid: int) -> list[int]:
     return alive
 
 
-def _run_driver(args: dict[str, Any], kill: str) -> list[dict[str, Any]]:
-    """Runs tests/spark_driver_kill_job.py in a session of its own; with a kill point, checks
-    that it died of SIGKILL there and that no process of its session (JVM, Python daemon and
-    workers) outlived it. Returns the run's events."""
-    report = Path(args["report"])
+def _run_driver(jobs: list[dict[str, Any]], kill: str, report: Path) -> None:
+    """Runs tests/spark_driver_kill_job.py in a session of its own; with a kill point (one
+    job), checks that it died of SIGKILL there and that no process of its session (JVM, Python
+    daemon and workers) outlived it; without, that every job finished."""
     report.unlink(missing_ok=True)
-    proc = subprocess.Popen([sys.executable, str(_KILL_JOB), json.dumps({**args, "kill": kill})],
+    args = {"jobs": [{**job, "kill": kill} for job in jobs], "report": str(report)}
+    proc = subprocess.Popen([sys.executable, str(_KILL_JOB), json.dumps(args)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
                             start_new_session=True)
     try:
@@ -347,59 +359,60 @@ def _run_driver(args: dict[str, Any], kill: str) -> list[dict[str, Any]]:
         assert [e["kill"] for e in events if "kill" in e] == [kill], f"not killed at {kill} {where}"
         assert wait_until(lambda: not _session_alive(proc.pid), 60), \
             f"processes of the killed driver live on: {_session_alive(proc.pid)}"
-    # this worktree's package, in the driver and in the JVM's Python process that commits
+    # this worktree's package, in the driver and in the JVM's Python processes that commit
     imported = {(e.get("process") or "kill", e["magnetar"]) for e in events}
     assert {p for p, _ in imported} >= {"driver", "commit"}, where
     assert all(m.startswith(_WORKTREE_PACKAGE) for _, m in imported), imported
-    return events
 
 
-@pytest.fixture
-def two_partitions(broker: Any, conf: ClientConfig) -> str:
-    """A source topic of 2 partitions with 50 rows each (2 write tasks, so 2 transactions)."""
+# name -> (mode, kill point, with the record)
+_KILLS = {"before-commits": ("stream", "before-commits", True),
+          "between-commits": ("stream", "between-commits", True),
+          "in-commit": ("stream", "in-commit", True),
+          "after-commits": ("stream", "after-commits", True),
+          "control-after-commits": ("stream", "after-commits", False),
+          "batch-between-commits": ("batch", "between-commits", True)}
+
+
+@pytest.fixture(scope="module")
+def killed_drivers(broker: Any, service_url: str, tmp_path_factory: Any) -> dict[str, dict[str, Any]]:
+    """For each case of ``_KILLS``, a driver killed at its point; then one driver that runs
+    every case's job again (restarted from its checkpoint, or rerun with its writeId). The
+    source has 2 partitions of 50 rows (2 write tasks, so 2 transactions to commit)."""
+    tmp = tmp_path_factory.mktemp("kill")
     source = _new_topic("eo-kill-in")
     broker.create_partitioned_topic(source, 2)
-    with conf.create() as client:
+    with ClientConfig(service_url, operation_timeout=20.0).create() as client:
         for p in range(2):
             client.create_producer(f"{source}-partition-{p}").send_many(
                 [str(i).encode() for i in range(p * 50, p * 50 + 50)])
-    return source
+    jobs = {}
+    for name, (mode, kill, record) in _KILLS.items():
+        jobs[name] = {"service_url": service_url, "source": source, "sink": _new_topic(f"eo-kill-{name}"),
+                      "mode": mode, "record": record, "transaction_timeout_ms": "120000",
+                      "checkpoint": str(tmp / name / "ck"), "write_id": f"copy-{name}",
+                      "write_log": str(tmp / name / "writes")}
+        _run_driver([jobs[name]], kill, tmp / f"{name}.events")
+    _run_driver(list(jobs.values()), "none", tmp / "restart.events")
+    return jobs
 
 
-@pytest.mark.parametrize("kill,record", [("before-commits", True), ("between-commits", True), ("in-commit", True),
-                                         ("after-commits", True), ("after-commits", False)],
-                         ids=["before-commits", "between-commits", "in-commit", "after-commits",
-                              "control-after-commits"])
-def test_a_stream_restarted_after_its_driver_was_killed_in_its_commit(
-        service_url: str, conf: ClientConfig, tmp_path: Path, two_partitions: str, kill: str, record: bool) -> None:
-    """SIGKILL of the whole driver at each point of the micro-batch's commit, then a restart
-    from the checkpoint, which replays the batch: every row once. The control commits without
-    the record, as the sink did before it: the replay of a committed batch writes it twice."""
-    sink = _new_topic("eo-kill-out")
-    args = {"service_url": service_url, "source": two_partitions, "sink": sink, "mode": "stream",
-            "checkpoint": str(tmp_path / "ck"), "report": str(tmp_path / "events"), "record": record,
-            "transaction_timeout_ms": "120000"}
-    _run_driver(args, kill)
-    _run_driver(args, "none")
-    got = _final_values(conf, sink)
-    if record:
+@pytest.mark.parametrize("name", list(_KILLS))
+def test_a_job_restarted_after_its_driver_was_killed_in_its_commit(
+        killed_drivers: dict[str, dict[str, Any]], conf: ClientConfig, name: str) -> None:
+    """SIGKILL of the whole driver at a point of the commit, then the job run again: a stream
+    restarted from its checkpoint (which replays the micro-batch), a batch write rerun with its
+    writeId. Every row once. The control commits without the record, as the sink did before
+    it: the replay of a committed micro-batch writes it twice."""
+    job = killed_drivers[name]
+    got = _final_values(conf, job["sink"])
+    if job["record"]:
         assert got == _ids(100)
-        assert (tmp_path / "ck" / "magnetar-pulsar-sink" / "0.txns").exists()
+        recorded = Path(job["checkpoint"]) / "magnetar-pulsar-sink" / "0.txns" if job["mode"] == "stream" \
+            else Path(job["write_log"]) / f"{job['write_id']}.txns"
+        assert recorded.exists()
     else:
         assert got == Counter({k: 2 for k in _ids(100)}), "the control should write the replayed batch twice"
-
-
-def test_a_batch_write_rerun_with_its_write_id_after_its_driver_was_killed(
-        service_url: str, conf: ClientConfig, tmp_path: Path, two_partitions: str) -> None:
-    """A batch write whose driver is killed between its two commits, run again with the same
-    writeId: the first task's rows stay as committed, the second's are committed once."""
-    sink = _new_topic("eo-kill-batch")
-    args = {"service_url": service_url, "source": two_partitions, "sink": sink, "mode": "batch",
-            "write_id": "copy-1", "write_log": str(tmp_path / "writes"), "report": str(tmp_path / "events"),
-            "record": True, "transaction_timeout_ms": "120000"}
-    _run_driver(args, "between-commits")
-    _run_driver(args, "none")
-    assert _final_values(conf, sink) == _ids(100)
 
 
 def test_a_batch_write_rerun_with_the_same_write_id_commits_nothing_again(

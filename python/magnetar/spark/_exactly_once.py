@@ -169,6 +169,9 @@ def commit_all(opts: SourceOptions, messages: Sequence[Any], what: str,
         _commit_each(opts, client, None, None, tasks, what)
         return
     record = record_log.load(key)
+    if record is None and not tasks:  # nothing to commit, nothing a replay could commit twice
+        log.info("pulsar data source: %s: no task wrote anything", what)
+        return
     if record is None:
         if prune_below is not None:
             record_log.prune(prune_below)
@@ -242,8 +245,9 @@ def _replay(client: Any, record_log: TxnLog, key: str, record: Record, tasks: li
     done = {p for p, entries in record.partitions.items()
             if entries and _settle(client, record_log, key, record, entries, what)}
     recorded = {p for p, entries in record.partitions.items() if entries}
-    log.warning("pulsar data source: %s was committed before, by a driver that died: %d of its %d task "
-                "transactions stand; committing only the rest", what, len(done), len(recorded))
+    log.warning("pulsar data source: %s began its commit before (this is a replay, or a rerun of its writeId): "
+                "%d of its %d recorded task transactions stand; committing only the rest", what, len(done),
+                len(recorded))
     if n != record.tasks:
         # Partitions are matched by their index: with another partitioning they cannot be.
         if done and done != recorded:
