@@ -1,7 +1,9 @@
 """The exactly-once sink (``exactlyOnce=true``) against the real broker: batch writes are
-all-or-nothing per job, a task retried after its Python worker died leaves its rows once, and a
-streaming query restarted after dying between its write and its commit writes every row once.
-Each case has a control without the option that shows the duplicates it prevents.
+all-or-nothing per job, a task retried after its Python worker died leaves its rows once, a
+streaming query restarted after dying between its write and its commit writes every row once,
+and so does a job whose whole driver is killed (SIGKILL) at each point of its commit and run
+again (tests/spark_driver_kill_job.py). Controls show the duplicates the option, and the
+commit's record, prevent.
 
 What a topic finally holds is read up to a plain *sentinel* message sent after the write: the
 broker delivers nothing past an open transaction's first message (read-committed), so once the
@@ -10,6 +12,8 @@ sentinel is read every earlier transaction has been committed or aborted (or tim
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import threading
@@ -75,12 +79,24 @@ def test_exactly_once_options_are_checked() -> None:
     for options, expected in [({"exactlyOnce": "maybe"}, "expected true or false"),
                               ({"transactionTimeoutMs": "5000"}, "only with exactlyOnce=true"),
                               ({"exactlyOnce": "true", "transactionTimeoutMs": "0"}, "at least 1"),
-                              ({"exactlyonse": "true"}, "did you mean 'exactlyOnce'")]:
+                              ({"exactlyonse": "true"}, "did you mean 'exactlyOnce'"),
+                              ({"writeId": "w1", "writeLog": "/tmp/w"}, "only with exactlyOnce=true"),
+                              ({"exactlyOnce": "true", "writeId": "w1"}, "needs writeLog"),
+                              ({"exactlyOnce": "true", "writeLog": "/tmp/w"}, "only with writeId"),
+                              ({"exactlyOnce": "true", "writeId": "../w", "writeLog": "/tmp/w"}, "it names a file")]:
         with pytest.raises(magnetar.InvalidConfiguration) as info:
             parse(**options)
         assert expected in str(info.value)
     with pytest.raises(magnetar.InvalidConfiguration, match="only for writes"):
         parse(exactlyOnce="true").check_read(streaming=False)
+    # a stream's record is kept in its checkpoint, which reaches the sink only as an option
+    with pytest.raises(magnetar.InvalidConfiguration, match=r"needs \.option\('checkpointLocation'"):
+        parse(exactlyOnce="true").check_stream_write()
+    with pytest.raises(magnetar.InvalidConfiguration, match="only for batch writes"):
+        parse(exactlyOnce="true", writeId="w1", writeLog="/tmp/w", checkpointLocation="/ck").check_stream_write()
+    o = parse(exactlyOnce="true", checkpointLocation="/ck")
+    o.check_stream_write()
+    assert (o.checkpoint_location, parse(exactlyOnce="true", writeId="w1", writeLog=" /w ").write_log) == ("/ck", "/w")
 
 
 # -- batch writes -------------------------------------------------------------------------------
@@ -299,3 +315,122 @@ def test_a_stream_restarted_after_dying_before_its_commit(
         assert got == _ids(100)
     else:
         assert got == Counter({k: 2 for k in _ids(100)}), "the control should write the replayed batch twice"
+
+
+# -- the whole driver killed (SIGKILL) during the commit, then restarted ---------------------------
+
+_KILL_JOB = Path(__file__).parent / "spark_driver_kill_job.py"
+_WORKTREE_PACKAGE = str(Path(__file__).resolve().parents[1] / "python" / "magnetar")
+
+
+def _session_alive(sid: int) -> list[int]:
+    """The processes of session ``sid`` that have not exited (zombies aside)."""
+    alive = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == sid and fields[0] != "Z":
+            alive.append(int(entry))
+    return alive
+
+
+def _run_driver(jobs: list[dict[str, Any]], kill: str, report: Path) -> None:
+    """Runs tests/spark_driver_kill_job.py in a session of its own; with a kill point (one
+    job), checks that it died of SIGKILL there and that no process of its session (JVM, Python
+    daemon and workers) outlived it; without, that every job finished."""
+    report.unlink(missing_ok=True)
+    args = {"jobs": [{**job, "kill": kill} for job in jobs], "report": str(report)}
+    proc = subprocess.Popen([sys.executable, str(_KILL_JOB), json.dumps(args)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    events = [json.loads(line) for line in report.read_text().splitlines()] if report.exists() else []
+    where = f"(exit {proc.returncode}, events {events}):\n{out[-2000:]}\n{err[-6000:]}"
+    if kill == "none":
+        assert proc.returncode == 0 and out.strip().endswith("DONE"), f"the driver failed {where}"
+    else:
+        assert proc.returncode == -signal.SIGKILL, f"the driver was not killed {where}"
+        assert [e["kill"] for e in events if "kill" in e] == [kill], f"not killed at {kill} {where}"
+        assert wait_until(lambda: not _session_alive(proc.pid), 60), \
+            f"processes of the killed driver live on: {_session_alive(proc.pid)}"
+    # this worktree's package, in the driver and in the JVM's Python processes that commit
+    imported = {(e.get("process") or "kill", e["magnetar"]) for e in events}
+    assert {p for p, _ in imported} >= {"driver", "commit"}, where
+    assert all(m.startswith(_WORKTREE_PACKAGE) for _, m in imported), imported
+
+
+# name -> (mode, kill point, with the record). "in-commit" last, its job restarted first: its
+# first transaction has ended and the replay counts it as committed only because it is found
+# within its timeout (past it, the sink writes the partition again: the documented limit).
+_KILLS = {"before-commits": ("stream", "before-commits", True),
+          "between-commits": ("stream", "between-commits", True),
+          "after-commits": ("stream", "after-commits", True),
+          "control-after-commits": ("stream", "after-commits", False),
+          "batch-between-commits": ("batch", "between-commits", True),
+          "in-commit": ("stream", "in-commit", True)}
+# Far above the time from the first kill to the restart (7 JVM starts), so that every recorded
+# transaction is found within it; each is ended by the restart, so none holds readers back.
+_KILL_TXN_TIMEOUT_MS = "900000"
+
+
+@pytest.fixture(scope="module")
+def killed_drivers(broker: Any, service_url: str, tmp_path_factory: Any) -> dict[str, dict[str, Any]]:
+    """For each case of ``_KILLS``, a driver killed at its point; then one driver that runs
+    every case's job again (restarted from its checkpoint, or rerun with its writeId). The
+    source has 2 partitions of 50 rows (2 write tasks, so 2 transactions to commit)."""
+    tmp = tmp_path_factory.mktemp("kill")
+    source = _new_topic("eo-kill-in")
+    broker.create_partitioned_topic(source, 2)
+    with ClientConfig(service_url, operation_timeout=20.0).create() as client:
+        for p in range(2):
+            client.create_producer(f"{source}-partition-{p}").send_many(
+                [str(i).encode() for i in range(p * 50, p * 50 + 50)])
+    jobs = {}
+    for name, (mode, kill, record) in _KILLS.items():
+        jobs[name] = {"service_url": service_url, "source": source, "sink": _new_topic(f"eo-kill-{name}"),
+                      "mode": mode, "record": record, "transaction_timeout_ms": _KILL_TXN_TIMEOUT_MS,
+                      "checkpoint": str(tmp / name / "ck"), "write_id": f"copy-{name}",
+                      "write_log": str(tmp / name / "writes")}
+        _run_driver([jobs[name]], kill, tmp / f"{name}.events")
+    _run_driver(list(jobs.values())[::-1], "none", tmp / "restart.events")
+    return jobs
+
+
+@pytest.mark.parametrize("name", list(_KILLS))
+def test_a_job_restarted_after_its_driver_was_killed_in_its_commit(
+        killed_drivers: dict[str, dict[str, Any]], conf: ClientConfig, name: str) -> None:
+    """SIGKILL of the whole driver at a point of the commit, then the job run again: a stream
+    restarted from its checkpoint (which replays the micro-batch), a batch write rerun with its
+    writeId. Every row once. The control commits without the record, as the sink did before
+    it: the replay of a committed micro-batch writes it twice."""
+    job = killed_drivers[name]
+    got = _final_values(conf, job["sink"])
+    if job["record"]:
+        assert got == _ids(100)
+        recorded = Path(job["checkpoint"]) / "magnetar-pulsar-sink" / "0.txns" if job["mode"] == "stream" \
+            else Path(job["write_log"]) / f"{job['write_id']}.txns"
+        assert recorded.exists()
+    else:
+        assert got == Counter({k: 2 for k in _ids(100)}), "the control should write the replayed batch twice"
+
+
+def test_a_batch_write_rerun_with_the_same_write_id_commits_nothing_again(
+        spark: Any, service_url: str, conf: ClientConfig, tmp_path: Path) -> None:
+    """The same write three times: twice as ``daily-1`` (the rerun's transactions are all
+    aborted), once as ``daily-2`` (another write): every row twice."""
+    topic = _new_topic("eo-write-id")
+    df = spark.range(0, 100, numPartitions=2).selectExpr("cast(id as string) as value")
+    once = {"exactlyOnce": "true", "writeLog": str(tmp_path / "writes")}
+    for write_id in ("daily-1", "daily-1", "daily-2"):
+        _write(df, service_url, topic, writeId=write_id, **once)
+    assert _final_values(conf, topic) == Counter({k: 2 for k in _ids(100)})
+    assert sorted(p.name for p in (tmp_path / "writes").iterdir()) == [
+        "daily-1.marks", "daily-1.txns", "daily-2.marks", "daily-2.txns"]

@@ -229,6 +229,8 @@ _OPTIONS: dict[str, tuple[str, ...]] = {
     "waitingForNonExistedTopic": (),
     "exactlyOnce": (),
     "transactionTimeoutMs": (),
+    "writeId": (),
+    "writeLog": (),
     "authToken": ("auth_token",),
     "authMethod": ("auth_method",),
     "authData": ("auth_data",),
@@ -306,6 +308,9 @@ class SourceOptions:
     waiting_for_non_existed_topic: bool = False
     exactly_once: bool = False
     transaction_timeout_ms: int = 120_000
+    write_id: str | None = None
+    write_log: str | None = None
+    checkpoint_location: str | None = None
     producer_options: tuple[tuple[str, Any], ...] = ()
     reader_options: tuple[tuple[str, Any], ...] = ()
     raw: tuple[tuple[str, str], ...] = field(default=(), repr=False)
@@ -389,6 +394,19 @@ class SourceOptions:
         txn_timeout = _parse_int("transactionTimeoutMs", get("transactionTimeoutMs"))
         if txn_timeout is not None and not exactly_once:
             raise _err("transactionTimeoutMs", "only with exactlyOnce=true (writes without it use no transactions)")
+        write_id, write_log = get("writeId"), get("writeLog")
+        if write_id is not None:
+            write_id = write_id.strip()
+            if not exactly_once:
+                raise _err("writeId", "only with exactlyOnce=true (it names the write's record of committed "
+                                      "transactions)")
+            if not re.fullmatch(r"[A-Za-z0-9._-]{1,200}", write_id):
+                raise _err("writeId", f"{write_id!r}: use letters, digits, '.', '_' and '-' (it names a file)")
+            if write_log is None:
+                raise _err("writeId", "needs writeLog, the directory where the write's committed transactions "
+                                      "are recorded")
+        elif write_log is not None:
+            raise _err("writeLog", "only with writeId")
 
         producer_kw = _javaopts.java_kwargs("producer", prefixed("pulsar.producer."))
         producer_kw.update(_javaopts.keyword_kwargs("producer", prefixed("producer.")))
@@ -407,6 +425,8 @@ class SourceOptions:
             waiting_for_non_existed_topic=_parse_bool("waitingForNonExistedTopic",
                                                       get("waitingForNonExistedTopic") or "false"),
             exactly_once=exactly_once, transaction_timeout_ms=txn_timeout or 120_000,
+            write_id=write_id, write_log=write_log.strip() if write_log else None,
+            checkpoint_location=(opts.get("checkpointlocation") or "").strip() or None,
             producer_options=tuple(sorted(producer_kw.items())),
             reader_options=tuple(sorted(reader_kw.items())), raw=tuple(sorted(opts.items())),
         )
@@ -444,6 +464,16 @@ class SourceOptions:
                     self._check_offset_topics(name, spec)
             if self.starting_offsets == "latest":
                 raise _err("startingOffsets", "'latest' is not allowed for batch reads (the result would be empty)")
+
+    def check_stream_write(self) -> None:
+        """Raises unless the options fit a streaming write."""
+        if self.write_id is not None:
+            raise _err("writeId", "only for batch writes: a stream's commits are recorded in its checkpoint, "
+                                  "per micro-batch")
+        if self.exactly_once and self.checkpoint_location is None:
+            raise _err("exactlyOnce", "a stream needs .option('checkpointLocation', ...) on its writeStream: the "
+                                      "sink records there what each micro-batch committed (a location set only "
+                                      "with spark.sql.streaming.checkpointLocation does not reach the sink)")
 
     def _check_offset_topics(self, name: str, spec: dict[str, Any]) -> None:
         listed = set(self.topics) | ({self.topic} if self.topic else set())

@@ -195,6 +195,7 @@ class PulsarDataSource(DataSource):
     def streamWriter(self, schema: StructType, overwrite: bool) -> PulsarStreamWriter:
         if overwrite:
             raise InvalidConfiguration("pulsar data source: a Pulsar topic is append-only; use outputMode('append')")
+        self.pulsar_options.check_stream_write()
         return PulsarStreamWriter(self.pulsar_options, schema, _write_values(self.pulsar_options, schema))
 
 

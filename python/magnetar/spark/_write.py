@@ -33,6 +33,7 @@ from ..exceptions import InvalidConfiguration, PulsarError
 from . import _exactly_once, _workers
 from ._options import SourceOptions, normalize_topic
 from ._schema import TopicSchema
+from ._txn_log import TxnLog, checkpoint_log, local_dir
 from ._write_schema import check_payload_columns, producer_schema, topic_write_schema
 
 __all__ = ["WRITE_COLUMNS", "PulsarBatchWriter", "PulsarCommitMessage", "PulsarStreamWriter", "check_write_schema", "write_columns"]
@@ -117,13 +118,16 @@ def _unwritable(opts: SourceOptions) -> dict[str, str]:
 class PulsarCommitMessage(WriterCommitMessage):
     """What one task sent: messages per topic."""
 
-    def __init__(self, sent: dict[str, int], pid: int, txn: tuple[int, int] | None = None) -> None:
+    def __init__(self, sent: dict[str, int], pid: int, txn: tuple[int, int] | None = None,
+                 txn_created: float | None = None, partition: int | None = None) -> None:
         self.sent = sent
         self.pid = pid
         self.txn = txn
+        self.txn_created = txn_created
+        self.partition = partition
 
     def __repr__(self) -> str:
-        return f"PulsarCommitMessage({self.sent}, pid={self.pid}, txn={self.txn})"
+        return f"PulsarCommitMessage({self.sent}, pid={self.pid}, txn={self.txn}, partition={self.partition})"
 
 
 # Messages a sink's producer keeps in flight unless the options set ``max_pending``: with the
@@ -141,10 +145,18 @@ def _write(opts: SourceOptions, write_id: str, batches: Iterator[Any], values: T
     """One task's write: plain, or inside a transaction of its own with ``exactlyOnce``."""
     if not opts.exactly_once:
         return _write_batches(opts, batches, values=values, schema=schema)
-    msg, txn_id = _exactly_once.in_transaction(opts, write_id,
-                                               lambda txn: _write_batches(opts, batches, txn, values, schema))
-    msg.txn = txn_id
+    msg, txn_id, created = _exactly_once.in_transaction(
+        opts, write_id, lambda txn: _write_batches(opts, batches, txn, values, schema))
+    msg.txn, msg.txn_created, msg.partition = txn_id, created, _partition_id()
     return msg
+
+
+def _partition_id() -> int | None:
+    """The task's Spark partition, which a replay of its micro-batch writes again."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    return None if ctx is None else ctx.partitionId()
 
 
 def _write_batches(opts: SourceOptions, batches: Iterator[Any], txn: Any = None,
@@ -288,15 +300,24 @@ class PulsarBatchWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[Any]) -> PulsarCommitMessage:
         return _write(self.opts, self.write_id, iterator, getattr(self, "values", None), self.schema)
 
+    def _what(self) -> str:
+        return "write" if self.opts.write_id is None else f"write {self.opts.write_id!r}"
+
+    def _record(self) -> tuple[TxnLog | None, str | None]:
+        """Where the committed transactions are recorded (with ``writeId``), and under what key."""
+        if self.opts.write_id is None or self.opts.write_log is None:
+            return None, None
+        return TxnLog(local_dir(self.opts.write_log, "writeLog")), self.opts.write_id
+
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         if self.opts.exactly_once:
-            _exactly_once.commit_all(self.opts, messages, "write")
+            _exactly_once.commit_all(self.opts, messages, self._what(), *self._record())
         total = sum(sum(m.sent.values()) for m in messages if isinstance(m, PulsarCommitMessage))
         log.info("pulsar data source: wrote %d messages", total)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         if self.opts.exactly_once:
-            return _exactly_once.abort_all(self.opts, messages, "write")
+            return _exactly_once.abort_all(self.opts, messages, self._what(), *self._record())
         total = sum(sum(m.sent.values()) for m in messages if isinstance(m, PulsarCommitMessage))
         log.warning("pulsar data source: write aborted; %d messages of finished tasks were already "
                     "delivered (Pulsar has no transactional write here: at-least-once)", total)
@@ -326,13 +347,21 @@ class PulsarStreamWriter(_StreamWriterBase):  # type: ignore[misc,valid-type]
             it = _rows_to_batches(it, self.schema)
         return _write(self.opts, self.write_id, it, getattr(self, "values", None), self.schema)
 
+    def _record(self, batch_id: int) -> tuple[TxnLog | None, str | None]:
+        """The checkpoint's record of the micro-batches' committed transactions (the commit
+        runs in a Python process of its own, which learns the checkpoint from the options)."""
+        if self.opts.checkpoint_location is None:  # (refused when the query starts)
+            return None, None
+        return checkpoint_log(self.opts.checkpoint_location), str(batch_id)
+
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         if self.opts.exactly_once:
-            _exactly_once.commit_all(self.opts, messages, f"batch {batchId}")
+            _exactly_once.commit_all(self.opts, messages, f"batch {batchId}", *self._record(batchId),
+                                     prune_below=batchId)
         total = sum(sum(m.sent.values()) for m in messages if isinstance(m, PulsarCommitMessage))
         log.info("pulsar data source: batch %d wrote %d messages", batchId, total)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         if self.opts.exactly_once:
-            return _exactly_once.abort_all(self.opts, messages, f"batch {batchId}")
+            return _exactly_once.abort_all(self.opts, messages, f"batch {batchId}", *self._record(batchId))
         log.warning("pulsar data source: batch %d aborted; rows already sent stay sent (at-least-once)", batchId)
