@@ -81,7 +81,6 @@ pub(crate) async fn keep_coordinators_connected(client: Weak<ClientShared>) {
         drop(c); // held only while connecting: waiting below must not keep the client alive
         match sessions {
             Ok(conns) => {
-                backoff.reset();
                 let mut lost = tokio::task::JoinSet::new();
                 for (tc, conn) in conns.iter().enumerate() {
                     if let Ok(mut events) = conn.register(HandlerId::Watcher(tc as u64)) {
@@ -90,7 +89,16 @@ pub(crate) async fn keep_coordinators_connected(client: Weak<ClientShared>) {
                     }
                 }
                 log::debug!("sessions open with {} transaction coordinators", conns.len());
-                lost.join_next().await;
+                if !lost.is_empty() {
+                    backoff.reset();
+                }
+                // Nor may it keep the connections open: a client dropped without close()
+                // drops its pool, whose connections then close and end this wait.
+                drop(conns);
+                if lost.join_next().await.is_none() {
+                    // Every connection closed before it could be watched: not a tight loop.
+                    tokio::time::sleep(backoff.next_delay()).await;
+                }
             }
             Err(e) => {
                 let wait = backoff.next_delay();
