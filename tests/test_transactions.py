@@ -264,6 +264,35 @@ def test_enable_transaction_frees_what_a_crashed_processs_transaction_held_acros
             assert sorted(consumer.receive(timeout=30).data for _ in range(5)) == [b"%d" % i for i in range(5)]
 
 
+def test_a_second_copy_of_a_message_a_committed_transaction_acked_is_refused(
+    client: magnetar.Client, topic: str, sub: str
+) -> None:
+    """After a transaction's abort the broker sends a Shared consumer a batch entry's
+    unacknowledged messages again, also those still waiting in its queue, so the consumer can
+    hold two copies of one message (the kill loop's Shared runs wrote 75-90 outputs twice this
+    way). Acknowledging the second copy of a message that a committed transaction acknowledged
+    must fail the transaction. The broker checks only the words of its record of the batch:
+    with index 0 alone unacknowledged its record is one word, and an index past 63 passes."""
+    _one_batch(client, topic, 200)
+    consumer = client.subscribe(topic, sub, subscription_type="shared", initial_position="earliest")
+    first = [consumer.receive(timeout=10) for _ in range(200)]
+    _entry_of(first)
+    txn = client.new_transaction()
+    consumer.ack(first[0], txn=txn)
+    txn.abort()  # the broker sends the entry's unacknowledged messages again: all 200
+    second = [consumer.receive(timeout=10) for _ in range(200)]
+    assert [m.data for m in second] == [m.data for m in first]
+    assert all(m.redelivery_count >= 1 for m in second)
+    with client.new_transaction() as txn:
+        for m in first[1:]:
+            consumer.ack(m, txn=txn)
+    txn = client.new_transaction()
+    consumer.ack(second[150], txn=txn)
+    with pytest.raises(magnetar.TransactionError) as refused:
+        txn.commit()
+    assert refused.value.code == 23  # TransactionConflict
+
+
 def test_the_coordinator_aborts_a_transaction_at_its_timeout(
     client: magnetar.Client, pair: tuple[magnetar.Producer, magnetar.Consumer]
 ) -> None:

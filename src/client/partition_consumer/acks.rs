@@ -2,6 +2,7 @@
 //! message at a time), negative acks, the ack timeout, and the dead-letter topic.
 
 use super::*;
+use crate::protocol::pb::ServerError;
 
 impl Actor {
     /// Records the individual acks the application made since the actor last looked
@@ -57,6 +58,28 @@ impl Actor {
     /// what it covers ([`owed`](super::owed) says why).
     pub(super) fn ack_in_txn(&mut self, id: MessageId, cumulative: bool, txn: TxnId, op: Op) {
         self.flush_acks();
+        if !cumulative && self.book.covers(&id) {
+            // The broker would take this ack again when the index lies past the last word of
+            // its record of the batch (it compares only the words it has; see
+            // `receive::batch_index_acked`): refuse it here, as the broker should. A second
+            // copy of a message that this consumer already acked arrives when the broker
+            // redelivers a whole batch entry while part of it still waits in the queue (a
+            // Shared subscription after another transaction's abort).
+            log::debug!(
+                "{}: transaction {txn}: {}:{}:{} was acknowledged already; refused",
+                self.shared.topic,
+                id.ledger_id,
+                id.entry_id,
+                id.batch_index
+            );
+            return op.finish(&Err::<(), _>(Error::from_server(
+                ServerError::TransactionConflict,
+                &format!(
+                    "message {}:{}:{} was acknowledged already (this consumer has its ack): a second copy of it",
+                    id.ledger_id, id.entry_id, id.batch_index
+                ),
+            )));
+        }
         let Some(conn) = self.link.conn().cloned() else {
             return op.finish(&Err::<(), _>(Error::new(
                 ErrorKind::Connect,
@@ -82,6 +105,24 @@ impl Actor {
             }
         }
         self.add_earlier_chunks(&mut acks);
+        if log::log_enabled!(log::Level::Debug) {
+            for (kind, ids) in &acks {
+                for d in ids {
+                    let acked = (0..d.batch_size.unwrap_or(0)).filter(|i| {
+                        d.ack_set
+                            .get(*i as usize / 64)
+                            .is_some_and(|w| (*w as u64) & (1u64 << (i % 64)) == 0)
+                    });
+                    log::debug!(
+                        "{}: transaction {txn} acks ({kind:?}) {}:{} indexes [{}]",
+                        self.shared.topic,
+                        d.ledger_id,
+                        d.entry_id,
+                        super::receive::index_ranges(acked)
+                    );
+                }
+            }
+        }
         let consumer_id = self.consumer_id;
         let mut answers = Vec::with_capacity(acks.len());
         for (kind, ids) in acks {
@@ -242,6 +283,11 @@ impl Actor {
     /// subscription type cannot redeliver single messages).
     pub(super) fn redeliver(&mut self, ids: Vec<MessageId>) {
         let Some(conn) = self.link.conn().cloned() else { return };
+        log::debug!(
+            "{}: asking the broker to redeliver {} messages (0: all)",
+            self.shared.topic,
+            ids.len()
+        );
         let individual = matches!(
             SubType::try_from(self.opts.sub_type as i32),
             Ok(SubType::Shared | SubType::KeyShared)

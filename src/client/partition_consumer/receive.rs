@@ -102,6 +102,7 @@ impl Actor {
         let batch_size = entries.len() as i32;
         let acked_by_broker = |i: usize| batch_index_acked(&cmd.ack_set, i);
         let mut out = Vec::with_capacity(entries.len());
+        let mut covered = 0usize;
         for (i, e) in entries.into_iter().enumerate() {
             let mut id = base.clone();
             if batched {
@@ -112,7 +113,11 @@ impl Actor {
                     continue;
                 }
             }
-            if self.before_start(&id) || self.book.covers(&id) {
+            if self.before_start(&id) {
+                continue;
+            }
+            if self.book.covers(&id) {
+                covered += 1;
                 continue;
             }
             out.push(Message {
@@ -127,6 +132,17 @@ impl Actor {
                 epoch,
                 still_encrypted,
             });
+        }
+        if batched && (redelivery_count > 0 || !cmd.ack_set.is_empty()) && log::log_enabled!(log::Level::Debug) {
+            log::debug!(
+                "{}: entry {}:{} (redelivery {redelivery_count}, ack set of {} words): {} of {batch_size} messages queued ({covered} dropped as acked here): {}",
+                self.shared.topic,
+                base_key.0,
+                base_key.1,
+                cmd.ack_set.len(),
+                out.len(),
+                index_ranges(out.iter().map(|m| m.id.batch_index)),
+            );
         }
         if let (Some(owed), Some(first)) = (self.owed.as_mut(), out.first()) {
             owed.received(&first.id, out.iter().map(|m| m.id.batch_index));
@@ -375,6 +391,36 @@ impl Actor {
 /// size anything.
 fn broker_permits(meta: &MessageMetadata) -> u32 {
     meta.num_messages_in_batch.unwrap_or(1).max(1) as u32
+}
+
+/// `3-7,9` for the batch indexes 3, 4, 5, 6, 7, 9 (ascending): a debug log's view of a batch.
+pub(super) fn index_ranges(indexes: impl Iterator<Item = i32>) -> String {
+    let mut out = String::new();
+    let mut run: Option<(i32, i32)> = None;
+    let flush = |r: (i32, i32), out: &mut String| {
+        if !out.is_empty() {
+            out.push(',');
+        }
+        if r.0 == r.1 {
+            out.push_str(&r.0.to_string());
+        } else {
+            out.push_str(&format!("{}-{}", r.0, r.1));
+        }
+    };
+    for i in indexes {
+        run = match run {
+            Some((a, b)) if i == b + 1 => Some((a, i)),
+            Some(r) => {
+                flush(r, &mut out);
+                Some((i, i))
+            }
+            None => Some((i, i)),
+        };
+    }
+    if let Some(r) = run {
+        flush(r, &mut out);
+    }
+    out
 }
 
 /// Whether the ack set a broker sent with a batch entry marks index `i` acknowledged (bit
