@@ -293,6 +293,42 @@ def test_a_second_copy_of_a_message_a_committed_transaction_acked_is_refused(
     assert refused.value.code == 23  # TransactionConflict
 
 
+def test_a_cumulative_ack_in_a_transaction_never_covers_what_still_waits_in_the_queue(
+    client: magnetar.Client, topic: str, sub: str
+) -> None:
+    """The kill loop's Failover `missing 5`: a dead worker's transaction held 5-9 of a batch;
+    when it aborted, the broker sent the entry's unacknowledged messages again, and 5-9 were
+    queued behind messages the consumer already had. The next cumulative ack (through 19)
+    acknowledged 5-9 too, as they were received and before 19, though the application had
+    never taken them: they were lost. A cumulative ack covers what the application took."""
+    _one_batch(client, topic, 20)
+    first = client.subscribe(topic, sub, subscription_type="failover", initial_position="earliest")
+    got = [first.receive(timeout=10) for _ in range(20)]
+    _entry_of(got)
+    dead = client.new_transaction(timeout=120)
+    for m in got[5:10]:
+        first.ack(m, txn=dead)
+    with client.new_transaction() as txn:  # applied after the held acks (see above)
+        first.ack_cumulative(got[4], txn=txn)
+    first.close()
+    consumer = client.subscribe(topic, sub, subscription_type="failover")
+    taken = [consumer.receive(timeout=10) for _ in range(5)]
+    assert [m.data for m in taken] == [b"%d" % i for i in range(10, 15)]
+    dead.abort()
+    # The broker sends the entry again: 5-9, freed, and 15-19, still queued here.
+    assert wait_until(lambda: consumer.stats()[0]["queued"] >= 15, 10), consumer.stats()
+    with client.new_transaction() as txn:
+        consumer.ack_cumulative(taken[-1], txn=txn)
+        rest = [consumer.receive(timeout=10) for _ in range(5)]
+        assert [m.data for m in rest] == [b"%d" % i for i in range(15, 20)]
+        consumer.ack_cumulative(rest[-1], txn=txn)
+    consumer.close()
+    # 5-9 were never taken, so never acknowledged: a new consumer gets them, and only them.
+    again = client.subscribe(topic, sub, subscription_type="failover")
+    assert sorted(again.receive(timeout=10).data for _ in range(5)) == [b"%d" % i for i in range(5, 10)]
+    assert again.receive_many(20, timeout=0) == []
+
+
 def test_the_coordinator_aborts_a_transaction_at_its_timeout(
     client: magnetar.Client, pair: tuple[magnetar.Producer, magnetar.Consumer]
 ) -> None:

@@ -9,6 +9,13 @@ impl Actor {
     /// (`PartitionShared::push_ack`). Called before anything that depends on which acks are
     /// known: every command, every incoming message, every flush.
     pub(super) fn take_pending_acks(&mut self) {
+        // What the application took is owed before any ack of it is booked.
+        let taken = self.shared.take_taken();
+        if let Some(owed) = self.owed.as_mut() {
+            for id in taken {
+                owed.received(&id, std::iter::once(id.batch_index));
+            }
+        }
         let ids = self.shared.take_acks();
         self.ack_all(ids);
     }

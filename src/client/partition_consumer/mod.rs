@@ -103,6 +103,10 @@ pub(crate) struct PartitionShared {
     /// Last id handed to the application (readers resume after it).
     pub last_dequeued: Mutex<Option<MessageId>>,
     track_delivered: bool,
+    /// Exclusive/Failover (the owed book): the messages the application took since the actor
+    /// last looked. A cumulative ack in a transaction covers what was taken, never what still
+    /// waits in the queue (a copy the broker sent again may sit there behind later messages).
+    taken: Option<Mutex<Vec<MessageId>>>,
     /// The highest entry queued before the last detach: a message at or below it may be held
     /// by the application and sit in the inbox again as the broker's resend. Set once the
     /// partition has reattached; see [`PartitionShared::purge_acked`].
@@ -129,6 +133,9 @@ impl PartitionShared {
                 continue;
             }
             count += 1;
+            if let Some(taken) = &self.taken {
+                taken.lock().expect("taken lock").push(msg.id.clone());
+            }
             if self.track_delivered {
                 let _ = self.tx.send(Command::Delivered(msg.id.clone()));
             }
@@ -189,6 +196,13 @@ impl PartitionShared {
         Ok(())
     }
 
+    pub(super) fn take_taken(&self) -> Vec<MessageId> {
+        self.taken
+            .as_ref()
+            .map(|t| std::mem::take(&mut *t.lock().expect("taken lock")))
+            .unwrap_or_default()
+    }
+
     pub(super) fn take_acks(&self) -> Vec<MessageId> {
         std::mem::take(&mut *self.pending_acks.lock().expect("pending_acks lock"))
     }
@@ -242,6 +256,7 @@ pub(crate) async fn create(
         closed: AtomicBool::new(false),
         last_dequeued: Mutex::new(None),
         track_delivered: !opts.ack_timeout.is_zero(),
+        taken: owes(&opts).then(|| Mutex::new(Vec::new())),
         stale_high: Mutex::new(None),
         stale_guard: AtomicBool::new(false),
         pending_acks: Mutex::new(Vec::new()),
@@ -255,8 +270,7 @@ pub(crate) async fn create(
     };
     let consumer_id = client.next_consumer_id();
     let opts_reader = opts.crypto_key_reader.clone();
-    let owed =
-        (opts.durable && !matches!(opts.sub_type, SubType::Shared | SubType::KeyShared)).then(owed::Owed::default);
+    let owed = owes(&opts).then(owed::Owed::default);
     let mut actor = Actor {
         consumer_id,
         link: Link::new(client.clone(), shared.topic.clone(), HandlerId::Consumer(consumer_id)),
@@ -318,6 +332,12 @@ fn on_panic(shared: Arc<PartitionShared>, inbox: Arc<Inbox>) -> impl FnOnce(Erro
         shared.closed.store(true, Ordering::Release);
         inbox.end(e);
     }
+}
+
+/// Whether the consumer keeps the owed book: Exclusive and Failover subscriptions, where a
+/// cumulative ack in a transaction is sent as individual acks of what it covers.
+fn owes(opts: &ConsumerOptions) -> bool {
+    opts.durable && !matches!(opts.sub_type, SubType::Shared | SubType::KeyShared)
 }
 
 fn random_name() -> String {

@@ -1,5 +1,5 @@
-//! The messages of one partition received and not yet acknowledged: what a cumulative
-//! acknowledgement inside a transaction covers, message by message.
+//! The messages of one partition the application took and has not acknowledged: what a
+//! cumulative acknowledgement inside a transaction covers, message by message.
 //!
 //! The broker checks a transaction's cumulative ack only against the cursor's mark-delete
 //! position and against another transaction's pending cumulative ack. An entry that is a batch
@@ -9,8 +9,10 @@
 //! them from it (lost if that one aborts). Individual acks are checked message by message:
 //! against the cursor's deleted entries, its acknowledged batch indexes, and every open
 //! transaction's pending acks (Pulsar 4.0 `PendingAckHandleImpl`). So a cumulative ack in a
-//! transaction is sent as individual acks of exactly the messages it covers that this consumer
-//! received and has not acknowledged: a stale one conflicts and its transaction aborts.
+//! transaction is sent as individual acks of exactly the messages it covers that the
+//! application took and has not acknowledged: a stale one conflicts and its transaction aborts.
+//! Taken, not merely received: after another transaction's abort the broker may send messages
+//! again that then wait in the queue behind later ones, and acknowledging those would lose them.
 //!
 //! Only Exclusive and Failover subscriptions keep this book (cumulative acks are refused on the
 //! others), and not readers. Pure bookkeeping: no I/O.
@@ -56,7 +58,7 @@ fn is_batch(id: &MessageId) -> bool {
 }
 
 impl Owed {
-    /// Messages of entry `id` (indexes `received` of its batch) were queued for the application.
+    /// The application took messages of entry `id` (indexes `received` of its batch).
     pub fn received(&mut self, id: &MessageId, received: impl Iterator<Item = i32>) {
         let key = (id.ledger_id, id.entry_id);
         let owes = if id.batch_size > 1 {

@@ -144,9 +144,6 @@ impl Actor {
                 index_ranges(out.iter().map(|m| m.id.batch_index)),
             );
         }
-        if let (Some(owed), Some(first)) = (self.owed.as_mut(), out.first()) {
-            owed.received(&first.id, out.iter().map(|m| m.id.batch_index));
-        }
         if let Some(max) = self.opts.max_redeliver_count {
             if redelivery_count > max && !out.is_empty() {
                 self.dead_letter(out).await;
