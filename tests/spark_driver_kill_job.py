@@ -130,6 +130,7 @@ def main(args: dict[str, Any]) -> None:
 
     report(args["report"], process="driver", magnetar=magnetar.__file__, pid=os.getpid())
     spark = local_spark(2, "magnetar-driver-kill")
+    spark.dataSource.register(ms.PulsarDataSource)  # the jobs read their source with it
     for i, job in enumerate(args["jobs"]):
         run(spark, {**job, "report": args["report"]}, f"pulsar_killed_{i}")
     spark.stop()

@@ -27,6 +27,7 @@ from jvm import error_text as _error_text
 from jvm import new_topic as _new_topic
 from waiting import wait_until
 
+import magnetar
 from magnetar.spark import ClientConfig
 
 # Low, so that a transaction orphaned by a dead worker or driver aborts within the test, yet
@@ -320,7 +321,9 @@ def test_a_stream_restarted_after_dying_before_its_commit(
 # -- the whole driver killed (SIGKILL) during the commit, then restarted ---------------------------
 
 _KILL_JOB = Path(__file__).parent / "spark_driver_kill_job.py"
-_WORKTREE_PACKAGE = str(Path(__file__).resolve().parents[1] / "python" / "magnetar")
+# The package this test process imported: the driver and the JVM's Python processes must run
+# the same one (the installed wheel in the suite, a checkout's copy on PYTHONPATH elsewhere).
+_PACKAGE = str(Path(magnetar.__file__).resolve().parent)
 
 
 def _session_alive(sid: int) -> list[int]:
@@ -361,10 +364,10 @@ def _run_driver(jobs: list[dict[str, Any]], kill: str, report: Path) -> None:
         assert [e["kill"] for e in events if "kill" in e] == [kill], f"not killed at {kill} {where}"
         assert wait_until(lambda: not _session_alive(proc.pid), 60), \
             f"processes of the killed driver live on: {_session_alive(proc.pid)}"
-    # this worktree's package, in the driver and in the JVM's Python processes that commit
+    # this test's package, in the driver and in the JVM's Python processes that commit
     imported = {(e.get("process") or "kill", e["magnetar"]) for e in events}
     assert {p for p, _ in imported} >= {"driver", "commit"}, where
-    assert all(m.startswith(_WORKTREE_PACKAGE) for _, m in imported), imported
+    assert all(str(Path(m).resolve().parent) == _PACKAGE for _, m in imported), imported
 
 
 # name -> (mode, kill point, with the record). "in-commit" last, its job restarted first: its
