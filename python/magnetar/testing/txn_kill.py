@@ -202,7 +202,9 @@ def worker(url: str, source: str, sink: str, sub: str, txn_timeout: float, idle:
                         for m in msgs:
                             consumer.ack(m, txn=txn)
                     else:
-                        consumer.ack_cumulative(msgs[-1], txn=txn)
+                        # The highest, not the last: after another transaction's abort the
+                        # broker sends messages again, and they may come after later ones.
+                        consumer.ack_cumulative(max(msgs, key=lambda m: m.message_id), txn=txn)
                 committed += 1
                 trace(txn=txn_id, end="committed")
             except magnetar.TransactionError as e:
