@@ -102,6 +102,16 @@ impl Inbox {
         self.remove_where(|m| m.origin == origin)
     }
 
+    /// The batch indexes (-1: not a batch) of the queued messages `pick` picks.
+    pub fn queued_indexes(&self, mut pick: impl FnMut(&Message) -> bool) -> Vec<i32> {
+        self.lock()
+            .queue
+            .iter()
+            .filter(|m| pick(m))
+            .map(|m| m.id.batch_index)
+            .collect()
+    }
+
     /// Drops the queued messages `drop` picks, returning how many.
     pub fn remove_where(&self, mut drop: impl FnMut(&Message) -> bool) -> usize {
         let mut st = self.lock();

@@ -121,6 +121,18 @@ impl Owed {
         }
     }
 
+    /// Whether the application took `id` and has not acknowledged it.
+    pub fn holds(&self, id: &MessageId) -> bool {
+        match self.entries.get(&(id.ledger_id, id.entry_id)) {
+            Some(Owes::Indexes { bits, .. }) if is_batch(id) => {
+                let i = id.batch_index as usize;
+                bits.get(i / 64).is_some_and(|w| w & (1 << (i % 64)) != 0)
+            }
+            Some(_) => true,
+            None => false,
+        }
+    }
+
     /// Everything is delivered again (a redelivery of all unacknowledged messages, a seek):
     /// what comes is owed anew.
     pub fn clear(&mut self) {

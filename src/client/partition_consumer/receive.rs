@@ -133,9 +133,10 @@ impl Actor {
                 still_encrypted,
             });
         }
+        let copies = self.drop_second_copies(base_key, epoch, &mut out);
         if batched && (redelivery_count > 0 || !cmd.ack_set.is_empty()) && log::log_enabled!(log::Level::Debug) {
             log::debug!(
-                "{}: entry {}:{} (redelivery {redelivery_count}, ack set of {} words): {} of {batch_size} messages queued ({covered} dropped as acked here): {}",
+                "{}: entry {}:{} (redelivery {redelivery_count}, ack set of {} words): {} of {batch_size} messages queued ({covered} dropped as acked here, {copies} as copies held here): {}",
                 self.shared.topic,
                 base_key.0,
                 base_key.1,
@@ -159,6 +160,29 @@ impl Actor {
             self.queued_high = Some(base_key);
         }
         self.inbox.push_many(out);
+    }
+
+    /// Exclusive and Failover: drops from `out` the messages of entry `key` that this consumer
+    /// already holds, queued (of this connection) or taken by the application and not yet
+    /// acknowledged. The broker sends an entry again when another consumer's transaction that
+    /// held some of it aborts, with every message of it not yet acknowledged, also those it
+    /// sent before: a second copy would be processed twice, and its acknowledgement in a
+    /// second transaction is accepted when it lies past the words of the broker's batch
+    /// record. Only an entry at or before the highest one queued on this connection can be
+    /// such a copy: after a reconnect the broker sends everything unacknowledged again, and
+    /// those copies are delivered as always. Returns how many were dropped.
+    fn drop_second_copies(&mut self, key: EntryKey, epoch: u32, out: &mut Vec<Message>) -> usize {
+        let Some(owed) = self.owed.as_ref() else { return 0 };
+        if out.is_empty() || self.queued_high.is_none_or(|h| key > h) {
+            return 0;
+        }
+        let origin = self.shared.index;
+        let queued = self
+            .inbox
+            .queued_indexes(|m| m.origin == origin && m.epoch == epoch && (m.id.ledger_id, m.id.entry_id) == key);
+        let before = out.len();
+        out.retain(|m| !owed.holds(&m.id) && !queued.contains(&m.id.batch_index));
+        before - out.len()
     }
 
     fn max_message_size(&self) -> usize {
