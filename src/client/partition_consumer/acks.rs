@@ -289,6 +289,18 @@ impl Actor {
     /// Asks the broker to redeliver `ids`, or everything unacked when empty (or when the
     /// subscription type cannot redeliver single messages).
     pub(super) fn redeliver(&mut self, ids: Vec<MessageId>) {
+        let individual_ok = matches!(
+            SubType::try_from(self.opts.sub_type as i32),
+            Ok(SubType::Shared | SubType::KeyShared)
+        );
+        if ids.is_empty() || !individual_ok {
+            // Everything unacknowledged comes again, now or on the next connection: nothing
+            // taken before is owed any more (an aborted transaction's messages, say, taken
+            // while the broker was gone, must not ride on the next cumulative ack).
+            if let Some(owed) = self.owed.as_mut() {
+                owed.clear();
+            }
+        }
         let Some(conn) = self.link.conn().cloned() else { return };
         log::debug!(
             "{}: asking the broker to redeliver {} messages (0: all)",
