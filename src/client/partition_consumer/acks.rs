@@ -115,11 +115,8 @@ impl Actor {
         if log::log_enabled!(log::Level::Debug) {
             for (kind, ids) in &acks {
                 for d in ids {
-                    let acked = (0..d.batch_size.unwrap_or(0)).filter(|i| {
-                        d.ack_set
-                            .get(*i as usize / 64)
-                            .is_some_and(|w| (*w as u64) & (1u64 << (i % 64)) == 0)
-                    });
+                    let acked = (0..d.batch_size.unwrap_or(0))
+                        .filter(|i| super::receive::batch_index_acked(&d.ack_set, *i as usize));
                     log::debug!(
                         "{}: transaction {txn} acks ({kind:?}) {}:{} indexes [{}]",
                         self.shared.topic,
@@ -289,14 +286,16 @@ impl Actor {
     /// Asks the broker to redeliver `ids`, or everything unacked when empty (or when the
     /// subscription type cannot redeliver single messages).
     pub(super) fn redeliver(&mut self, ids: Vec<MessageId>) {
-        let individual_ok = matches!(
+        let individual = matches!(
             SubType::try_from(self.opts.sub_type as i32),
             Ok(SubType::Shared | SubType::KeyShared)
         );
-        if ids.is_empty() || !individual_ok {
+        if ids.is_empty() || !individual {
             // Everything unacknowledged comes again, now or on the next connection: nothing
             // taken before is owed any more (an aborted transaction's messages, say, taken
-            // while the broker was gone, must not ride on the next cumulative ack).
+            // while the broker was gone, must not ride on the next cumulative ack). What the
+            // application took and acked meanwhile is booked first.
+            self.take_pending_acks();
             if let Some(owed) = self.owed.as_mut() {
                 owed.clear();
             }
@@ -307,17 +306,10 @@ impl Actor {
             self.shared.topic,
             ids.len()
         );
-        let individual = matches!(
-            SubType::try_from(self.opts.sub_type as i32),
-            Ok(SubType::Shared | SubType::KeyShared)
-        );
         if ids.is_empty() || !individual {
             // The broker resends everything unacked, including what sits in the inbox; the
             // acks go first so that what the application acked is not among it.
             self.flush_acks();
-            if let Some(owed) = self.owed.as_mut() {
-                owed.clear();
-            }
             let epoch = self.shared.start_redelivery(&self.inbox);
             let mut cmd = commands::redeliver(self.consumer_id, Vec::new());
             if !individual {

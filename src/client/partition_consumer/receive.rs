@@ -450,7 +450,7 @@ pub(super) fn index_ranges(indexes: impl Iterator<Item = i32>) -> String {
 /// Java client reads it the same way. (Read as unacknowledged, the tail of a batch whose last
 /// indexes a committed transaction had acknowledged was delivered again, and the broker's own
 /// conflict check, which compares only the words it has, let a second transaction ack it.)
-fn batch_index_acked(ack_set: &[i64], i: usize) -> bool {
+pub(super) fn batch_index_acked(ack_set: &[i64], i: usize) -> bool {
     !ack_set.is_empty()
         && ack_set
             .get(i / 64)
