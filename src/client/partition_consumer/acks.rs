@@ -421,3 +421,92 @@ fn txn_ack_data(id: &MessageId, cumulative: bool) -> MessageIdData {
     }
     data
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::transaction::Transaction;
+    use crate::protocol::pb::command_subscribe::SubType;
+    use crate::protocol::pb::MessageMetadata;
+
+    /// Index `i` of a batch of 20 in entry 1:7, as the application takes it.
+    fn taken(actor: &Actor, i: i32) -> Message {
+        Message {
+            topic: actor.shared.topic.clone(),
+            id: MessageId {
+                ledger_id: 1,
+                entry_id: 7,
+                partition: -1,
+                batch_index: i,
+                batch_size: 20,
+                topic: None,
+            },
+            payload: Default::default(),
+            metadata: Arc::new(MessageMetadata::default()),
+            single: None,
+            redelivery_count: 0,
+            origin: 0,
+            first_chunk: None,
+            epoch: 0,
+            still_encrypted: false,
+        }
+    }
+
+    /// The kill loop's Failover run with broker kills (docs/transactions.md, "An aborted
+    /// transaction's messages, owed across a broker kill"): a transaction took 10-14 and its
+    /// cumulative ack failed because the broker was gone; it aborted while the consumer was
+    /// still disconnected; the application then took 15-19 and acknowledged them cumulatively
+    /// in the next transaction. That ack must cover 15-19 only: 10-14 come again.
+    #[tokio::test]
+    async fn an_abort_while_disconnected_leaves_nothing_of_it_owed() {
+        let client = Arc::new(ClientShared::new("pulsar://127.0.0.1:1", Default::default()).expect("a valid URL"));
+        let opts = ConsumerOptions {
+            sub_type: SubType::Failover,
+            ..Default::default()
+        };
+        let mut actor = unattached(
+            client,
+            "persistent://public/default/t".into(),
+            0,
+            "s".into(),
+            opts,
+            Arc::new(Inbox::new()),
+        );
+        assert!(actor.link.conn().is_none());
+
+        let first: Vec<Message> = (10..15).map(|i| taken(&actor, i)).collect();
+        actor.shared.on_dequeue(first.iter());
+        let aborted = Transaction::detached(1, 317);
+        let op = aborted.begin_op().expect("an open transaction");
+        actor
+            .handle(Command::AckInTxn {
+                id: first[4].id.clone(),
+                cumulative: true,
+                txn: aborted.id(),
+                op,
+            })
+            .await;
+        // The abort's end hook (`Consumer::ack_in_txn`), with the consumer still detached.
+        actor.handle(Command::Redeliver(vec![first[4].id.clone()])).await;
+
+        let next: Vec<Message> = (15..20).map(|i| taken(&actor, i)).collect();
+        actor.shared.on_dequeue(next.iter());
+        actor.take_pending_acks();
+        let covered = actor
+            .owed
+            .as_mut()
+            .expect("a Failover consumer keeps the book")
+            .take_through(&next[4].id);
+        assert_eq!(covered.cumulative, None);
+        assert_eq!(covered.individual.len(), 1);
+        let ack = &covered.individual[0];
+        let acked: Vec<usize> = (0..20)
+            .filter(|i| super::super::receive::batch_index_acked(&ack.ack_set, *i))
+            .collect();
+        assert_eq!(
+            acked,
+            (15..20).collect::<Vec<_>>(),
+            "the aborted transaction's messages rode on the next ack"
+        );
+    }
+}

@@ -242,6 +242,41 @@ pub(crate) async fn create(
     opts: ConsumerOptions,
     inbox: Arc<Inbox>,
 ) -> Result<Arc<PartitionShared>> {
+    let mut actor = unattached(client, topic, index, subscription, opts, inbox);
+    let shared = actor.shared.clone();
+    let request = actor.subscribe_request();
+    actor.link.attach(request).await?;
+    if !actor.opts.durable && actor.opts.start_inclusive && actor.opts.start_message_id == Some(MessageId::LATEST) {
+        // "The latest message, inclusive" is the topic's last message: the broker has no such
+        // start position, so find it and move there (as the Java and C++ clients do).
+        let last = actor.last_message_id().await?;
+        if last.entry_id >= 0 {
+            actor.seek(SeekTarget::Id(last)).await?;
+        }
+    }
+    if actor.link.conn().is_some() {
+        // Else detached by that seek: the reattach subscribes.
+        actor.subscribed();
+    }
+    super::supervisor::spawn(
+        "consumer",
+        shared.topic.to_string(),
+        on_panic(shared.clone(), actor.inbox.clone()),
+        actor.run(),
+    );
+    Ok(shared)
+}
+
+/// The actor of one partition, not yet attached (`create` attaches it; unit tests drive it
+/// detached, as it is between connections).
+fn unattached(
+    client: Arc<ClientShared>,
+    topic: String,
+    index: usize,
+    subscription: String,
+    opts: ConsumerOptions,
+    inbox: Arc<Inbox>,
+) -> Actor {
     let (tx, rx) = mpsc::unbounded_channel();
     let queue = opts.receiver_queue_size as u32;
     let shared = Arc::new(PartitionShared {
@@ -271,11 +306,11 @@ pub(crate) async fn create(
     let consumer_id = client.next_consumer_id();
     let opts_reader = opts.crypto_key_reader.clone();
     let owed = owes(&opts).then(owed::Owed::default);
-    let mut actor = Actor {
+    Actor {
         consumer_id,
         link: Link::new(client.clone(), shared.topic.clone(), HandlerId::Consumer(consumer_id)),
         client,
-        shared: shared.clone(),
+        shared,
         inbox,
         subscription,
         name,
@@ -299,28 +334,7 @@ pub(crate) async fn create(
         crypto: crate::client::crypto::ConsumerCrypto::new(opts_reader),
         deferred_seeks: Vec::new(),
         detached_by_seek: false,
-    };
-    let request = actor.subscribe_request();
-    actor.link.attach(request).await?;
-    if !actor.opts.durable && actor.opts.start_inclusive && actor.opts.start_message_id == Some(MessageId::LATEST) {
-        // "The latest message, inclusive" is the topic's last message: the broker has no such
-        // start position, so find it and move there (as the Java and C++ clients do).
-        let last = actor.last_message_id().await?;
-        if last.entry_id >= 0 {
-            actor.seek(SeekTarget::Id(last)).await?;
-        }
     }
-    if actor.link.conn().is_some() {
-        // Else detached by that seek: the reattach subscribes.
-        actor.subscribed();
-    }
-    super::supervisor::spawn(
-        "consumer",
-        shared.topic.to_string(),
-        on_panic(shared.clone(), actor.inbox.clone()),
-        actor.run(),
-    );
-    Ok(shared)
 }
 
 /// When the actor panics, the partition counts as detached and closed, and the inbox all
