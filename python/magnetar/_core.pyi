@@ -29,6 +29,7 @@ __all__ = [
     "_client_stats",
     "_consumer_stats",
     "_duration_seconds",
+    "_engine_option_facts",
     "_error_class_names",
     "_inject_actor_panic",
     "_key_hash",
@@ -446,6 +447,10 @@ def _duration_seconds(value: object, what: str, unlimited_ok: bool = True) -> fl
 
 def _check_client_options(options: Mapping[str, Any]) -> None:
     """Validates ``_Client`` options without making a client (InvalidConfiguration)."""
+
+def _engine_option_facts() -> dict[str, Any]:
+    """The engine's option keys, value names and struct defaults (tests/test_option_facts.py
+    holds them against ``magnetar._options``)."""
 
 def _at_exit(timeout: float) -> None:
     """Run at exit: flushes every open producer of this process within ``timeout`` seconds in

@@ -146,16 +146,22 @@ pub fn codec_name(codec: CompressionType) -> &'static str {
     }
 }
 
-/// Parses a codec name (`None`/"none", "lz4", "zlib", "zstd", "snappy").
+/// The codecs by name (the name "none" and the empty name mean no codec).
+pub const CODEC_NAMES: &[(&str, CompressionType)] = &[
+    ("none", CompressionType::None),
+    ("lz4", CompressionType::Lz4),
+    ("zlib", CompressionType::Zlib),
+    ("zstd", CompressionType::Zstd),
+    ("snappy", CompressionType::Snappy),
+];
+
+/// Parses a codec name (`None`/"none", "lz4", "zlib", "zstd", "snappy"), in any case.
 pub fn parse_codec(name: &str) -> Option<CompressionType> {
-    Some(match name.to_ascii_lowercase().as_str() {
-        "none" | "" => CompressionType::None,
-        "lz4" => CompressionType::Lz4,
-        "zlib" => CompressionType::Zlib,
-        "zstd" => CompressionType::Zstd,
-        "snappy" => CompressionType::Snappy,
-        _ => return None,
-    })
+    let name = name.to_ascii_lowercase();
+    if name.is_empty() {
+        return Some(CompressionType::None);
+    }
+    CODEC_NAMES.iter().find(|(n, _)| *n == name).map(|(_, c)| *c)
 }
 
 #[cfg(test)]

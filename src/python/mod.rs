@@ -16,6 +16,7 @@ mod errors;
 mod gate;
 mod lifecycle;
 mod log_names;
+mod option_facts;
 mod options;
 mod producer;
 mod runtime;
@@ -135,6 +136,7 @@ fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_panic_in_engine, m)?)?;
     m.add_function(wrap_pyfunction!(convert::_duration_seconds, m)?)?;
     m.add_function(wrap_pyfunction!(options::_check_client_options, m)?)?;
+    m.add_function(wrap_pyfunction!(option_facts::_engine_option_facts, m)?)?;
     m.add_function(wrap_pyfunction!(lifecycle::_at_exit, m)?)?;
     m.add_function(wrap_pyfunction!(lifecycle::_inject_actor_panic, m)?)?;
     stats::register(m)?;

@@ -41,8 +41,90 @@ fn pairs(d: &Bound<'_, PyDict>, key: &str) -> PyResult<Option<Vec<(String, Strin
     }
 }
 
+/// The keys of `Client`'s options dict (`magnetar._options` builds it; tests/test_option_facts.py
+/// holds these lists against its declarations).
+pub(super) const CLIENT_KEYS: &[&str] = &[
+    "operation_timeout",
+    "connect_timeout",
+    "keepalive_interval",
+    "memory_limit",
+    "auth_method",
+    "auth_data",
+    "auth_supplier",
+    "auth_token_file",
+    "auth_http_method",
+    "initial_backoff",
+    "max_backoff",
+    "stats_interval",
+    "tls_trust_certs_file_path",
+    "tls_allow_insecure_connection",
+    "tls_validate_hostname",
+    "tls_certificate_file_path",
+    "tls_private_key_file_path",
+    "listener_name",
+    "proxy_url",
+    "proxy_protocol",
+    "enable_transaction",
+];
+
+/// The keys of `create_producer`'s options dict.
+pub(super) const PRODUCER_KEYS: &[&str] = &[
+    "name",
+    "batching",
+    "batch_max_messages",
+    "batch_max_bytes",
+    "batch_max_delay",
+    "compression",
+    "max_pending",
+    "block_if_full",
+    "send_timeout",
+    "initial_sequence_id",
+    "access_mode",
+    "chunking",
+    "chunk_max_size",
+    "properties",
+    "routing_mode",
+    "hashing_scheme",
+    "partitions_update_interval",
+    "batching_type",
+    "encryption_keys",
+    "crypto_key_reader",
+];
+
+/// The keys of `subscribe`'s (and `create_reader`'s) options dict.
+pub(super) const CONSUMER_KEYS: &[&str] = &[
+    "subscription_type",
+    "initial_position",
+    "consumer_name",
+    "receiver_queue_size",
+    "nack_redelivery_delay",
+    "ack_timeout",
+    "ack_group_time",
+    "ack_group_max",
+    "durable",
+    "start_message_id",
+    "start_inclusive",
+    "read_compacted",
+    "subscription_properties",
+    "properties",
+    "batch_index_ack",
+    "replicate_subscription_state",
+    "priority_level",
+    "discovery_period",
+    "max_redeliver_count",
+    "dead_letter_topic",
+    "chunk_expiry",
+    "max_pending_chunked_messages",
+    "crypto_key_reader",
+    "crypto_failure_action",
+    "key_shared_mode",
+    "key_shared_ranges",
+    "allow_out_of_order_delivery",
+    "pattern_topics",
+];
+
 /// The values of `access_mode`.
-const ACCESS_MODE_NAMES: &[(&str, ProducerAccessMode)] = &[
+pub(super) const ACCESS_MODE_NAMES: &[(&str, ProducerAccessMode)] = &[
     ("shared", ProducerAccessMode::Shared),
     ("exclusive", ProducerAccessMode::Exclusive),
     ("wait_for_exclusive", ProducerAccessMode::WaitForExclusive),
@@ -50,20 +132,20 @@ const ACCESS_MODE_NAMES: &[(&str, ProducerAccessMode)] = &[
 ];
 
 /// The values of `routing_mode`.
-const ROUTING_MODE_NAMES: &[(&str, RoutingMode)] = &[
+pub(super) const ROUTING_MODE_NAMES: &[(&str, RoutingMode)] = &[
     ("round_robin", RoutingMode::RoundRobin),
     ("single_partition", RoutingMode::SinglePartition),
 ];
 
 /// The values of `hashing_scheme`.
-const HASHING_SCHEME_NAMES: &[(&str, HashingScheme)] = &[
+pub(super) const HASHING_SCHEME_NAMES: &[(&str, HashingScheme)] = &[
     ("java_string", HashingScheme::JavaString),
     ("murmur3", HashingScheme::Murmur3),
     ("murmur3_32", HashingScheme::Murmur3),
 ];
 
 /// The values of `subscription_type`.
-const SUBSCRIPTION_TYPE_NAMES: &[(&str, SubType)] = &[
+pub(super) const SUBSCRIPTION_TYPE_NAMES: &[(&str, SubType)] = &[
     ("exclusive", SubType::Exclusive),
     ("shared", SubType::Shared),
     ("failover", SubType::Failover),
@@ -71,22 +153,32 @@ const SUBSCRIPTION_TYPE_NAMES: &[(&str, SubType)] = &[
 ];
 
 /// The values of `key_shared_mode`.
-const KEY_SHARED_MODE_NAMES: &[(&str, KeySharedMode)] = &[
+pub(super) const KEY_SHARED_MODE_NAMES: &[(&str, KeySharedMode)] = &[
     ("auto_split", KeySharedMode::AutoSplit),
     ("sticky", KeySharedMode::Sticky),
 ];
 
 /// The values of `pattern_topics`.
-const PATTERN_TOPICS_NAMES: &[(&str, TopicDomains)] = &[
+pub(super) const PATTERN_TOPICS_NAMES: &[(&str, TopicDomains)] = &[
     ("persistent", TopicDomains::Persistent),
     ("non_persistent", TopicDomains::NonPersistent),
     ("all", TopicDomains::All),
 ];
 
 /// The values of `initial_position`.
-const INITIAL_POSITION_NAMES: &[(&str, InitialPosition)] = &[
+pub(super) const INITIAL_POSITION_NAMES: &[(&str, InitialPosition)] = &[
     ("latest", InitialPosition::Latest),
     ("earliest", InitialPosition::Earliest),
+];
+
+/// The values of `batching_type` (key based: one key per batch).
+pub(super) const BATCHING_TYPE_NAMES: &[(&str, bool)] = &[("default", false), ("key_based", true)];
+
+/// The values of `crypto_failure_action`.
+pub(super) const CRYPTO_FAILURE_ACTION_NAMES: &[(&str, CryptoFailureAction)] = &[
+    ("fail", CryptoFailureAction::Fail),
+    ("discard", CryptoFailureAction::Discard),
+    ("consume", CryptoFailureAction::Consume),
 ];
 
 /// Sets `slot` to the value named under `key`: one of `names` (in any case, `-` or `_` between
@@ -132,36 +224,7 @@ const NEVER_RECONNECTS: &str = "a lost connection would never be retried";
 /// Client options from the keyword arguments of `Client`.
 pub fn client_options(d: &Bound<'_, PyDict>) -> PyResult<ClientOptions> {
     let mut o = ClientOptions::default();
-    for k in d.keys() {
-        let k: String = k.extract()?;
-        if ![
-            "operation_timeout",
-            "connect_timeout",
-            "keepalive_interval",
-            "memory_limit",
-            "auth_method",
-            "auth_data",
-            "auth_supplier",
-            "auth_token_file",
-            "auth_http_method",
-            "initial_backoff",
-            "max_backoff",
-            "stats_interval",
-            "tls_trust_certs_file_path",
-            "tls_allow_insecure_connection",
-            "tls_validate_hostname",
-            "tls_certificate_file_path",
-            "tls_private_key_file_path",
-            "listener_name",
-            "proxy_url",
-            "proxy_protocol",
-            "enable_transaction",
-        ]
-        .contains(&k.as_str())
-        {
-            return Err(invalid(format!("unknown client option {k:?}")));
-        }
-    }
+    check_keys(d, CLIENT_KEYS)?;
     if let Some(v) = duration_option(d, "operation_timeout", NoLimit::Forever, false)? {
         o.connection.operation_timeout = v;
     }
@@ -266,31 +329,7 @@ fn auth_provider(d: &Bound<'_, PyDict>) -> PyResult<Option<Arc<dyn AuthProvider>
 
 /// Producer options from the keyword arguments of `create_producer`.
 pub fn producer_options(d: &Bound<'_, PyDict>) -> PyResult<ProducerOptions> {
-    check_keys(
-        d,
-        &[
-            "name",
-            "batching",
-            "batch_max_messages",
-            "batch_max_bytes",
-            "batch_max_delay",
-            "compression",
-            "max_pending",
-            "block_if_full",
-            "send_timeout",
-            "initial_sequence_id",
-            "access_mode",
-            "chunking",
-            "chunk_max_size",
-            "properties",
-            "routing_mode",
-            "hashing_scheme",
-            "partitions_update_interval",
-            "batching_type",
-            "encryption_keys",
-            "crypto_key_reader",
-        ],
-    )?;
+    check_keys(d, PRODUCER_KEYS)?;
     let mut o = ProducerOptions::default();
     if let Some(v) = get::<String>(d, "name")? {
         o.name = Some(v);
@@ -341,12 +380,7 @@ pub fn producer_options(d: &Bound<'_, PyDict>) -> PyResult<ProducerOptions> {
     if let Some(v) = duration_option(d, "partitions_update_interval", NoLimit::Forever, false)? {
         o.partitions_update_interval = v;
     }
-    choice(
-        d,
-        "batching_type",
-        &[("default", false), ("key_based", true)],
-        &mut o.key_based_batching,
-    )?;
+    choice(d, "batching_type", BATCHING_TYPE_NAMES, &mut o.key_based_batching)?;
     if let Some(v) = d.get_item("encryption_keys")? {
         if let Ok(one) = v.extract::<String>() {
             o.encryption_keys = vec![one];
@@ -363,39 +397,7 @@ pub fn producer_options(d: &Bound<'_, PyDict>) -> PyResult<ProducerOptions> {
 
 /// Consumer options from the keyword arguments of `subscribe`.
 pub fn consumer_options(d: &Bound<'_, PyDict>) -> PyResult<ConsumerOptions> {
-    check_keys(
-        d,
-        &[
-            "subscription_type",
-            "initial_position",
-            "consumer_name",
-            "receiver_queue_size",
-            "nack_redelivery_delay",
-            "ack_timeout",
-            "ack_group_time",
-            "ack_group_max",
-            "durable",
-            "start_message_id",
-            "start_inclusive",
-            "read_compacted",
-            "subscription_properties",
-            "properties",
-            "batch_index_ack",
-            "replicate_subscription_state",
-            "priority_level",
-            "discovery_period",
-            "max_redeliver_count",
-            "dead_letter_topic",
-            "chunk_expiry",
-            "max_pending_chunked_messages",
-            "crypto_key_reader",
-            "crypto_failure_action",
-            "key_shared_mode",
-            "key_shared_ranges",
-            "allow_out_of_order_delivery",
-            "pattern_topics",
-        ],
-    )?;
+    check_keys(d, CONSUMER_KEYS)?;
     let mut o = ConsumerOptions::default();
     choice(d, "subscription_type", SUBSCRIPTION_TYPE_NAMES, &mut o.sub_type)?;
     choice(d, "initial_position", INITIAL_POSITION_NAMES, &mut o.initial_position)?;
@@ -472,11 +474,7 @@ pub fn consumer_options(d: &Bound<'_, PyDict>) -> PyResult<ConsumerOptions> {
     choice(
         d,
         "crypto_failure_action",
-        &[
-            ("fail", CryptoFailureAction::Fail),
-            ("discard", CryptoFailureAction::Discard),
-            ("consume", CryptoFailureAction::Consume),
-        ],
+        CRYPTO_FAILURE_ACTION_NAMES,
         &mut o.crypto_failure_action,
     )?;
     choice(d, "key_shared_mode", KEY_SHARED_MODE_NAMES, &mut o.key_shared_mode)?;

@@ -17,6 +17,7 @@ from typing import Any
 
 from .._config import ClientConfig
 from .._core import MessageId
+from .._options import ConnectionOptions, declared
 from ..exceptions import InvalidConfiguration
 from . import _javaopts
 
@@ -191,18 +192,11 @@ def _parse_int(option: str, text: str | None, minimum: int = 1) -> int | None:
 
 # -- the options ----------------------------------------------------------------------------
 
-# The TLS option names of the official Pulsar clients and connectors, and the Client keyword
-# each one sets.
-_TLS_PATHS = {
-    "tlsTrustCertsFilePath": "tls_trust_certs_file_path",
-    "tlsCertificateFilePath": "tls_certificate_file_path",
-    "tlsPrivateKeyFilePath": "tls_private_key_file_path",
-}
-_TLS_FLAGS = {
-    "tlsAllowInsecureConnection": "tls_allow_insecure_connection",
-    "tlsValidateHostname": "tls_validate_hostname",
-}
-_TLS = {**_TLS_PATHS, **_TLS_FLAGS}
+# The TLS option names of the official Pulsar clients and connectors (the declarations' Java
+# aliases), and the Client keyword each one sets; the flags take true or false.
+_TLS = {alias: name for name, d in declared(ConnectionOptions).items() if name.startswith("tls_")
+        for alias in d.aliases}
+_TLS_FLAGS = {alias for alias, name in _TLS.items() if declared(ConnectionOptions)[name].kind() is bool}
 
 # Every option of the data source: its canonical spelling, and the other spellings taken
 # (Spark lower-cases option names, so lookups are by lower case).
@@ -329,6 +323,10 @@ class SourceOptions:
                 raise _err(name, f"given twice with different values ({', '.join(a for a, _ in given)})")
             return given[0][1] if given else None
 
+        def flag(name: str, default: bool) -> bool:
+            value = get(name)
+            return default if value is None else _parse_bool(name, value)
+
         def prefixed(prefix: str) -> dict[str, str]:
             return {original[k]: v for k, v in opts.items()
                     if k.startswith(prefix) and not (prefix.count(".") == 1 and k.startswith("pulsar."))}
@@ -372,11 +370,11 @@ class SourceOptions:
         max_bytes = _parse_int("maxBytesPerTrigger", get("maxBytesPerTrigger"))
         # Past 2**31 s a duration means "no limit" everywhere; capping there keeps the ms to
         # seconds division from overflowing a float on absurdly large values.
-        poll = min(_parse_int("pollTimeoutMs", get("pollTimeoutMs")) or 120_000, 2**31 * 1000)
+        poll = min(_parse_int("pollTimeoutMs", get("pollTimeoutMs")) or cls.poll_timeout_ms, 2**31 * 1000)
         split = _parse_int("maxEntriesPerSplit", get("maxEntriesPerSplit"))
-        per_batch = _parse_int("recordsPerBatch", get("recordsPerBatch")) or 10_000
-        fail = _parse_bool("failOnDataLoss", get("failOnDataLoss") or "true")
-        naming = (get("metadataColumns") or "magnetar").strip().lower()
+        per_batch = _parse_int("recordsPerBatch", get("recordsPerBatch")) or cls.records_per_batch
+        fail = flag("failOnDataLoss", cls.fail_on_data_loss)
+        naming = (get("metadataColumns") or cls.metadata_columns).strip().lower()
         if naming not in METADATA_NAMINGS:
             raise _err("metadataColumns", f"expected 'magnetar' (the default) or 'connector' (pulsar-spark's "
                                           f"__key, __topic, ...), not {naming!r}")
@@ -390,7 +388,7 @@ class SourceOptions:
         if start_time is not None and end_time is not None and end_time <= start_time:
             raise _err("endingTime", f"must be after startingTime ({end_time} <= {start_time})")
 
-        exactly_once = _parse_bool("exactlyOnce", get("exactlyOnce") or "false")
+        exactly_once = flag("exactlyOnce", cls.exactly_once)
         txn_timeout = _parse_int("transactionTimeoutMs", get("transactionTimeoutMs"))
         if txn_timeout is not None and not exactly_once:
             raise _err("transactionTimeoutMs", "only with exactlyOnce=true (writes without it use no transactions)")
@@ -418,13 +416,11 @@ class SourceOptions:
             topics_pattern=pattern, starting_offsets=starting, ending_offsets=ending, starting_time=start_time,
             ending_time=end_time, max_messages_per_trigger=max_per_trigger, max_bytes_per_trigger=max_bytes,
             fail_on_data_loss=fail, poll_timeout_ms=poll, subscription_name=get("subscriptionName"),
-            subscription_prefix=get("subscriptionPrefix") or "magnetar-spark", max_entries_per_split=split,
+            subscription_prefix=get("subscriptionPrefix") or cls.subscription_prefix, max_entries_per_split=split,
             records_per_batch=per_batch, metadata_columns=naming,
-            allow_different_topic_schemas=_parse_bool("allowDifferentTopicSchemas",
-                                                      get("allowDifferentTopicSchemas") or "false"),
-            waiting_for_non_existed_topic=_parse_bool("waitingForNonExistedTopic",
-                                                      get("waitingForNonExistedTopic") or "false"),
-            exactly_once=exactly_once, transaction_timeout_ms=txn_timeout or 120_000,
+            allow_different_topic_schemas=flag("allowDifferentTopicSchemas", cls.allow_different_topic_schemas),
+            waiting_for_non_existed_topic=flag("waitingForNonExistedTopic", cls.waiting_for_non_existed_topic),
+            exactly_once=exactly_once, transaction_timeout_ms=txn_timeout or cls.transaction_timeout_ms,
             write_id=write_id, write_log=write_log.strip() if write_log else None,
             checkpoint_location=(opts.get("checkpointlocation") or "").strip() or None,
             producer_options=tuple(sorted(producer_kw.items())),
