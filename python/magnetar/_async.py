@@ -253,7 +253,7 @@ class AsyncClient(ClientHandle):
         compacted view over all partitions and loaded to the end before this returns, then
         kept up to date on a task of the running event loop. Null values (tombstones) and
         empty payloads remove their key."""
-        return await AsyncTableView._open(self, topic, **options)
+        return await AsyncTableView._open(self.create_reader, topic, **options)
 
     def new_transaction(self, timeout: Seconds = 60.0) -> OpeningTransaction:
         """Opens a transaction; its coordinator aborts it ``timeout`` seconds from now unless

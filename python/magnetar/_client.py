@@ -300,7 +300,7 @@ class Client(ClientHandle):
         compacted view over all partitions and loaded to the end before this returns, then
         kept up to date on a thread of its own. Null values (tombstones) and empty payloads
         remove their key."""
-        return TableView(self, topic, **options)
+        return TableView(self.create_reader, topic, **options)
 
     def new_transaction(self, timeout: Seconds = 60.0) -> Transaction:
         """Opens a transaction; its coordinator aborts it ``timeout`` seconds from now unless

@@ -14,16 +14,12 @@ import asyncio
 import logging
 import threading
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Annotated, Any, Callable, Iterator, TypedDict, Union
+from typing import Annotated, Any, Awaitable, Callable, Iterator, Protocol, TypedDict, Union
 
 from ._core import Message, MessageId
 from ._options import Opt, resolve
 from .exceptions import AlreadyClosed, InvalidConfiguration, Timeout, TopicTerminated
 from .schema import Schema
-
-if TYPE_CHECKING:
-    from ._async import AsyncClient, AsyncReader
-    from ._client import Client, Reader
 
 __all__ = ["AsyncTableView", "TableView", "TableViewOptions"]
 
@@ -43,6 +39,20 @@ class TableViewOptions(TypedDict, total=False):
 
     schema: Annotated[Union[Schema[Any], None], Opt(None, "A :mod:`magnetar.schema` object the values decode with (default: bytes).")]
     receiver_queue_size: Annotated[int, Opt(1000, "Messages fetched ahead of the view.", aliases=("receiverQueueSize",))]
+
+
+# The views are given the client's ``create_reader`` and see the reader it makes only by its
+# shape, so that this module stays below the clients that make views (no import of either).
+class _Reader(Protocol):
+    def has_message_available(self) -> bool: ...
+    def read_next(self, timeout: float | None = None) -> Message: ...
+    def close(self) -> None: ...
+
+
+class _AsyncReader(Protocol):
+    async def has_message_available(self) -> bool: ...
+    async def read_next(self, timeout: float | None = None) -> Message: ...
+    async def close(self) -> None: ...
 
 
 def _reader_options(options: Mapping[str, Any]) -> dict[str, Any]:
@@ -140,9 +150,9 @@ class TableView(_View):
     """The latest value of each key of a topic, followed on a thread of its own. Made by
     :meth:`magnetar.Client.create_table_view`; close it (or use ``with``) when done."""
 
-    def __init__(self, client: Client, topic: str, **options: Any) -> None:
+    def __init__(self, create_reader: Callable[..., _Reader], topic: str, **options: Any) -> None:
         super().__init__(topic)
-        self._reader: Reader = client.create_reader(topic, MessageId.earliest, **_reader_options(options))
+        self._reader = create_reader(topic, MessageId.earliest, **_reader_options(options))
         try:
             while self._reader.has_message_available():
                 self._take(self._reader.read_next(LOAD_STALL_TIMEOUT))
@@ -184,13 +194,14 @@ class AsyncTableView(_View):
 
     def __init__(self, topic: str) -> None:
         super().__init__(topic)
-        self._reader: AsyncReader | None = None
+        self._reader: _AsyncReader | None = None
         self._task: asyncio.Task[None] | None = None
 
     @classmethod
-    async def _open(cls, client: AsyncClient, topic: str, **options: Any) -> AsyncTableView:
+    async def _open(cls, create_reader: Callable[..., Awaitable[_AsyncReader]], topic: str,
+                    **options: Any) -> AsyncTableView:
         view = cls(topic)
-        reader = await client.create_reader(topic, MessageId.earliest, **_reader_options(options))
+        reader = await create_reader(topic, MessageId.earliest, **_reader_options(options))
         try:
             while await reader.has_message_available():
                 view._take(await reader.read_next(LOAD_STALL_TIMEOUT))
@@ -203,7 +214,7 @@ class AsyncTableView(_View):
         view._task = asyncio.get_running_loop().create_task(view._follow(reader))
         return view
 
-    async def _follow(self, reader: AsyncReader) -> None:
+    async def _follow(self, reader: _AsyncReader) -> None:
         while True:
             try:
                 msg = await reader.read_next()

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 from . import _pulsar, exceptions, schema
 from . import asyncio  # noqa: F401  (pulsar.asyncio)
-from ._client import Client, Message
+from ._client import Client
 from ._config import (Authentication, AuthenticationAthenz, AuthenticationBasic, AuthenticationOauth2,
                       AuthenticationTLS, AuthenticationToken, AutoClusterFailover, ConsoleLogger,
                       ConsumerBatchReceivePolicy, ConsumerDeadLetterPolicy, ConsumerKeySharedPolicy, CryptoKeyReader,
                       FileLogger, ServiceInfo, ServiceInfoProvider)
 from ._encryption import EncryptionContext, EncryptionKey
 from ._endpoints import Consumer, Producer, Reader
+from ._message import Message
 from ._transaction import Transaction
 from ._pulsar import (BatchingType, BatchReceivePolicy, CompressionType, ConsumerCryptoFailureAction, ConsumerType,
                       InitialPosition, KeySharedMode, LoggerLevel, MessageId, PartitionsRoutingMode,

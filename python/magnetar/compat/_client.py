@@ -1,6 +1,6 @@
-"""The official client's ``Client``, ``Producer``, ``Consumer``, ``Reader`` and ``Message`` on
-magnetar's blocking API: names, positional orders, millisecond units, methods instead of
-properties, ``(result, msg_id)`` callbacks, the official defaults and exception classes."""
+"""The official client's ``Client`` on magnetar's blocking API: names, positional orders,
+millisecond units, the official defaults and exception classes. The producers, consumers and
+readers it makes are in :mod:`._endpoints`, the messages they hand out in :mod:`._message`."""
 
 from __future__ import annotations
 
@@ -10,23 +10,25 @@ import threading
 from datetime import timedelta
 from typing import Any, Callable
 
-from .. import _build, _core
+from .. import _build
 from .. import _client as _native
 from .._failover import AutoClusterFailover as _NativeFailover
-from .. import exceptions as _nexc
 from .._core import MessageId as _NativeId
 from ._config import (Authentication, AutoClusterFailover, ConsoleLogger, ConsumerBatchReceivePolicy,
                       ConsumerDeadLetterPolicy, ConsumerKeySharedPolicy, CryptoKeyReader, ServiceInfo,
                       ServiceInfoProvider, check_type, check_type_or_none)
 from ._pulsar import (BatchingType, CompressionType, ConsumerCryptoFailureAction, ConsumerType, InitialPosition,
                       KeySharedMode,
-                      MessageId, PartitionsRoutingMode, ProducerAccessMode, RegexSubscriptionMode, Result, native_id)
+                      MessageId, PartitionsRoutingMode, ProducerAccessMode, RegexSubscriptionMode, native_id)
+from ._endpoints import Consumer, Producer, Reader
+from ._message import Message
 from ._service_info import Following
+from ._table_view import TableView
 from ._transaction import Transaction
-from .exceptions import AuthenticationError, ConnectError, InvalidConfiguration, PulsarException, mapped, translate
+from .exceptions import AuthenticationError, ConnectError, InvalidConfiguration, PulsarException, mapped
 from .schema import BytesSchema, Schema
 
-__all__ = ["Client", "Consumer", "Message", "Producer", "Reader"]
+__all__ = ["Client"]
 
 _COMPRESSION = {CompressionType.NONE: None, CompressionType.LZ4: "lz4", CompressionType.ZLib: "zlib",
                 CompressionType.ZSTD: "zstd", CompressionType.SNAPPY: "snappy"}
@@ -48,20 +50,6 @@ _retype = type(re.compile("x"))
 
 def _unsupported(what: str) -> InvalidConfiguration:
     return InvalidConfiguration(f"{what} is not available in magnetar")
-
-
-def _result_of(error: BaseException) -> Result:
-    if isinstance(error, _nexc.PulsarError):
-        error = translate(error)
-    return Result.__members__.get(type(error).__name__, Result.UnknownError)
-
-
-# A received message, every field a method, in the engine (src/python/compat.rs): the official
-# data(), value(), properties(), partition_key(), ordering_key(), publish_timestamp(),
-# event_timestamp(), message_id(), topic_name(), redelivery_count(), schema_version(),
-# producer_name(), has_null_value(), encryption_context(). ``Message._of(native)`` wraps a
-# native message; ``_id`` is its native id.
-Message = _core.CompatMessage
 
 
 def _schema_of(schema: Any) -> Schema:
@@ -472,6 +460,3 @@ class _ToLogger(logging.Handler):
         if self.target.isEnabledFor(record.levelno):
             self.target.handle(record)
 
-
-from ._endpoints import Consumer, Producer, Reader  # noqa: E402  (they use Message above)
-from ._table_view import TableView  # noqa: E402

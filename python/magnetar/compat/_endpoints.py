@@ -12,7 +12,7 @@ from .. import _client as _native
 from .. import exceptions as _nexc
 from .. import telemetry as _tm
 from .._core import MessageId as _NativeId
-from ._client import Message, _result_of
+from ._message import Message, _result_of
 from ._config import ConsumerBatchReceivePolicy, check_type, check_type_or_none
 from ._handles import ConsumerAccessors, ProducerAccessors, ReceivingAccessors, seek_target
 from ._pulsar import MessageId, Result, native_id

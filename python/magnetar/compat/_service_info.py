@@ -6,18 +6,24 @@ from __future__ import annotations
 
 import logging
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .._auth import Authentication as _NativeAuth
 from ._config import Authentication, ServiceInfo, ServiceInfoProvider
 from .exceptions import AlreadyClosed, mapped
 
-if TYPE_CHECKING:
-    from ._client import Client
-
 __all__ = ["Following"]
 
 _log = logging.getLogger("magnetar")
+
+
+class _Client(Protocol):
+    """What an update changes in the compat ``Client``, seen by its shape so that this module
+    stays below the client that follows a provider."""
+
+    _client: Any
+    _clusters: list[ServiceInfo]
+    _refused: str | None
 
 
 def _checked(info: Any, what: str) -> ServiceInfo:
@@ -49,7 +55,7 @@ class Following:
         self.initial = _checked(provider.initial_service_info(), "initial_service_info()")
         self._closed = False
 
-    def start(self, client: Client) -> None:
+    def start(self, client: _Client) -> None:
         """Hands the provider the callback that switches ``client`` (held weakly: the provider
         does not keep the client alive, as in the C++ client)."""
         client._clusters = [self.initial]

@@ -14,10 +14,11 @@ from .. import _build
 from .._aio import call
 from .. import exceptions as _nexc
 from ._client import Client as _SyncClient
-from ._client import Message, _native_schema, partition_names
+from ._client import _native_schema, partition_names
 from ._table_view import TableView as _SyncTableView
 from ._config import check_type_or_none
 from ._endpoints import _fields, _not_after, _target
+from ._message import Message
 from ._handles import ConsumerAccessors, ProducerAccessors, ReceivingAccessors, seek_target
 from ._pulsar import MessageId, Result
 from ._transaction import TransactionBase, native_txn
