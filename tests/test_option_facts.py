@@ -5,6 +5,7 @@ tests here fail when those drift from the declarations."""
 
 from __future__ import annotations
 
+import enum
 import math
 from typing import Any
 
@@ -60,8 +61,8 @@ def test_a_readers_options_are_consumer_keys() -> None:
     assert declared <= set(FACTS["keys"]["consumer"])
 
 
-def _choices() -> list[tuple[str, type]]:
-    out = {}
+def _choices() -> list[tuple[str, type[enum.Enum]]]:
+    out: dict[str, type[enum.Enum]] = {}
     for decl in (*DECLARATIONS.values(), o.ReaderOptions):
         for name, d in o.declared(decl).items():
             if d.choice is not None:
@@ -70,7 +71,7 @@ def _choices() -> list[tuple[str, type]]:
 
 
 @pytest.mark.parametrize(("option", "choice"), _choices())
-def test_each_choice_has_the_engines_value_names(option: str, choice: type) -> None:
+def test_each_choice_has_the_engines_value_names(option: str, choice: type[enum.Enum]) -> None:
     engine = FACTS["values"][option]
     # Each name the engine takes stands for its value's first name (murmur3_32 for murmur3).
     canonical = {first for _, first in engine}

@@ -13,7 +13,9 @@ from typing import Any, Callable
 from .. import _build
 from .. import _client as _native
 from .._failover import AutoClusterFailover as _NativeFailover
-from .._core import MessageId as _NativeId
+from .. import _options as _native_options
+from .._options import (AccessMode, Compression, CryptoFailureAction, PatternTopics, RoutingMode,
+                        SubscriptionType)
 from ._config import (Authentication, AutoClusterFailover, ConsoleLogger, ConsumerBatchReceivePolicy,
                       ConsumerDeadLetterPolicy, ConsumerKeySharedPolicy, CryptoKeyReader, ServiceInfo,
                       ServiceInfoProvider, check_type, check_type_or_none)
@@ -25,25 +27,27 @@ from ._message import Message
 from ._service_info import Following
 from ._table_view import TableView
 from ._transaction import Transaction
-from .exceptions import AuthenticationError, ConnectError, InvalidConfiguration, PulsarException, mapped
+from .exceptions import AuthenticationError, ConnectError, InvalidConfiguration, mapped
 from .schema import BytesSchema, Schema
 
 __all__ = ["Client"]
 
-_COMPRESSION = {CompressionType.NONE: None, CompressionType.LZ4: "lz4", CompressionType.ZLib: "zlib",
-                CompressionType.ZSTD: "zstd", CompressionType.SNAPPY: "snappy"}
-_SUBSCRIPTION = {ConsumerType.Exclusive: "exclusive", ConsumerType.Shared: "shared",
-                 ConsumerType.Failover: "failover", ConsumerType.KeyShared: "key_shared"}
-_ACCESS = {ProducerAccessMode.Shared: "shared", ProducerAccessMode.Exclusive: "exclusive",
-           ProducerAccessMode.WaitForExclusive: "wait_for_exclusive",
-           ProducerAccessMode.ExclusiveWithFencing: "exclusive_with_fencing"}
-_CRYPTO_FAILURE = {ConsumerCryptoFailureAction.FAIL: "fail", ConsumerCryptoFailureAction.DISCARD: "discard",
-                   ConsumerCryptoFailureAction.CONSUME: "consume"}
+# The official enums in magnetar's (the names each value takes are declared once, there).
+_COMPRESSION = {CompressionType.NONE: None, CompressionType.LZ4: Compression.LZ4, CompressionType.ZLib: Compression.ZLIB,
+                CompressionType.ZSTD: Compression.ZSTD, CompressionType.SNAPPY: Compression.SNAPPY}
+_SUBSCRIPTION = {ConsumerType.Exclusive: SubscriptionType.EXCLUSIVE, ConsumerType.Shared: SubscriptionType.SHARED,
+                 ConsumerType.Failover: SubscriptionType.FAILOVER, ConsumerType.KeyShared: SubscriptionType.KEY_SHARED}
+_ACCESS = {ProducerAccessMode.Shared: AccessMode.SHARED, ProducerAccessMode.Exclusive: AccessMode.EXCLUSIVE,
+           ProducerAccessMode.WaitForExclusive: AccessMode.WAIT_FOR_EXCLUSIVE,
+           ProducerAccessMode.ExclusiveWithFencing: AccessMode.EXCLUSIVE_WITH_FENCING}
+_CRYPTO_FAILURE = {ConsumerCryptoFailureAction.FAIL: CryptoFailureAction.FAIL,
+                   ConsumerCryptoFailureAction.DISCARD: CryptoFailureAction.DISCARD,
+                   ConsumerCryptoFailureAction.CONSUME: CryptoFailureAction.CONSUME}
 # Each regex subscription mode: the native pattern_topics, and the domains a pattern without
 # one matches in.
-_REGEX_MODES = {RegexSubscriptionMode.PersistentOnly: ("persistent", "persistent"),
-                RegexSubscriptionMode.NonPersistentOnly: ("non_persistent", "non-persistent"),
-                RegexSubscriptionMode.AllTopics: ("all", "(?:persistent|non-persistent)")}
+_REGEX_MODES = {RegexSubscriptionMode.PersistentOnly: (PatternTopics.PERSISTENT, "persistent"),
+                RegexSubscriptionMode.NonPersistentOnly: (PatternTopics.NON_PERSISTENT, "non-persistent"),
+                RegexSubscriptionMode.AllTopics: (PatternTopics.ALL, "(?:persistent|non-persistent)")}
 _BYTES = BytesSchema()
 _retype = type(re.compile("x"))
 
@@ -211,10 +215,10 @@ class Client:
                 max_pending=max_pending_messages, block_if_full=block_if_queue_full, batching=batching_enabled,
                 batch_max_messages=batching_max_messages, batch_max_bytes=batching_max_allowed_size_in_bytes,
                 batch_max_delay=batching_max_publish_delay_ms / 1000, chunking=chunking_enabled,
-                routing_mode="single_partition" if message_routing_mode == PartitionsRoutingMode.UseSinglePartition
-                else "round_robin",
-                properties=properties, batching_type="key_based" if batching_type == BatchingType.KeyBased
-                else "default", access_mode=_ACCESS[access_mode], router=router, **crypto))
+                routing_mode=RoutingMode.SINGLE_PARTITION
+                if message_routing_mode == PartitionsRoutingMode.UseSinglePartition else RoutingMode.ROUND_ROBIN,
+                properties=properties, batching_type=_native_options.BatchingType.KEY_BASED
+                if batching_type == BatchingType.KeyBased else _native_options.BatchingType.DEFAULT, access_mode=_ACCESS[access_mode], router=router, **crypto))
 
     def _new_producer(self, topic: str, schema: Schema, options: dict[str, Any]) -> Any:
         with mapped():

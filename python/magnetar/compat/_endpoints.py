@@ -12,6 +12,7 @@ from .. import _client as _native
 from .. import exceptions as _nexc
 from .. import telemetry as _tm
 from .._core import MessageId as _NativeId
+from .._options import SubscriptionType
 from ._message import Message, _result_of
 from ._config import ConsumerBatchReceivePolicy, check_type, check_type_or_none
 from ._handles import ConsumerAccessors, ProducerAccessors, ReceivingAccessors, seek_target
@@ -222,7 +223,7 @@ class Consumer(_Receiving, ConsumerAccessors):
         super().__init__(native, schema, inclusive)
         self._policy = policy
         self._name = options.get("consumer_name") or ""
-        self._individual_only = options.get("subscription_type") in ("shared", "key_shared")
+        self._individual_only = options.get("subscription_type") in (SubscriptionType.SHARED, SubscriptionType.KEY_SHARED)
         if listener is not None:
             self._listen(listener)
 
