@@ -195,6 +195,46 @@ def test_send_async_span_ends_with_its_future(otel: Otel, client: magnetar.Clien
     assert sorted(s.attributes["messaging.message.id"] for s in sends) == sorted(str(i) for i in ids)
 
 
+def test_handles_made_before_tracing_is_on_are_traced_until_it_is_off(api: Api, topic: str) -> None:
+    """Tracing turned on reaches producers, consumers and readers that already exist (their
+    sends and every way of taking a message), and turned off leaves them plain again."""
+    producer = api.call(api.client, "create_producer", topic)
+    consumer = api.call(api.client, "subscribe", topic, "late", initial_position="earliest")
+    reader = api.call(api.client, "create_reader", topic, magnetar.MessageId.earliest)
+    o = Otel()
+    telemetry.enable(tracer_provider=o.tracers, metrics=False)
+    try:
+        api.call(producer, "send", b"one")
+        api.call(producer, "send_many", [b"two", b"three"])
+        assert api.call(consumer, "receive", timeout=10).data == b"one"
+        assert [m.data for m in _receive_all(api, consumer, "receive_many", 2)] == [b"two", b"three"]
+        assert api.call(reader, "read_next", timeout=10).data == b"one"
+        assert [m.data for m in _receive_all(api, reader, "read_many", 2)] == [b"two", b"three"]
+        spans = o.finished()
+        assert [s.name for s in spans if s.kind == SpanKind.PRODUCER] == [f"send {topic}"] * 3
+        receives = [s for s in spans if s.kind == SpanKind.CONSUMER]
+        assert len(receives) == 6
+        assert sum(1 for s in receives if s.attributes.get("messaging.consumer.group.name") == "late") == 3
+        assert type(producer).__name__ in ("Producer", "AsyncProducer")
+    finally:
+        telemetry.disable()
+    before = len(o.finished())
+    api.call(producer, "send", b"four")
+    assert api.call(consumer, "receive", timeout=10).data == b"four"
+    assert api.call(reader, "read_next", timeout=10).data == b"four"
+    assert len(o.finished()) == before, "spans made after tracing was turned off"
+    for handle in (producer, consumer, reader):
+        assert type(handle).__module__ != "magnetar._traced"
+        api.call(handle, "close")
+
+
+def _receive_all(api: Api, handle: Any, method: str, n: int) -> list[Any]:
+    got: list[Any] = []
+    while len(got) < n:
+        got += api.call(handle, method, n - len(got), 1.0)
+    return got
+
+
 def test_nothing_is_added_while_disabled(client: magnetar.Client, topic: str) -> None:
     telemetry.disable()
     assert not telemetry.is_enabled()

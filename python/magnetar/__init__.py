@@ -21,6 +21,7 @@ import logging as _logging
 from ._core import EncryptionContext, Message, MessageId, SendFuture, __version__
 from ._async import AsyncClient, AsyncConsumer, AsyncProducer, AsyncReader
 from ._client import Client, Consumer, Producer, Reader
+from . import _traced  # noqa: F401  (registers the traced twins with magnetar.telemetry)
 from ._config import ClientConfig
 from ._crypto import CryptoKeyReader
 from ._table_view import AsyncTableView, TableView

@@ -12,7 +12,6 @@ import asyncio
 from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Self, Sequence
 
 from . import _build, _core
-from . import telemetry as _tm
 from ._aio import call
 from ._core import Message, MessageId
 from ._handles import COMPLETED, ClientHandle, ConsumerHandle, ProducerHandle, ReaderHandle, documented
@@ -38,8 +37,6 @@ class AsyncProducer(ProducerHandle):
         """Sends one message and returns its id once the broker acknowledged it. Concurrent
         sends share batches. ``data=None`` sends a null value (a tombstone: on a
         compacted topic it deletes its ``key``; consumers see ``msg.null_value``)."""
-        if _tm._tracer is not None:
-            return await _tm.send_awaited(self._core, data, fields)
         return await call(self._core.send, data, fields or None)
 
     async def send_many(self, payloads: Sequence[Any],
@@ -50,8 +47,6 @@ class AsyncProducer(ProducerHandle):
         when given, hold one entry (or None) per payload; ``txn`` sends them all inside a
         transaction.
         """
-        if _tm._tracer is not None:
-            return await _tm.send_many_awaited(self._core, payloads, columns)
         return await call(self._core.send_many, payloads, **columns)
 
     async def flush(self) -> None:
@@ -84,15 +79,24 @@ class _AsyncReceiving:
     __slots__ = ()
     _core: Any
 
+    def _take(self) -> Message | None:
+        """A queued message, or None: every receive takes through here (the traced twin in
+        ``magnetar._traced`` records what it takes)."""
+        msg: Message | None = self._core.try_receive()
+        return msg
+
+    def _take_many(self, max_messages: int) -> list[Message]:
+        """Up to ``max_messages`` queued messages, without waiting."""
+        msgs: list[Message] = self._core.receive_many(max_messages, 0.0)
+        return msgs
+
     async def _receive(self, timeout: float | None) -> Message:
         return await self._receive_within(_core._duration_seconds(timeout, "timeout"))
 
     async def _receive_within(self, timeout: float | None) -> Message:
         """``_receive`` with the timeout already read as seconds (None: no limit)."""
-        msg = self._core.try_receive()
+        msg = self._take()
         if msg is not None:
-            if _tm._tracer is not None:
-                _tm.received(msg, self._core.subscription)
             return msg
         if timeout is None:
             return await self._receive_forever()
@@ -103,27 +107,21 @@ class _AsyncReceiving:
 
     async def _receive_forever(self) -> Message:
         while True:
-            msg = self._core.try_receive()
+            msg = self._take()
             if msg is not None:
-                if _tm._tracer is not None:
-                    _tm.received(msg, self._core.subscription)
                 return msg
             await call(self._core.wait_for_message)
 
     async def _receive_many(self, max_messages: int, timeout: float | None) -> list[Message]:
         timeout = _core._duration_seconds(timeout, "timeout")
-        msgs: list[Message] = self._core.receive_many(max_messages, 0.0)
+        msgs = self._take_many(max_messages)
         if msgs:
-            if _tm._tracer is not None:
-                _tm.received_many(msgs, self._core.subscription)
             return msgs
         try:
             first = await self._receive_within(timeout)
         except Timeout:
             return []
-        rest: list[Message] = self._core.receive_many(max_messages - 1, 0.0) if max_messages > 1 else []
-        if _tm._tracer is not None:
-            _tm.received_many(rest, self._core.subscription)
+        rest = self._take_many(max_messages - 1) if max_messages > 1 else []
         return [first, *rest]
 
     async def close(self) -> None:

@@ -13,7 +13,6 @@ import os
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Self, Sequence
 
 from . import _build, _core
-from . import telemetry as _tm
 from ._core import Message, MessageId, SendFuture
 from ._handles import ClientHandle, ConsumerHandle, ProducerHandle, ReaderHandle, documented
 from ._listener import ListenerRunner
@@ -70,6 +69,9 @@ class _Receiving:
     def close(self) -> None:
         raise NotImplementedError
 
+    def _next(self, timeout: float | None) -> Message:
+        raise NotImplementedError
+
     def seek(self, target: MessageId | TimeLike) -> None:
         """Moves to a message id or to a publish time."""
         self._core.seek(seek_target(target))
@@ -81,11 +83,9 @@ class _Receiving:
     def __iter__(self) -> Iterator[Message]:
         while True:
             try:
-                msg = self._core.receive(None)
+                msg = self._next(None)
             except (AlreadyClosed, TopicTerminated):
                 return
-            if _tm._tracer is not None:
-                _tm.received(msg, self._core.subscription)
             yield msg
 
     def __enter__(self) -> Self:
@@ -104,8 +104,6 @@ class Producer(ProducerHandle):
         """Sends one message and waits for the broker's receipt. The open batch goes out at
         once rather than waiting for the batching delay. ``data=None`` sends a null value (a tombstone: on a
         compacted topic it deletes its ``key``; consumers see ``msg.null_value``)."""
-        if _tm._tracer is not None:
-            return _tm.send(self._core, data, fields)
         return self._core.send(data, fields or None)
 
     def send_async(
@@ -118,11 +116,7 @@ class Producer(ProducerHandle):
         (``callback(future)``) runs on the client's dispatch thread once it completes. Blocks
         only when the pending queue is full and ``block_if_full`` is set. Takes the keyword
         arguments of :meth:`send`."""
-        fut: SendFuture
-        if _tm._tracer is not None:
-            fut = _tm.send_async(self._core, data, fields)
-        else:
-            fut = self._core.send_async(data, fields or None)
+        fut: SendFuture = self._core.send_async(data, fields or None)
         if callback is not None:
             fut.add_done_callback(callback)
         return fut
@@ -135,8 +129,6 @@ class Producer(ProducerHandle):
         when given, hold one entry (or None) per payload; ``txn`` sends them all inside a
         transaction.
         """
-        if _tm._tracer is not None:
-            return _tm.send_many(self._core, payloads, columns)
         return self._core.send_many(payloads, **columns)
 
     def flush(self) -> None:
@@ -186,18 +178,16 @@ class Consumer(_Receiving, ConsumerHandle[None]):
     def receive(self, timeout: float | None = None) -> Message:
         """The next message; raises :class:`~magnetar.Timeout` after ``timeout`` seconds
         (``None``: waits for ever)."""
-        msg = self._core.receive(timeout)
-        if _tm._tracer is not None:
-            _tm.received(msg, self._core.subscription)
-        return msg
+        return self._core.receive(timeout)
 
     def receive_many(self, max_messages: int = 100, timeout: float | None = 0.1) -> list[Message]:
         """Up to ``max_messages``: what is queued, else what arrives within ``timeout``
         seconds (possibly nothing)."""
         msgs: list[Message] = self._core.receive_many(max_messages, timeout)
-        if _tm._tracer is not None:
-            _tm.received_many(msgs, self._core.subscription)
         return msgs
+
+    def _next(self, timeout: float | None) -> Message:
+        return self.receive(timeout)
 
     def ack_with_receipt(self, message: Message | MessageId, *, cumulative: bool = False) -> None:
         """Acknowledges and waits until the broker confirms it (within the operation timeout;
@@ -231,17 +221,15 @@ class Reader(_Receiving, ReaderHandle):
 
     def read_next(self, timeout: float | None = None) -> Message:
         """The next message; raises :class:`~magnetar.Timeout` after ``timeout`` seconds."""
-        msg = self._core.receive(timeout)
-        if _tm._tracer is not None:
-            _tm.received(msg, None)
-        return msg
+        return self._core.receive(timeout)
 
     def read_many(self, max_messages: int = 100, timeout: float | None = 0.1) -> list[Message]:
         """Up to ``max_messages``: what is queued, else what arrives within ``timeout``."""
         msgs: list[Message] = self._core.receive_many(max_messages, timeout)
-        if _tm._tracer is not None:
-            _tm.received_many(msgs, None)
         return msgs
+
+    def _next(self, timeout: float | None) -> Message:
+        return self.read_next(timeout)
 
     def has_message_available(self) -> bool:
         """Whether there is a message past the last one read."""

@@ -9,7 +9,8 @@ and receive with the W3C trace context carried in message properties.
     magnetar.telemetry.disable()
 
 Off by default, and free while off: the engine counts anyway (atomic adds, read by
-``Producer.stats()``), and a send or receive checks one module attribute. ``opentelemetry-api``
+``Producer.stats()``), and the handles' sends and receives have no tracing in them: turning
+tracing on switches every live handle to its traced twin (:mod:`magnetar._traced`). ``opentelemetry-api``
 is needed only once :func:`enable` is called (``pip install magnetar[otel]``). See
 ``docs/telemetry.md`` for the metric names and attributes.
 """
@@ -41,11 +42,26 @@ _lock = threading.Lock()
 _live: weakref.WeakSet[Any] = weakref.WeakSet()
 #: Meter providers whose instruments are already registered (instruments cannot be removed).
 _instrumented: list[Any] = []
+#: Each handle class's traced twin (:mod:`magnetar._traced` fills it in): while tracing is on,
+#: every live handle of such a class is switched to its twin, and back when it is turned off.
+TRACED: dict[type, type] = {}
 
 
 def register(handle: object) -> None:
-    """Follows a handle for the metrics (called by every handle's constructor)."""
+    """Follows a handle for the metrics and tracing (called by every handle's constructor)."""
     _live.add(handle)
+    if _tracer is not None:
+        _retype(handle, traced=True)
+
+
+def _retype(handle: object, *, traced: bool) -> None:
+    cls = type(handle)
+    if traced:
+        twin = TRACED.get(cls)
+    else:
+        twin = next((base for base, t in TRACED.items() if t is cls), None)
+    if twin is not None:
+        handle.__class__ = twin
 
 
 def is_enabled() -> bool:
@@ -77,6 +93,8 @@ def enable(meter_provider: MeterProvider | None = None, tracer_provider: TracerP
         if tracing:
             provider_t = tracer_provider or trace.get_tracer_provider()
             _tracer = provider_t.get_tracer(SCOPE, _core.__version__)
+            for handle in list(_live):
+                _retype(handle, traced=True)
 
 
 def disable() -> None:
@@ -85,6 +103,8 @@ def disable() -> None:
     with _lock:
         _tracer = None
         _metrics_on = False
+        for handle in list(_live):
+            _retype(handle, traced=False)
 
 
 # ---------------------------------------------------------------------------------------------
