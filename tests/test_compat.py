@@ -16,6 +16,7 @@ import pytest
 import magnetar
 import magnetar.compat as pulsar
 from magnetar.compat import _pulsar
+from magnetar.testing.faults import FaultProxy
 from magnetar.compat.schema import AvroSchema, CustomEnum, Integer, JsonSchema, Record, String, StringSchema
 from waiting import wait_until
 
@@ -67,6 +68,30 @@ def test_send_async_callback_gets_result_and_id(compat: pulsar.Client, topic: st
     assert done.wait(10)
     assert [r for r, _ in got] == [pulsar.Result.Ok] * 3
     assert all(isinstance(i, pulsar.MessageId) for _, i in got)
+
+
+def test_send_async_callback_gets_the_failures_result(broker: Any, topic: str) -> None:
+    """A send that fails reaches its callback as the official ``Result`` of the error, with no
+    id: here the link goes silent (nothing reaches the broker, nothing comes back), so the send
+    times out."""
+    with FaultProxy(broker.port, max_lifetime=120) as proxy:
+        client = pulsar.Client(proxy.service_url, operation_timeout_seconds=10)
+        try:
+            producer = client.create_producer(topic, send_timeout_millis=1000, batching_enabled=False)
+            proxy.blackhole(True)
+            got: list[tuple[Any, Any]] = []
+            done = threading.Event()
+
+            def callback(result: pulsar.Result, msg_id: Any) -> None:
+                got.append((result, msg_id))
+                done.set()
+
+            producer.send_async(b"never confirmed", callback)
+            assert done.wait(30), "the callback never ran"
+            assert got == [(pulsar.Result.Timeout, None)]
+        finally:
+            proxy.heal()
+            client.close()
 
 
 def test_blocking_producer_does_not_batch_by_default(compat: pulsar.Client, topic: str) -> None:

@@ -36,6 +36,7 @@ __all__ = [
     "_panic_in_engine",
     "_producer_stats",
     "_protocol_version",
+    "_register_compat",
 ]
 
 __version__: str
@@ -447,6 +448,11 @@ def _duration_seconds(value: object, what: str, unlimited_ok: bool = True) -> fl
 
 def _check_client_options(options: Mapping[str, Any]) -> None:
     """Validates ``_Client`` options without making a client (InvalidConfiguration)."""
+
+def _register_compat(translate: Any, interrupted: Any, result: Any, result_of: Any,
+                     encryption_context: Any) -> None:
+    """Gives the engine's compat paths what they raise and hand out (``magnetar.compat`` calls
+    it once, at import)."""
 
 def _engine_option_facts() -> dict[str, Any]:
     """The engine's option keys, value names and struct defaults (tests/test_option_facts.py

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use pyo3::basic::CompareOp;
-use pyo3::exceptions::{PyKeyboardInterrupt, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict, PyInt, PyMemoryView, PyString, PyType};
@@ -25,48 +25,68 @@ use super::schema::{self, Binding};
 use super::types::{id_ends, id_hash, new_id, new_message_with, untracked, PyMessage, PyMessageId};
 use crate::client;
 
-/// A Python object imported once: `module.name`.
-struct Imported {
-    module: &'static str,
-    name: &'static str,
-    cell: PyOnceLock<Py<PyAny>>,
+/// What the compat paths raise and hand out, given by `magnetar.compat` when it is imported
+/// (`_register_compat`): the engine names no module of the compatibility layer, which may
+/// move its pieces around freely.
+struct CompatNames {
+    translate: Py<PyAny>,
+    interrupted: Py<PyAny>,
+    result: Py<PyAny>,
+    result_of: Py<PyAny>,
+    encryption_context: Py<PyAny>,
 }
 
-impl Imported {
-    const fn new(module: &'static str, name: &'static str) -> Self {
-        Imported {
-            module,
-            name,
-            cell: PyOnceLock::new(),
-        }
-    }
+static COMPAT: PyOnceLock<CompatNames> = PyOnceLock::new();
 
-    fn get<'py>(&self, py: Python<'py>) -> PyResult<&Bound<'py, PyAny>> {
-        self.cell
-            .get_or_try_init(py, || {
-                Ok::<_, PyErr>(py.import(self.module)?.getattr(self.name)?.unbind())
-            })
-            .map(|o| o.bind(py))
-    }
+/// Called once by `magnetar.compat` at import, before any of its objects exist.
+#[pyfunction]
+fn _register_compat(
+    py: Python<'_>,
+    translate: Py<PyAny>,
+    interrupted: Py<PyAny>,
+    result: Py<PyAny>,
+    result_of: Py<PyAny>,
+    encryption_context: Py<PyAny>,
+) {
+    // A second registration (a reload of the module) keeps the first: the classes stay equal.
+    let _ = COMPAT.set(
+        py,
+        CompatNames {
+            translate,
+            interrupted,
+            result,
+            result_of,
+            encryption_context,
+        },
+    );
 }
 
-static TRANSLATE: Imported = Imported::new("magnetar.compat.exceptions", "translate");
-static INTERRUPTED: Imported = Imported::new("magnetar.compat.exceptions", "Interrupted");
-static NATIVE_ERROR: Imported = Imported::new("magnetar.exceptions", "PulsarError");
-static RESULT: Imported = Imported::new("magnetar.compat._pulsar", "Result");
-static RESULT_OF: Imported = Imported::new("magnetar.compat._client", "_result_of");
-static ENCRYPTION_CONTEXT: Imported = Imported::new("magnetar.compat._encryption", "EncryptionContext");
+fn compat_names(py: Python<'_>) -> PyResult<&CompatNames> {
+    COMPAT
+        .get(py)
+        .ok_or_else(|| PyRuntimeError::new_err("magnetar.compat has not registered its classes (import it first)"))
+}
+
+static NATIVE_ERROR: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+fn native_error(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
+    NATIVE_ERROR
+        .get_or_try_init(py, || {
+            Ok::<_, PyErr>(py.import("magnetar.exceptions")?.getattr("PulsarError")?.unbind())
+        })
+        .map(|o| o.bind(py))
+}
 
 /// `e` as the compatibility API raises it: magnetar's errors as the official classes (through
 /// `magnetar.compat.exceptions.translate`), Ctrl-C during a wait as `Interrupted`, each
 /// caused by the original; anything else as it is.
 fn compat_err(py: Python<'_>, e: PyErr) -> PyErr {
     let mapped = if e.is_instance_of::<PyKeyboardInterrupt>(py) {
-        INTERRUPTED.get(py).and_then(|c| c.call1(("interrupted",)))
+        compat_names(py).and_then(|c| c.interrupted.bind(py).call1(("interrupted",)))
     } else {
-        match NATIVE_ERROR.get(py) {
+        match native_error(py) {
             Ok(native) if e.value(py).is_instance(native).unwrap_or(false) => {
-                TRANSLATE.get(py).and_then(|t| t.call1((e.value(py),)))
+                compat_names(py).and_then(|c| c.translate.bind(py).call1((e.value(py),)))
             }
             Ok(_) => return e,
             Err(import_failed) => Err(import_failed),
@@ -317,7 +337,9 @@ impl PyCompatMessage {
     fn encryption_context(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
         match super::crypto::context(py, &self.inner)? {
             None => Ok(None),
-            Some(native) => Ok(Some(ENCRYPTION_CONTEXT.get(py)?.call1((native,))?.unbind())),
+            Some(native) => Ok(Some(
+                compat_names(py)?.encryption_context.bind(py).call1((native,))?.unbind(),
+            )),
         }
     }
 
@@ -420,8 +442,18 @@ impl PyProducer {
 fn call_back(py: Python<'_>, callback: &Py<PyAny>, result: client::Result<client::MessageId>) {
     let args = || -> PyResult<(Py<PyAny>, Py<PyAny>)> {
         Ok(match result {
-            Ok(id) => (RESULT.get(py)?.getattr("Ok")?.unbind(), compat_id(py, id)?.into_any()),
-            Err(e) => (RESULT_OF.get(py)?.call1((to_pyerr(e).value(py),))?.unbind(), py.None()),
+            Ok(id) => (
+                compat_names(py)?.result.bind(py).getattr("Ok")?.unbind(),
+                compat_id(py, id)?.into_any(),
+            ),
+            Err(e) => (
+                compat_names(py)?
+                    .result_of
+                    .bind(py)
+                    .call1((to_pyerr(e).value(py),))?
+                    .unbind(),
+                py.None(),
+            ),
         })
     };
     // The official client aborts the process when a callback raises (they run in C++);
@@ -437,5 +469,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("CompatMessage", py.get_type::<PyCompatMessage>())?;
     m.add("CompatMessageId", py.get_type::<PyCompatId>())?;
+    m.add_function(wrap_pyfunction!(_register_compat, m)?)?;
     Ok(())
 }

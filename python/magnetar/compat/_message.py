@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from .. import _core
 from .. import exceptions as _nexc
+from ._encryption import EncryptionContext
 from ._pulsar import Result
-from .exceptions import translate
+from .exceptions import Interrupted, translate
 
 __all__ = ["Message", "_result_of"]
 
@@ -23,3 +24,8 @@ def _result_of(error: BaseException) -> Result:
     if isinstance(error, _nexc.PulsarError):
         error = translate(error)
     return Result.__members__.get(type(error).__name__, Result.UnknownError)
+
+
+# The engine's compat paths (src/python/compat.rs) raise and hand out these; they are given to
+# it here rather than imported by name from Rust, so this package can arrange its modules freely.
+_core._register_compat(translate, Interrupted, Result, _result_of, EncryptionContext)
