@@ -4,7 +4,8 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
 
 use super::error::{Error, Result};
 use super::memory::MemoryLimit;
@@ -177,7 +178,7 @@ impl ClientShared {
         self.reporters.lock().expect("reporters lock").push(reporter);
         let every = self.opts.stats_interval;
         if !every.is_zero() && !self.stats_log_started.swap(true, Ordering::AcqRel) {
-            tokio::spawn(super::stats::log_periodically(Arc::downgrade(self), every));
+            tokio::spawn(log_periodically(Arc::downgrade(self), every));
         }
         let probe = Arc::downgrade(handle);
         let probe: Probe = Box::new(move || probe.upgrade().and_then(T::attached));
@@ -242,6 +243,19 @@ impl ClientShared {
             (false, _) => ClientState::Idle,
             (true, true) => ClientState::Connected,
             (true, false) => ClientState::Connecting,
+        }
+    }
+}
+
+/// Logs every producer's and consumer's line each `every` until the client is gone or closed.
+async fn log_periodically(client: Weak<ClientShared>, every: Duration) {
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        match client.upgrade() {
+            Some(c) if !c.is_closed() => c.log_stats(),
+            _ => return,
         }
     }
 }
