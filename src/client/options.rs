@@ -28,7 +28,7 @@ pub struct ClientOptions {
     /// Other clusters to fail over to, given as service URLs (see `net::failover`).
     pub failover: Option<FailoverOptions>,
     /// Keep a session open with every transaction coordinator from the start, reopened
-    /// whenever its connection is lost (see `Coordinators::keep_connected`).
+    /// whenever its connection is lost (see `transaction::keep_coordinators_connected`).
     pub enable_transaction: bool,
 }
 

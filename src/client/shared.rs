@@ -10,6 +10,7 @@ use std::time::Duration;
 use super::error::{Error, Result};
 use super::memory::MemoryLimit;
 use super::options::ClientOptions;
+use super::transaction::coordinator::Coordinators;
 use crate::net::failover::{self, FailoverPolicy};
 use crate::net::url::ServiceUrl;
 use crate::net::ConnectionPool;
@@ -58,7 +59,7 @@ pub(crate) struct ClientShared {
     closed: AtomicBool,
     pub memory: MemoryLimit,
     /// The transaction coordinators, found when the first transaction needs them.
-    pub coordinators: super::transaction::Coordinators,
+    pub coordinators: Coordinators,
     closers: Mutex<Vec<Closer>>,
     /// Whether each live producer or consumer is attached (`None` once it is gone).
     probes: Mutex<Vec<Probe>>,
