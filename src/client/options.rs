@@ -217,7 +217,7 @@ pub struct ConsumerOptions {
     /// Durable subscription (false for readers).
     pub durable: bool,
     /// Start position of a non-durable subscription (readers).
-    pub start_message_id: Option<super::message::MessageId>,
+    pub start_message_id: Option<super::message_id::MessageId>,
     /// Deliver the start message itself (readers).
     pub start_inclusive: bool,
     /// Read the compacted view of the topic.
