@@ -137,7 +137,9 @@ fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(options::_check_client_options, m)?)?;
     m.add_function(wrap_pyfunction!(lifecycle::_at_exit, m)?)?;
     m.add_function(wrap_pyfunction!(lifecycle::_inject_actor_panic, m)?)?;
-    stats::register(m)?;
+    m.add_function(wrap_pyfunction!(producer::_producer_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(consumer::_consumer_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(client::_client_stats, m)?)?;
     compat::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
