@@ -18,6 +18,7 @@ mod handle;
 mod inbox;
 mod link;
 mod memory;
+mod message_id;
 mod partition_consumer;
 mod partition_producer;
 mod schema;
@@ -31,7 +32,8 @@ pub use consumer::Consumer;
 pub use crypto::{CryptoFailureAction, CryptoKeyReader, EncryptionKeyInfo, KeyReader};
 pub use error::{Error, ErrorKind, Result};
 pub use handle::Client;
-pub use message::{Message, MessageId, OutgoingMessage};
+pub use message::{Message, OutgoingMessage};
+pub use message_id::MessageId;
 pub use options::{
     ClientOptions, ConsumerOptions, FailoverOptions, HashingScheme, InitialPosition, ProducerOptions, RoutingMode,
 };

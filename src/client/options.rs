@@ -28,7 +28,7 @@ pub struct ClientOptions {
     /// Other clusters to fail over to, given as service URLs (see `net::failover`).
     pub failover: Option<FailoverOptions>,
     /// Keep a session open with every transaction coordinator from the start, reopened
-    /// whenever its connection is lost (see `Coordinators::keep_connected`).
+    /// whenever its connection is lost (see `transaction::keep_coordinators_connected`).
     pub enable_transaction: bool,
 }
 
@@ -217,7 +217,7 @@ pub struct ConsumerOptions {
     /// Durable subscription (false for readers).
     pub durable: bool,
     /// Start position of a non-durable subscription (readers).
-    pub start_message_id: Option<super::message::MessageId>,
+    pub start_message_id: Option<super::message_id::MessageId>,
     /// Deliver the start message itself (readers).
     pub start_inclusive: bool,
     /// Read the compacted view of the topic.

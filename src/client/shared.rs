@@ -4,11 +4,13 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
 
 use super::error::{Error, Result};
 use super::memory::MemoryLimit;
 use super::options::ClientOptions;
+use super::transaction::coordinator::Coordinators;
 use crate::net::failover::{self, FailoverPolicy};
 use crate::net::url::ServiceUrl;
 use crate::net::ConnectionPool;
@@ -57,7 +59,7 @@ pub(crate) struct ClientShared {
     closed: AtomicBool,
     pub memory: MemoryLimit,
     /// The transaction coordinators, found when the first transaction needs them.
-    pub coordinators: super::transaction::Coordinators,
+    pub coordinators: Coordinators,
     closers: Mutex<Vec<Closer>>,
     /// Whether each live producer or consumer is attached (`None` once it is gone).
     probes: Mutex<Vec<Probe>>,
@@ -177,7 +179,7 @@ impl ClientShared {
         self.reporters.lock().expect("reporters lock").push(reporter);
         let every = self.opts.stats_interval;
         if !every.is_zero() && !self.stats_log_started.swap(true, Ordering::AcqRel) {
-            tokio::spawn(super::stats::log_periodically(Arc::downgrade(self), every));
+            tokio::spawn(log_periodically(Arc::downgrade(self), every));
         }
         let probe = Arc::downgrade(handle);
         let probe: Probe = Box::new(move || probe.upgrade().and_then(T::attached));
@@ -242,6 +244,19 @@ impl ClientShared {
             (false, _) => ClientState::Idle,
             (true, true) => ClientState::Connected,
             (true, false) => ClientState::Connecting,
+        }
+    }
+}
+
+/// Logs every producer's and consumer's line each `every` until the client is gone or closed.
+async fn log_periodically(client: Weak<ClientShared>, every: Duration) {
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        match client.upgrade() {
+            Some(c) if !c.is_closed() => c.log_stats(),
+            _ => return,
         }
     }
 }

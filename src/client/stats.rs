@@ -219,19 +219,6 @@ pub(crate) fn consumer_line(c: &super::Consumer) -> (&'static str, String) {
     ("magnetar::consumer", line)
 }
 
-/// Logs every producer's and consumer's line each `every` until the client is gone or closed.
-pub(crate) async fn log_periodically(client: std::sync::Weak<super::shared::ClientShared>, every: Duration) {
-    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tick.tick().await;
-        match client.upgrade() {
-            Some(c) if !c.is_closed() => c.log_stats(),
-            _ => return,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,9 +10,8 @@ use arrow_schema::Schema;
 use pyo3::prelude::*;
 use pyo3::types::PyCapsule;
 
-use super::client::PyClient;
 use super::errors::invalid;
-use super::runtime::{wait, EngineHandle};
+use super::runtime::wait;
 use crate::client::{self, Message};
 use crate::columnar::schema_read::ValueSchema;
 use crate::columnar::schema_write::ValueEncoder;
@@ -25,19 +24,15 @@ pub struct PyValueSchema {
     pub(crate) fetch: Option<(client::Client, String)>,
 }
 
-#[pymethods]
 impl PyValueSchema {
     /// The columns of a schema of wire type `kind` with `definition`, registered under
-    /// `version`; None when its payloads stay bytes. With `client`, writer schemas of other
-    /// versions are fetched for `topic` when met.
-    #[staticmethod]
-    #[pyo3(signature = (kind, definition, version, client=None, topic=""))]
-    fn of(
+    /// `version`; None when its payloads stay bytes. With `fetch` (a client and topic), writer
+    /// schemas of other versions are fetched when met.
+    pub(crate) fn new(
         kind: i32,
         definition: &[u8],
         version: &[u8],
-        client: Option<&Bound<'_, PyClient>>,
-        topic: &str,
+        fetch: Option<(client::Client, String)>,
     ) -> PyResult<Option<Self>> {
         let Some(inner) =
             ValueSchema::new(kind, definition, version).map_err(|e| invalid(format!("the topic's schema: {e}")))?
@@ -46,10 +41,13 @@ impl PyValueSchema {
         };
         Ok(Some(PyValueSchema {
             inner: Arc::new(inner),
-            fetch: client.map(|c| (c.get().engine().clone(), topic.to_string())),
+            fetch,
         }))
     }
+}
 
+#[pymethods]
+impl PyValueSchema {
     /// The Arrow PyCapsule protocol: the schema of the columns.
     fn __arrow_c_schema__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyCapsule>> {
         let schema = Schema::new(self.inner.fields().clone());

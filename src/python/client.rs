@@ -9,6 +9,7 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
+use super::arrow_values::PyValueSchema;
 use super::consumer::PyConsumer;
 use super::dispatch::Dispatcher;
 use super::errors::{invalid, to_pyerr};
@@ -16,7 +17,7 @@ use super::options;
 use super::producer::PyProducer;
 use super::runtime::{engine_handle, run, EngineHandle, ForkGuard};
 use super::transaction::{self, PyTransaction};
-use super::{gate, runtime, schema};
+use super::{gate, runtime, schema, stats};
 use crate::client::consumer::TopicSelection;
 use crate::client::{self, Error};
 
@@ -239,6 +240,33 @@ impl PyClient {
     fn state(&self) -> &'static str {
         self.inner.state().name()
     }
+}
+
+// `_ValueSchema.of` is written here, beside the handle it takes, so that the Arrow files
+// below the handles never name them.
+#[pymethods]
+impl PyValueSchema {
+    /// The columns of a schema of wire type `kind` with `definition`, registered under
+    /// `version`; None when its payloads stay bytes. With `client`, writer schemas of other
+    /// versions are fetched for `topic` when met.
+    #[staticmethod]
+    #[pyo3(signature = (kind, definition, version, client=None, topic=""))]
+    fn of(
+        kind: i32,
+        definition: &[u8],
+        version: &[u8],
+        client: Option<&Bound<'_, PyClient>>,
+        topic: &str,
+    ) -> PyResult<Option<Self>> {
+        let fetch = client.map(|c| (c.get().engine().clone(), topic.to_string()));
+        PyValueSchema::new(kind, definition, version, fetch)
+    }
+}
+
+/// A client's connection and lookup statistics.
+#[pyfunction]
+pub fn _client_stats<'py>(py: Python<'py>, client: &Bound<'py, PyClient>) -> PyResult<Bound<'py, PyDict>> {
+    stats::client_dict(py, &client.get().engine().stats())
 }
 
 /// A Python callable `router(key, num_partitions) -> int` (with `payload`: `router(key,

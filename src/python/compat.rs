@@ -276,7 +276,7 @@ impl PyCompatMessage {
         // The schema decodes a native message (its writer schema, its key); rare enough next
         // to the decoding itself to make one.
         let native = new_message_with(py, self.inner.clone(), self.schema.as_ref())?;
-        schema::value(native.bind(py))
+        schema::value(native.bind(py).as_any(), &self.inner, self.schema.as_deref())
     }
 
     fn properties<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {

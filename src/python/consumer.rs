@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use pyo3::prelude::*;
-use pyo3::types::PyList;
+use pyo3::types::{PyDict, PyList};
 
 use super::arrow::{self, PyArrowBatch, PyArrowLayout, PyRangeScan};
 use super::convert;
@@ -15,6 +15,7 @@ use super::gate;
 use super::getters;
 use super::runtime::{engine_handle, none, EngineHandle};
 use super::schema::Binding;
+use super::stats;
 use super::transaction;
 use super::types::{id_list, new_message_with, without_gc, PyMessage, PyMessageId};
 use crate::client::consumer::SeekTarget;
@@ -252,7 +253,7 @@ impl PyConsumer {
                 );
                 d.set_item("queued", queued)?;
                 d.set_item("corrupt_messages", corrupt)?;
-                d.set_item("client", super::stats::consumer_dict(py, &mine)?)?;
+                d.set_item("client", stats::consumer_dict(py, &mine)?)?;
                 out.append(d)?;
             }
             Ok(out.into_any().unbind())
@@ -273,6 +274,12 @@ impl PyConsumer {
     fn unsubscribe(&self, py: Python<'_>, future: Option<Py<PyAny>>) -> PyResult<Py<PyAny>> {
         self.call(py, future, |c| async move { c.unsubscribe().await }, none)
     }
+}
+
+/// A consumer's (or reader's) client-side statistics.
+#[pyfunction]
+pub fn _consumer_stats<'py>(py: Python<'py>, consumer: &Bound<'py, PyConsumer>) -> PyResult<Bound<'py, PyDict>> {
+    stats::consumer_dict(py, &consumer.get().engine().client_stats())
 }
 
 /// How long a bulk receive waits for more messages once it has some: the broker refills the

@@ -139,7 +139,9 @@ fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(option_facts::_engine_option_facts, m)?)?;
     m.add_function(wrap_pyfunction!(lifecycle::_at_exit, m)?)?;
     m.add_function(wrap_pyfunction!(lifecycle::_inject_actor_panic, m)?)?;
-    stats::register(m)?;
+    m.add_function(wrap_pyfunction!(producer::_producer_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(consumer::_consumer_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(client::_client_stats, m)?)?;
     compat::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

@@ -9,6 +9,7 @@ use super::gate;
 use super::getters;
 use super::runtime::{engine_handle, none, run, wait, EngineHandle};
 use super::schema;
+use super::stats;
 use super::transaction;
 use super::types::{id_list, new_id, SendFuture};
 use crate::client::producer::WouldBlock;
@@ -217,6 +218,12 @@ impl PyProducer {
     pub(super) fn has_schema(&self) -> bool {
         self.schema.is_some()
     }
+}
+
+/// A producer's client-side statistics (no round trip: read from the engine's counters).
+#[pyfunction]
+pub fn _producer_stats<'py>(py: Python<'py>, producer: &Bound<'py, PyProducer>) -> PyResult<Bound<'py, PyDict>> {
+    stats::producer_dict(py, &producer.get().engine().stats())
 }
 
 /// Sends `msgs` and waits for every receipt: their ids, or the first failure with a count.

@@ -13,7 +13,6 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 use super::convert;
 use super::errors::invalid;
 use super::runtime::wait;
-use super::types::PyMessage;
 use crate::client;
 use crate::protocol::schema::SchemaInfo;
 
@@ -132,21 +131,22 @@ pub fn messages(
     Ok(msgs)
 }
 
-/// `msg.value`: the payload decoded by the consumer's schema, or the payload bytes.
-pub fn value(msg: &Bound<'_, PyMessage>) -> PyResult<Py<PyAny>> {
-    let py = msg.py();
-    if msg.get().inner.null_value() {
+/// `msg.value`: the payload decoded by the consumer's schema `binding`, or the payload bytes.
+/// `obj` is the Python message of `msg`, which the schema's `_decode_message` takes.
+pub fn value(obj: &Bound<'_, PyAny>, msg: &client::Message, binding: Option<&Binding>) -> PyResult<Py<PyAny>> {
+    let py = obj.py();
+    if msg.null_value() {
         return Ok(py.None());
     }
-    match &msg.get().schema {
-        None => Ok(PyBytes::new(py, &msg.get().inner.payload).into_any().unbind()),
-        Some(b) => Ok(b.schema.bind(py).call_method1("_decode_message", (msg,))?.unbind()),
+    match binding {
+        None => Ok(PyBytes::new(py, &msg.payload).into_any().unbind()),
+        Some(b) => Ok(b.schema.bind(py).call_method1("_decode_message", (obj,))?.unbind()),
     }
 }
 
 /// The schema version a message was written with, as the registry's bytes.
-pub fn version(msg: &PyMessage) -> Option<&[u8]> {
-    msg.inner.metadata.schema_version.as_deref().filter(|v| !v.is_empty())
+pub fn version(msg: &client::Message) -> Option<&[u8]> {
+    msg.metadata.schema_version.as_deref().filter(|v| !v.is_empty())
 }
 
 /// The registry's answer as a tuple `(name, type, definition, properties, version)`.
@@ -169,13 +169,13 @@ pub fn info_tuple(py: Python<'_>, info: &SchemaInfo, version: &[u8]) -> PyResult
 }
 
 /// The writer schema of a message (`info_tuple`, or None when it has no version or the
-/// registry has none), fetched once per version and consumer; blocks while it fetches.
-pub fn writer(msg: &Bound<'_, PyMessage>) -> PyResult<Py<PyAny>> {
-    let py = msg.py();
-    let (Some(b), Some(v)) = (&msg.get().schema, version(msg.get())) else {
+/// registry has none), fetched once per version and consumer (`binding`); blocks while it
+/// fetches.
+pub fn writer(py: Python<'_>, msg: &client::Message, binding: Option<&Binding>) -> PyResult<Py<PyAny>> {
+    let (Some(b), Some(v)) = (binding, version(msg)) else {
         return Ok(py.None());
     };
-    let key = (msg.get().inner.topic.to_string(), v.to_vec());
+    let key = (msg.topic.to_string(), v.to_vec());
     if let Some(w) = b.writers.lock().expect("writers lock").get(&key) {
         return Ok(w.clone_ref(py));
     }

@@ -1,14 +1,11 @@
 //! Client-side statistics as Python dicts: `Producer.stats()`, the `"client"` entry of
 //! `Consumer.stats()`, and the connection figures OpenTelemetry reads (`magnetar.telemetry`).
+//! The functions that read them off a handle live with that handle, which calls down to here.
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
-use super::client::PyClient;
-use super::consumer::PyConsumer;
 use super::fields_dict;
-use super::producer::PyProducer;
-use super::runtime::EngineHandle;
 use crate::client::stats::{ClientStats, ConsumerClientStats, HistogramSnapshot, ProducerStats};
 
 /// Milliseconds at the usual quantiles, and the histogram's buckets for exporters.
@@ -60,7 +57,7 @@ pub fn consumer_dict<'py>(py: Python<'py>, s: &ConsumerClientStats) -> PyResult<
     ))
 }
 
-fn client_dict<'py>(py: Python<'py>, s: &ClientStats) -> PyResult<Bound<'py, PyDict>> {
+pub fn client_dict<'py>(py: Python<'py>, s: &ClientStats) -> PyResult<Bound<'py, PyDict>> {
     let d = fields_dict!(
         py,
         s,
@@ -77,29 +74,4 @@ fn client_dict<'py>(py: Python<'py>, s: &ClientStats) -> PyResult<Bound<'py, PyD
     );
     d.set_item("lookup_duration_ms", latency(py, &s.lookup_duration)?)?;
     Ok(d)
-}
-
-/// A producer's client-side statistics (no round trip: read from the engine's counters).
-#[pyfunction]
-pub fn _producer_stats<'py>(py: Python<'py>, producer: &Bound<'py, PyProducer>) -> PyResult<Bound<'py, PyDict>> {
-    producer_dict(py, &producer.get().engine().stats())
-}
-
-/// A consumer's (or reader's) client-side statistics.
-#[pyfunction]
-pub fn _consumer_stats<'py>(py: Python<'py>, consumer: &Bound<'py, PyConsumer>) -> PyResult<Bound<'py, PyDict>> {
-    consumer_dict(py, &consumer.get().engine().client_stats())
-}
-
-/// A client's connection and lookup statistics.
-#[pyfunction]
-pub fn _client_stats<'py>(py: Python<'py>, client: &Bound<'py, PyClient>) -> PyResult<Bound<'py, PyDict>> {
-    client_dict(py, &client.get().engine().stats())
-}
-
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(_producer_stats, m)?)?;
-    m.add_function(wrap_pyfunction!(_consumer_stats, m)?)?;
-    m.add_function(wrap_pyfunction!(_client_stats, m)?)?;
-    Ok(())
 }

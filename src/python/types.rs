@@ -211,18 +211,19 @@ impl PyMessage {
     /// a null value.
     #[getter]
     fn value(slf: &Bound<'_, Self>) -> PyResult<Py<PyAny>> {
-        super::schema::value(slf)
+        let msg = slf.get();
+        super::schema::value(slf.as_any(), &msg.inner, msg.schema.as_deref())
     }
 
     /// The registry's version of the schema the message was written with, or None.
     #[getter]
     fn schema_version<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyBytes>> {
-        super::schema::version(self).map(|v| PyBytes::new(py, v))
+        super::schema::version(&self.inner).map(|v| PyBytes::new(py, v))
     }
 
     /// The writer schema of this message's version (see `magnetar.schema`), fetched once.
-    fn _writer_schema(slf: &Bound<'_, Self>) -> PyResult<Py<PyAny>> {
-        super::schema::writer(slf)
+    fn _writer_schema(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        super::schema::writer(py, &self.inner, self.schema.as_deref())
     }
 
     /// How the message was encrypted end to end, or None when it was not.

@@ -12,16 +12,15 @@
 //! operation timeout is spent; anything else fails at once as a transaction error.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
 use crate::client::error::{Error, ErrorKind, Result};
-use crate::client::shared::ClientShared;
 use crate::net::backoff::Backoff;
-use crate::net::{lookup, Connection, ConnectionPool, Event, HandlerId, NetError};
+use crate::net::{lookup, Connection, ConnectionPool, NetError};
 use crate::protocol::commands::{self, TxnBits};
 use crate::protocol::frame::Frame;
 use crate::protocol::pb::{BaseCommand, ServerError, TxnAction};
@@ -57,55 +56,6 @@ impl From<NetError> for Attempt {
             ),
         };
         Attempt { error: e.into(), retry }
-    }
-}
-
-/// Keeps a session open with every coordinator while the client lives (`enable_transaction`,
-/// the Java client's `enableTransaction`), reopening one as soon as its connection is lost.
-///
-/// Why: a broker loads a coordinator only when a client opens a session with it, and only a
-/// loaded coordinator aborts its transactions that timed out. After a broker restart, the
-/// transactions a crashed process left open keep holding the messages they acknowledged
-/// (the broker recovers their pending acks) until some client talks to their coordinator;
-/// a consumer whose input is all held that way receives nothing, so it never opens a
-/// transaction itself, and waits for ever. Seen in the kill -9 loop with broker kills.
-pub(crate) async fn keep_coordinators_connected(client: Weak<ClientShared>) {
-    let mut backoff = None;
-    loop {
-        let Some(c) = client.upgrade().filter(|c| !c.is_closed()) else {
-            return;
-        };
-        let backoff = backoff.get_or_insert_with(|| Backoff::new(c.opts.initial_backoff, c.opts.max_backoff));
-        let deadline = Instant::now() + c.pool.options().operation_timeout;
-        let sessions = c.coordinators.open_all(&c.pool, deadline).await;
-        drop(c); // held only while connecting: waiting below must not keep the client alive
-        match sessions {
-            Ok(conns) => {
-                let mut lost = tokio::task::JoinSet::new();
-                for (tc, conn) in conns.iter().enumerate() {
-                    if let Ok(mut events) = conn.register(HandlerId::Watcher(tc as u64)) {
-                        // A watcher is sent nothing but the close.
-                        lost.spawn(async move { while let Some(Event::Frame(_)) = events.recv().await {} });
-                    }
-                }
-                log::debug!("sessions open with {} transaction coordinators", conns.len());
-                if !lost.is_empty() {
-                    backoff.reset();
-                }
-                // Nor may it keep the connections open: a client dropped without close()
-                // drops its pool, whose connections then close and end this wait.
-                drop(conns);
-                if lost.join_next().await.is_none() {
-                    // Every connection closed before it could be watched: not a tight loop.
-                    tokio::time::sleep(backoff.next_delay()).await;
-                }
-            }
-            Err(e) => {
-                let wait = backoff.next_delay();
-                log::warn!("cannot reach the transaction coordinators ({e}); trying again in {wait:?}");
-                tokio::time::sleep(wait).await;
-            }
-        }
     }
 }
 
@@ -147,7 +97,7 @@ impl Coordinators {
     }
 
     /// Opens (or finds open) a session with every coordinator; their connections, by id.
-    async fn open_all(&self, pool: &ConnectionPool, deadline: Instant) -> Result<Vec<Connection>> {
+    pub(super) async fn open_all(&self, pool: &ConnectionPool, deadline: Instant) -> Result<Vec<Connection>> {
         self.retrying(deadline, "reaching the transaction coordinators", |this| async move {
             let count = this.count(pool).await?;
             let mut conns = Vec::with_capacity(count);

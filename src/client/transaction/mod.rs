@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use tokio::sync::Notify;
@@ -18,12 +18,12 @@ use tokio::time::Instant;
 
 use super::error::{Error, Result};
 use super::shared::ClientShared;
+use crate::net::backoff::Backoff;
+use crate::net::{Event, HandlerId};
 use crate::protocol::commands::TxnBits;
 use crate::protocol::pb::TxnAction;
 
 pub(crate) mod coordinator;
-
-pub(crate) use coordinator::{keep_coordinators_connected, Coordinators};
 
 /// A transaction's id: the coordinator's id in the most significant bits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -382,6 +382,57 @@ impl Drop for Op {
             txn.finish_op(Err(&Error::transaction(
                 "a send or acknowledgement of the transaction was abandoned (its producer or consumer closed)",
             )));
+        }
+    }
+}
+
+// Here rather than in `coordinator`: it follows the client's shared state, which holds the
+// coordinators, so `coordinator` stays below that state.
+/// Keeps a session open with every coordinator while the client lives (`enable_transaction`,
+/// the Java client's `enableTransaction`), reopening one as soon as its connection is lost.
+///
+/// Why: a broker loads a coordinator only when a client opens a session with it, and only a
+/// loaded coordinator aborts its transactions that timed out. After a broker restart, the
+/// transactions a crashed process left open keep holding the messages they acknowledged
+/// (the broker recovers their pending acks) until some client talks to their coordinator;
+/// a consumer whose input is all held that way receives nothing, so it never opens a
+/// transaction itself, and waits for ever. Seen in the kill -9 loop with broker kills.
+pub(crate) async fn keep_coordinators_connected(client: Weak<ClientShared>) {
+    let mut backoff = None;
+    loop {
+        let Some(c) = client.upgrade().filter(|c| !c.is_closed()) else {
+            return;
+        };
+        let backoff = backoff.get_or_insert_with(|| Backoff::new(c.opts.initial_backoff, c.opts.max_backoff));
+        let deadline = Instant::now() + c.pool.options().operation_timeout;
+        let sessions = c.coordinators.open_all(&c.pool, deadline).await;
+        drop(c); // held only while connecting: waiting below must not keep the client alive
+        match sessions {
+            Ok(conns) => {
+                let mut lost = tokio::task::JoinSet::new();
+                for (tc, conn) in conns.iter().enumerate() {
+                    if let Ok(mut events) = conn.register(HandlerId::Watcher(tc as u64)) {
+                        // A watcher is sent nothing but the close.
+                        lost.spawn(async move { while let Some(Event::Frame(_)) = events.recv().await {} });
+                    }
+                }
+                log::debug!("sessions open with {} transaction coordinators", conns.len());
+                if !lost.is_empty() {
+                    backoff.reset();
+                }
+                // Nor may it keep the connections open: a client dropped without close()
+                // drops its pool, whose connections then close and end this wait.
+                drop(conns);
+                if lost.join_next().await.is_none() {
+                    // Every connection closed before it could be watched: not a tight loop.
+                    tokio::time::sleep(backoff.next_delay()).await;
+                }
+            }
+            Err(e) => {
+                let wait = backoff.next_delay();
+                log::warn!("cannot reach the transaction coordinators ({e}); trying again in {wait:?}");
+                tokio::time::sleep(wait).await;
+            }
         }
     }
 }
