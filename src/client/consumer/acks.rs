@@ -68,13 +68,20 @@ impl Consumer {
         Ok(())
     }
 
-    /// Acknowledges every message up to and including `id` (not on Shared subscriptions).
-    pub fn ack_cumulative(&self, id: &MessageId) -> Result<()> {
-        if matches!(self.inner.opts.sub_type, SubType::Shared | SubType::KeyShared) {
+    /// Refuses a cumulative ack on a Shared or Key_Shared subscription, where "every message
+    /// up to this one" would take messages other consumers of the subscription hold.
+    fn check_cumulative(&self, cumulative: bool) -> Result<()> {
+        if cumulative && matches!(self.inner.opts.sub_type, SubType::Shared | SubType::KeyShared) {
             return Err(Error::invalid(
                 "cumulative acknowledgement is not allowed on Shared or Key_Shared subscriptions",
             ));
         }
+        Ok(())
+    }
+
+    /// Acknowledges every message up to and including `id` (not on Shared subscriptions).
+    pub fn ack_cumulative(&self, id: &MessageId) -> Result<()> {
+        self.check_cumulative(true)?;
         self.command(
             id,
             Command::Ack {
@@ -89,11 +96,7 @@ impl Consumer {
     /// waits for it, and an ack that fails makes the commit abort. If the transaction aborts,
     /// the message is delivered again.
     pub fn ack_in_txn(&self, id: &MessageId, cumulative: bool, txn: &Transaction) -> Result<()> {
-        if cumulative && matches!(self.inner.opts.sub_type, SubType::Shared | SubType::KeyShared) {
-            return Err(Error::invalid(
-                "cumulative acknowledgement is not allowed on Shared or Key_Shared subscriptions",
-            ));
-        }
+        self.check_cumulative(cumulative)?;
         let part = self.open_part_for(id)?;
         let op = txn.begin_op()?;
         let scope = Scope::Subscription {
@@ -147,11 +150,7 @@ impl Consumer {
     /// Acknowledges one message (or, `cumulative`, every message up to it) and waits until the
     /// broker confirms, within the operation timeout.
     pub async fn ack_with_receipt(&self, id: &MessageId, cumulative: bool) -> Result<()> {
-        if cumulative && matches!(self.inner.opts.sub_type, SubType::Shared | SubType::KeyShared) {
-            return Err(Error::invalid(
-                "cumulative acknowledgement is not allowed on Shared or Key_Shared subscriptions",
-            ));
-        }
+        self.check_cumulative(cumulative)?;
         let (tx, rx) = oneshot::channel();
         self.command(
             id,
