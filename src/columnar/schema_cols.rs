@@ -2,6 +2,9 @@
 //! caller asks for, filled from Avro binary (with the writer's type, resolved to the reader's)
 //! or from JSON (with the reader's type). Nested types nest builders; a row a record does not
 //! set is completed with the field's default or null.
+//!
+//! This file holds the builders, their construction from the two types, nulls, defaults and
+//! the finished arrays; the filling is in [`avro`] (Avro binary) and [`json`] (JSON).
 
 use std::sync::Arc;
 
@@ -15,7 +18,14 @@ use arrow_buffer::{NullBufferBuilder, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{ArrowError, DataType, Field, FieldRef, Fields, TimeUnit};
 use serde_json::Value;
 
-use crate::protocol::avro::{get_long, take, AvroSchema, Node, Record};
+pub(super) use self::avro::Input;
+#[cfg(test)]
+pub(super) use self::avro::MAX_EMPTY_ITEMS;
+pub(super) use self::json::Text;
+use crate::protocol::avro::{AvroSchema, Node};
+
+mod avro;
+mod json;
 
 /// `[int, long]` and `[float, double]` read as their wider type, as Spark reads them.
 pub(super) fn widened(branches: &[&Node]) -> Option<DataType> {
@@ -104,51 +114,6 @@ impl StructCol {
         }
     }
 
-    /// The member a writer's datum of type `node` goes to: the first whose type is the
-    /// writer's, else the first the writer's type promotes to (the Avro resolution of a union).
-    fn member(&self, w: &AvroSchema, node: &Node) -> Result<usize, String> {
-        let writer = shape(w, node);
-        let promoted: &[&str] = match writer.as_str() {
-            "int" => &["long", "float", "double"],
-            "long" => &["float", "double"],
-            "float" => &["double"],
-            "string" => &["bytes"],
-            "bytes" => &["string"],
-            _ => &[],
-        };
-        self.shapes
-            .iter()
-            .position(|s| *s == writer)
-            .or_else(|| self.shapes.iter().position(|s| promoted.contains(&s.as_str())))
-            .ok_or_else(|| format!("the writer's {writer} is no member of the reader's union"))
-    }
-
-    /// The member a JSON value goes to: the first whose type takes that kind of value as it
-    /// is (an integer an integer type, a string a string), else the first that takes it at all.
-    fn json_member(&self, v: &Value) -> Result<usize, String> {
-        let strict = |c: &Col| match c {
-            Col::Bool(_) => v.is_boolean(),
-            Col::I8(_) | Col::I16(_) | Col::I32(_) | Col::I64(_) | Col::Ts(..) | Col::Date(_) => v.is_i64(),
-            Col::F32(_) | Col::F64(_) => v.is_f64(),
-            Col::Str(_) => v.is_string(),
-            Col::Bin(_) | Col::Dec(..) => false,
-            Col::Struct(_) | Col::Map(_) => v.is_object(),
-            Col::List(_) => v.is_array(),
-            Col::Members(_) => true,
-        };
-        let loose = |c: &Col| match c {
-            Col::F32(_) | Col::F64(_) => v.is_number(),
-            Col::Bin(_) => v.is_string(),
-            Col::Dec(..) => v.is_string() || v.is_number(),
-            _ => false,
-        };
-        self.cols
-            .iter()
-            .position(strict)
-            .or_else(|| self.cols.iter().position(loose))
-            .ok_or_else(|| format!("{v} fits no member of the union"))
-    }
-
     /// A row of a union: member `k` set by `set`, the others null.
     fn set_member(&mut self, k: usize, set: impl FnOnce(&mut Col) -> Result<bool, String>) -> Result<bool, String> {
         for (j, c) in self.cols.iter_mut().enumerate() {
@@ -189,26 +154,6 @@ impl StructCol {
         self.nulls.append_non_null();
         self.len += 1;
         Ok(())
-    }
-
-    /// A writer's record, resolved to these fields by name.
-    fn avro(&mut self, w: &AvroSchema, rec: &Record, r: &mut Input) -> Result<(), String> {
-        for (i, f) in rec.fields.iter().enumerate() {
-            let at = match self.fields.get(i) {
-                Some(x) if *x.name() == f.name => Some(i),
-                _ => self.fields.iter().position(|x| *x.name() == f.name),
-            };
-            match at {
-                Some(j) => self.cols[j]
-                    .avro(w, &f.node, r)
-                    .and_then(|null| not_null(null, self.fields[j].is_nullable()))
-                    .map_err(|e| format!("{}: {e}", f.name))?,
-                None => w
-                    .skip(&f.node, r.d, &mut r.pos)
-                    .map_err(|e| format!("{}: {e}", f.name))?,
-            }
-        }
-        self.complete_row()
     }
 }
 
@@ -400,210 +345,6 @@ impl Col {
         }
     }
 
-    /// One Avro binary datum of the writer's type `node` (schema `w`) at `r`; true when it
-    /// was null (which the parent refuses where its type holds none).
-    pub(super) fn avro(&mut self, w: &AvroSchema, node: &Node, r: &mut Input) -> Result<bool, String> {
-        if let Node::Union(branches) = node {
-            let i = get_long(r.d, &mut r.pos)?;
-            let branch = usize::try_from(i)
-                .ok()
-                .and_then(|i| branches.get(i))
-                .ok_or_else(|| format!("union index {i} out of range"))?;
-            return self.avro(w, branch, r);
-        }
-        if *node == Node::Null {
-            self.null();
-            return Ok(true);
-        }
-        if let Col::Members(m) = self {
-            let k = m.member(w, node)?;
-            return m.set_member(k, |c| c.avro(w, node, r));
-        }
-        let (d, pos) = (r.d, &mut r.pos);
-        let len = |pos: &mut usize| -> Result<usize, String> {
-            usize::try_from(get_long(d, pos)?).map_err(|_| "negative length".to_string())
-        };
-        match (&mut *self, node) {
-            (Col::Bool(b), Node::Boolean) => match take(d, pos, 1)?[0] {
-                v @ (0 | 1) => b.append_value(v == 1),
-                v => return Err(format!("bad boolean byte {v}")),
-            },
-            (Col::I32(b), Node::Int | Node::Date) => {
-                let n = get_long(d, pos)?;
-                b.append_value(i32::try_from(n).map_err(|_| format!("{n} out of range for an int"))?);
-            }
-            (Col::Date(b), Node::Int | Node::Date) => {
-                let n = get_long(d, pos)?;
-                b.append_value(i32::try_from(n).map_err(|_| format!("{n} out of range for a date"))?);
-            }
-            (Col::I64(b), Node::Int | Node::Long | Node::TimestampMillis | Node::TimestampMicros) => {
-                b.append_value(integer(node, d, pos)?)
-            }
-            (Col::Ts(b, _), Node::TimestampMillis) => b.append_value(micros(get_long(d, pos)?, 1000)?),
-            (Col::Ts(b, _), Node::TimestampMicros) => b.append_value(get_long(d, pos)?),
-            // A plain long (or int) is in the reader's unit: the logical type is the reader's.
-            (Col::Ts(b, unit), Node::Int | Node::Long) => b.append_value(micros(integer(node, d, pos)?, *unit)?),
-            (Col::F32(b), Node::Int | Node::Long) => b.append_value(integer(node, d, pos)? as f32),
-            (Col::F32(b), Node::Float) => b.append_value(f32::from_le_bytes(array4(take(d, pos, 4)?))),
-            (Col::F64(b), Node::Int | Node::Long) => b.append_value(integer(node, d, pos)? as f64),
-            (Col::F64(b), Node::Float) => b.append_value(f64::from(f32::from_le_bytes(array4(take(d, pos, 4)?)))),
-            (Col::F64(b), Node::Double) => {
-                let bytes: [u8; 8] = take(d, pos, 8)?.try_into().map_err(|_| "truncated double")?;
-                b.append_value(f64::from_le_bytes(bytes));
-            }
-            (Col::Str(b), Node::String | Node::Bytes) => {
-                let n = len(pos)?;
-                b.append_value(
-                    std::str::from_utf8(take(d, pos, n)?).map_err(|e| format!("a string that is not UTF-8: {e}"))?,
-                );
-            }
-            (Col::Str(b), Node::Enum(e)) => {
-                let i = get_long(d, pos)?;
-                let symbols = &w.enums[*e].symbols;
-                let s = usize::try_from(i)
-                    .ok()
-                    .and_then(|i| symbols.get(i))
-                    .ok_or_else(|| format!("enum index {i} out of range"))?;
-                b.append_value(s);
-            }
-            (Col::Bin(b), Node::Bytes | Node::String | Node::Decimal { fixed: None, .. }) => {
-                let n = len(pos)?;
-                b.append_value(take(d, pos, n)?);
-            }
-            (Col::Bin(b), Node::Fixed(n) | Node::Decimal { fixed: Some(n), .. }) => b.append_value(take(d, pos, *n)?),
-            (Col::Dec(b, scale, precision), Node::Decimal { scale: ws, fixed, .. }) => {
-                if ws != scale {
-                    return Err(format!("a decimal of scale {ws} read as scale {scale}"));
-                }
-                let n = match fixed {
-                    Some(n) => *n,
-                    None => len(pos)?,
-                };
-                b.append_value(decimal(unscaled(take(d, pos, n)?)?, *precision)?);
-            }
-            // Plain bytes or fixed read as the reader's decimal (its logical type decides).
-            (Col::Dec(b, _, precision), Node::Bytes | Node::Fixed(_)) => {
-                let n = match node {
-                    Node::Fixed(n) => *n,
-                    _ => len(pos)?,
-                };
-                b.append_value(decimal(unscaled(take(d, pos, n)?)?, *precision)?);
-            }
-            (Col::Struct(c), Node::Record(i)) => c.avro(w, &w.records[*i], r)?,
-            (Col::List(c), Node::Array(item)) => {
-                let start = c.offsets.last().copied().unwrap_or(0) as usize;
-                let nullable = c.field.is_nullable();
-                let n = blocks(r, |r| not_null(c.item.avro(w, item, r)?, nullable))?;
-                c.offsets.push(offset(start + n)?);
-                c.nulls.append_non_null();
-            }
-            (Col::Map(c), Node::Map(values)) => {
-                let start = c.offsets.last().copied().unwrap_or(0) as usize;
-                let n = blocks(r, |r| {
-                    let k = usize::try_from(get_long(r.d, &mut r.pos)?).map_err(|_| "negative length")?;
-                    c.keys.append_value(
-                        std::str::from_utf8(take(r.d, &mut r.pos, k)?).map_err(|_| "a map key that is not UTF-8")?,
-                    );
-                    not_null(c.values.avro(w, values, r)?, c.nullable)
-                })?;
-                c.offsets.push(offset(start + n)?);
-                c.nulls.append_non_null();
-            }
-            (col, node) => {
-                return Err(format!(
-                    "the writer's {} does not resolve to the reader's {}",
-                    node_kind(node),
-                    col.kind()
-                ))
-            }
-        }
-        Ok(false)
-    }
-
-    /// One JSON value, read as the reader's type (fields by name); `text` says how bytes are
-    /// written.
-    pub(super) fn json(&mut self, v: &Value, text: Text) -> Result<bool, String> {
-        if v.is_null() {
-            self.null();
-            return Ok(true);
-        }
-        let wrong = |what: &str| format!("{v} is not {what}");
-        let int = |v: &Value| v.as_i64().ok_or_else(|| wrong("an integer"));
-        let bytes = |v: &Value| -> Result<Vec<u8>, String> {
-            let s = v.as_str().ok_or_else(|| wrong("a string of bytes"))?;
-            match text {
-                Text::Payload => {
-                    use base64::Engine as _;
-                    base64::engine::general_purpose::STANDARD
-                        .decode(s)
-                        .map_err(|_| wrong("base64"))
-                }
-                // The Avro specification's JSON of bytes: one code point of 0 to 255 per byte.
-                Text::AvroDefault => s
-                    .chars()
-                    .map(|c| u8::try_from(c).map_err(|_| wrong("bytes (code points up to 255)")))
-                    .collect(),
-            }
-        };
-        match self {
-            Col::Bool(b) => b.append_value(v.as_bool().ok_or_else(|| wrong("a boolean"))?),
-            Col::I8(b) => b.append_value(i8::try_from(int(v)?).map_err(|_| wrong("a byte"))?),
-            Col::I16(b) => b.append_value(i16::try_from(int(v)?).map_err(|_| wrong("a short"))?),
-            Col::I32(b) => b.append_value(i32::try_from(int(v)?).map_err(|_| wrong("an int"))?),
-            Col::I64(b) => b.append_value(int(v)?),
-            Col::F32(b) => b.append_value(v.as_f64().ok_or_else(|| wrong("a number"))? as f32),
-            Col::F64(b) => b.append_value(v.as_f64().ok_or_else(|| wrong("a number"))?),
-            Col::Str(b) => b.append_value(v.as_str().ok_or_else(|| wrong("a string"))?),
-            Col::Bin(b) => b.append_value(bytes(v)?),
-            Col::Ts(b, unit) => b.append_value(micros(int(v)?, *unit)?),
-            Col::Date(b) => b.append_value(i32::try_from(int(v)?).map_err(|_| wrong("a date (days)"))?),
-            Col::Dec(b, scale, precision) => {
-                let n = match (v, text) {
-                    (Value::String(_), Text::AvroDefault) => unscaled(&bytes(v)?)?,
-                    (Value::String(s), Text::Payload) => parse_decimal(s, *scale).ok_or_else(|| wrong("a decimal"))?,
-                    (Value::Number(n), _) => parse_decimal(&n.to_string(), *scale).ok_or_else(|| wrong("a decimal"))?,
-                    _ => return Err(wrong("a decimal")),
-                };
-                b.append_value(decimal(n, *precision)?);
-            }
-            Col::Struct(c) => {
-                let o = v.as_object().ok_or_else(|| wrong("an object"))?;
-                for (j, col) in c.cols.iter_mut().enumerate() {
-                    if let Some(x) = o.get(c.fields[j].name()) {
-                        col.json(x, text)
-                            .and_then(|null| not_null(null, c.fields[j].is_nullable()))
-                            .map_err(|e| format!("{}: {e}", c.fields[j].name()))?;
-                    }
-                }
-                c.complete_row()?;
-            }
-            Col::Members(m) => {
-                let k = m.json_member(v)?;
-                m.set_member(k, |c| c.json(v, text))?;
-            }
-            Col::List(c) => {
-                let items = v.as_array().ok_or_else(|| wrong("an array"))?;
-                for x in items {
-                    not_null(c.item.json(x, text)?, c.field.is_nullable())?;
-                }
-                let end = c.offsets.last().copied().unwrap_or(0) as usize + items.len();
-                c.offsets.push(offset(end)?);
-                c.nulls.append_non_null();
-            }
-            Col::Map(c) => {
-                let o = v.as_object().ok_or_else(|| wrong("an object"))?;
-                for (k, x) in o {
-                    c.keys.append_value(k);
-                    not_null(c.values.json(x, text)?, c.nullable)?;
-                }
-                let end = c.offsets.last().copied().unwrap_or(0) as usize + o.len();
-                c.offsets.push(offset(end)?);
-                c.nulls.append_non_null();
-            }
-        }
-        Ok(false)
-    }
-
     pub(super) fn finish(self) -> Result<ArrayRef, ArrowError> {
         Ok(match self {
             Col::Bool(mut b) => Arc::new(b.finish()),
@@ -655,29 +396,11 @@ impl Col {
     }
 }
 
-/// How JSON writes bytes: a JSON payload (Jackson's base64), or an Avro field's default (the
-/// specification's one code point per byte).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Text {
-    Payload,
-    AvroDefault,
-}
-
 /// `n` units of `unit` microseconds, refused rather than clamped when it overflows (as Spark's
 /// exact multiplication throws).
 pub(super) fn micros(n: i64, unit: i64) -> Result<i64, String> {
     n.checked_mul(unit)
         .ok_or_else(|| format!("{n} is out of range for a timestamp"))
-}
-
-/// A writer's `int` or `long` read wider: an `int` must be in the int range even then (the
-/// varint of a long there is malformed data, not a wider value).
-fn integer(node: &Node, d: &[u8], pos: &mut usize) -> Result<i64, String> {
-    let n = get_long(d, pos)?;
-    if matches!(node, Node::Int | Node::Date) && i32::try_from(n).is_err() {
-        return Err(format!("{n} out of range for an int"));
-    }
-    Ok(n)
 }
 
 /// A null where the type holds none is the payload's fault, named here rather than left for
@@ -708,12 +431,6 @@ fn shape(s: &AvroSchema, n: &Node) -> String {
         Node::TimestampMillis | Node::TimestampMicros => "long".into(),
         other => node_kind(other),
     }
-}
-
-fn array4(b: &[u8]) -> [u8; 4] {
-    let mut out = [0; 4];
-    out.copy_from_slice(&b[..4]);
-    out
 }
 
 fn node_kind(n: &Node) -> String {
@@ -760,61 +477,4 @@ pub(super) fn parse_decimal(text: &str, scale: u32) -> Option<i128> {
         n = n.checked_mul(10)?.checked_add(i128::from(c.to_digit(10)?))?;
     }
     Some(if neg { -n } else { n })
-}
-
-/// An Avro datum being read: its bytes, the position, and how many more items of no bytes
-/// (nulls, records of nothing) its arrays and maps may hold. Such an item costs a row however
-/// few bytes say how many there are, so a count of 2^62 of them must be refused, not built.
-pub(super) struct Input<'a> {
-    pub(super) d: &'a [u8],
-    pub(super) pos: usize,
-    empty: usize,
-}
-
-/// Items of no bytes one payload may hold, in all its arrays and maps together.
-pub(super) const MAX_EMPTY_ITEMS: usize = 1 << 20;
-
-impl<'a> Input<'a> {
-    pub(super) fn new(d: &'a [u8]) -> Input<'a> {
-        Input {
-            d,
-            pos: 0,
-            empty: MAX_EMPTY_ITEMS,
-        }
-    }
-}
-
-/// Reads the blocks of an Avro array or map, calling `item` once per item: how many there were.
-fn blocks(r: &mut Input, mut item: impl FnMut(&mut Input) -> Result<(), String>) -> Result<usize, String> {
-    let mut count = 0usize;
-    loop {
-        let n = get_long(r.d, &mut r.pos)?;
-        if n == 0 {
-            return Ok(count);
-        }
-        if n < 0 {
-            get_long(r.d, &mut r.pos)?; // the block's size in bytes
-        }
-        let n = usize::try_from(n.unsigned_abs()).map_err(|_| "bad block count")?;
-        for i in 0..n {
-            let before = r.pos;
-            item(r)?;
-            // An item of no bytes says every item of its type has none: the rest of the block
-            // must fit what is left of the allowance before any is built.
-            if r.pos == before {
-                let rest = n - i;
-                if rest > r.empty {
-                    return Err(format!(
-                        "{n} items of no bytes: more than the {MAX_EMPTY_ITEMS} one payload may hold"
-                    ));
-                }
-                r.empty -= rest;
-                for _ in 1..rest {
-                    item(r)?;
-                }
-                break;
-            }
-        }
-        count += n;
-    }
 }

@@ -285,17 +285,28 @@ def _rows_to_batches(rows: Iterator[Any], schema: StructType, size: int = 10_000
         yield flush()
 
 
-class PulsarBatchWriter(DataSourceArrowWriter):
-    """Writes each Spark partition, the engine queueing each Arrow batch's rows per topic (keys,
-    properties and event times included); every receipt is awaited before the task ends.
-    At-least-once: a retried task sends its rows again; with ``exactlyOnce`` each task writes
-    in a transaction that ``commit`` commits (all or nothing per job)."""
+class _Writer:
+    """What the batch and the streaming writer are made with, on the driver: the options, the
+    rows' Spark schema, the topic's value schema, and the id that names this write in every
+    task."""
 
     def __init__(self, opts: SourceOptions, schema: StructType, values: TopicSchema | None = None) -> None:
         self.opts = opts
         self.schema = schema
         self.values = values
         self.write_id = uuid.uuid4().hex  # made on the driver: the same in every task
+
+
+def _sent(messages: list[WriterCommitMessage | None]) -> int:
+    """Messages the tasks that finished sent, as their commit messages count them."""
+    return sum(sum(m.sent.values()) for m in messages if isinstance(m, PulsarCommitMessage))
+
+
+class PulsarBatchWriter(_Writer, DataSourceArrowWriter):
+    """Writes each Spark partition, the engine queueing each Arrow batch's rows per topic (keys,
+    properties and event times included); every receipt is awaited before the task ends.
+    At-least-once: a retried task sends its rows again; with ``exactlyOnce`` each task writes
+    in a transaction that ``commit`` commits (all or nothing per job)."""
 
     def write(self, iterator: Iterator[Any]) -> PulsarCommitMessage:
         return _write(self.opts, self.write_id, iterator, getattr(self, "values", None), self.schema)
@@ -312,27 +323,19 @@ class PulsarBatchWriter(DataSourceArrowWriter):
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         if self.opts.exactly_once:
             _exactly_once.commit_all(self.opts, messages, self._what(), *self._record())
-        total = sum(sum(m.sent.values()) for m in messages if isinstance(m, PulsarCommitMessage))
-        log.info("pulsar data source: wrote %d messages", total)
+        log.info("pulsar data source: wrote %d messages", _sent(messages))
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         if self.opts.exactly_once:
             return _exactly_once.abort_all(self.opts, messages, self._what(), *self._record())
-        total = sum(sum(m.sent.values()) for m in messages if isinstance(m, PulsarCommitMessage))
         log.warning("pulsar data source: write aborted; %d messages of finished tasks were already "
-                    "delivered (Pulsar has no transactional write here: at-least-once)", total)
+                    "delivered (Pulsar has no transactional write here: at-least-once)", _sent(messages))
 
 
-class PulsarStreamWriter(_StreamWriterBase):  # type: ignore[misc,valid-type]
+class PulsarStreamWriter(_Writer, _StreamWriterBase):  # type: ignore[misc,valid-type]
     """The streaming sink: each micro-batch task sends its rows and waits for every receipt
     (at-least-once: a replayed batch is sent again; with ``exactlyOnce`` the micro-batch's
     ``commit`` commits the transactions its tasks wrote in)."""
-
-    def __init__(self, opts: SourceOptions, schema: StructType, values: TopicSchema | None = None) -> None:
-        self.opts = opts
-        self.schema = schema
-        self.values = values
-        self.write_id = uuid.uuid4().hex  # made on the driver: the same in every task
 
     def write(self, iterator: Iterator[Any]) -> PulsarCommitMessage:
         first = next(iterator, None)
@@ -358,8 +361,7 @@ class PulsarStreamWriter(_StreamWriterBase):  # type: ignore[misc,valid-type]
         if self.opts.exactly_once:
             _exactly_once.commit_all(self.opts, messages, f"batch {batchId}", *self._record(batchId),
                                      prune_below=batchId)
-        total = sum(sum(m.sent.values()) for m in messages if isinstance(m, PulsarCommitMessage))
-        log.info("pulsar data source: batch %d wrote %d messages", batchId, total)
+        log.info("pulsar data source: batch %d wrote %d messages", batchId, _sent(messages))
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         if self.opts.exactly_once:
