@@ -407,6 +407,9 @@ def killed_drivers(broker: Any, service_url: str, tmp_path_factory: Any) -> dict
     return jobs
 
 
+# The first case also runs the module's driver processes (seven Spark drivers, one after
+# another: about 200 s on a quiet machine, past 300 s on a loaded one).
+@pytest.mark.timeout(1200)
 @pytest.mark.parametrize("name", list(_KILLS))
 def test_a_job_restarted_after_its_driver_was_killed_in_its_commit(
         killed_drivers: dict[str, dict[str, Any]], conf: ClientConfig, name: str) -> None:
