@@ -18,7 +18,7 @@ use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict, PyInt, PyMemoryView, PyS
 use super::consumer::PyConsumer;
 use super::convert;
 use super::dispatch::log_callback_error;
-use super::errors::to_pyerr;
+use super::errors::{exception_class, to_pyerr};
 use super::producer::PyProducer;
 use super::runtime::EngineHandle;
 use super::schema::{self, Binding};
@@ -67,16 +67,6 @@ fn compat_names(py: Python<'_>) -> PyResult<&CompatNames> {
         .ok_or_else(|| PyRuntimeError::new_err("magnetar.compat has not registered its classes (import it first)"))
 }
 
-static NATIVE_ERROR: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-
-fn native_error(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
-    NATIVE_ERROR
-        .get_or_try_init(py, || {
-            Ok::<_, PyErr>(py.import("magnetar.exceptions")?.getattr("PulsarError")?.unbind())
-        })
-        .map(|o| o.bind(py))
-}
-
 /// `e` as the compatibility API raises it: magnetar's errors as the official classes (through
 /// `magnetar.compat.exceptions.translate`), Ctrl-C during a wait as `Interrupted`, each
 /// caused by the original; anything else as it is.
@@ -84,8 +74,8 @@ fn compat_err(py: Python<'_>, e: PyErr) -> PyErr {
     let mapped = if e.is_instance_of::<PyKeyboardInterrupt>(py) {
         compat_names(py).and_then(|c| c.interrupted.bind(py).call1(("interrupted",)))
     } else {
-        match native_error(py) {
-            Ok(native) if e.value(py).is_instance(native).unwrap_or(false) => {
+        match exception_class(py, "PulsarError") {
+            Ok(native) if e.value(py).is_instance(&native).unwrap_or(false) => {
                 compat_names(py).and_then(|c| c.translate.bind(py).call1((e.value(py),)))
             }
             Ok(_) => return e,

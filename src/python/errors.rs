@@ -54,9 +54,14 @@ pub const ALL_KINDS: [ErrorKind; 18] = [
     ErrorKind::SchemaDecode,
 ];
 
-fn build(py: Python<'_>, class: &str, message: &str, code: Option<i32>) -> PyResult<PyErr> {
+/// The class `name` of `magnetar.exceptions` (imported once).
+pub fn exception_class<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
     let module = MODULE.get_or_try_init(py, || -> PyResult<_> { Ok(py.import("magnetar.exceptions")?.unbind()) })?;
-    let cls = module.bind(py).getattr(class)?;
+    module.bind(py).getattr(name)
+}
+
+fn build(py: Python<'_>, class: &str, message: &str, code: Option<i32>) -> PyResult<PyErr> {
+    let cls = exception_class(py, class)?;
     let exc = cls.call1((message,))?;
     exc.setattr("code", code)?;
     Ok(PyErr::from_value(exc))
