@@ -13,9 +13,9 @@ from typing import Any, Callable
 from .. import _build
 from .. import _client as _native
 from .._failover import AutoClusterFailover as _NativeFailover
-from .. import _options as _native_options
 from .._options import (AccessMode, Compression, CryptoFailureAction, PatternTopics, RoutingMode,
                         SubscriptionType)
+from .._options import BatchingType as _NativeBatching
 from ._config import (Authentication, AutoClusterFailover, ConsoleLogger, ConsumerBatchReceivePolicy,
                       ConsumerDeadLetterPolicy, ConsumerKeySharedPolicy, CryptoKeyReader, ServiceInfo,
                       ServiceInfoProvider, check_type, check_type_or_none)
@@ -217,8 +217,9 @@ class Client:
                 batch_max_delay=batching_max_publish_delay_ms / 1000, chunking=chunking_enabled,
                 routing_mode=RoutingMode.SINGLE_PARTITION
                 if message_routing_mode == PartitionsRoutingMode.UseSinglePartition else RoutingMode.ROUND_ROBIN,
-                properties=properties, batching_type=_native_options.BatchingType.KEY_BASED
-                if batching_type == BatchingType.KeyBased else _native_options.BatchingType.DEFAULT, access_mode=_ACCESS[access_mode], router=router, **crypto))
+                properties=properties, batching_type=_NativeBatching.KEY_BASED
+                if batching_type == BatchingType.KeyBased else _NativeBatching.DEFAULT,
+                access_mode=_ACCESS[access_mode], router=router, **crypto))
 
     def _new_producer(self, topic: str, schema: Schema, options: dict[str, Any]) -> Any:
         with mapped():
