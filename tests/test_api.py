@@ -17,6 +17,8 @@ import pytest
 import magnetar
 from magnetar import exceptions
 
+from waiting import wait_until
+
 
 def test_exported_names_are_sorted_and_complete():
     assert magnetar.__all__ == sorted(magnetar.__all__)
@@ -298,20 +300,34 @@ def test_blocking_receive_is_interrupted_by_ctrl_c(client, topic):
 
 
 def test_cancelled_async_receive_loses_nothing(service_url, topic):
-    async def main() -> bytes:
-        async with magnetar.AsyncClient(service_url) as client:
-            consumer = await client.subscribe(topic, "s")
-            producer = await client.create_producer(topic)
-            waiter = asyncio.ensure_future(consumer.receive())
-            await asyncio.sleep(0.2)
-            waiter.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await waiter
-            await producer.send(b"after cancel")
-            msg = await consumer.receive(timeout=10)
-            return msg.data
+    """A receive cancelled while it waits, and one cancelled after its messages arrived but
+    before it ran again, take nothing: both messages come next, in order."""
+    async def main() -> list[bytes]:
+        with magnetar.Client(service_url) as blocking:
+            producer = blocking.create_producer(topic)
+            async with magnetar.AsyncClient(service_url) as client:
+                return await receive_around_cancels(client, producer)
 
-    assert asyncio.run(main()) == b"after cancel"
+    async def receive_around_cancels(client: magnetar.AsyncClient, producer: magnetar.Producer) -> list[bytes]:
+        consumer = await client.subscribe(topic, "s")
+        idle = asyncio.ensure_future(consumer.receive())
+        await asyncio.sleep(0)  # one step of the loop: the receive starts and waits
+        idle.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await idle
+        late = asyncio.ensure_future(consumer.receive())
+        await asyncio.sleep(0)
+        # The loop is held here (blocking calls) until both messages are queued: the
+        # waiting receive wakes, but can take only once the loop runs, after the cancel.
+        producer.send(b"first")
+        producer.send(b"second")
+        assert wait_until(lambda: consumer._core.queued == 2, timeout=10)
+        late.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await late
+        return [(await consumer.receive(timeout=10)).data for _ in range(2)]
+
+    assert asyncio.run(main()) == [b"first", b"second"]
 
 
 def test_async_receive_timeout(service_url, topic):

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Callable
 
+from . import _core
+
 __all__ = ["call", "resolve_many"]
 
 
@@ -17,9 +19,11 @@ def call(operation: Callable[..., Any], *args: Any, **kwargs: Any) -> asyncio.Fu
     return fut
 
 
-def resolve_many(items: list[tuple[asyncio.Future[Any], Any, BaseException | None]]) -> None:
+def resolve_many(items: list[tuple[asyncio.Future[Any], Any, BaseException | None]],
+                 completers: list[tuple[asyncio.Future[Any], Callable[[asyncio.Future[Any]], None]]]) -> None:
     """Completes futures in one event-loop callback (the engine batches completions); one
-    cancelled meanwhile is left alone."""
+    cancelled meanwhile is left alone. A completer completes its future itself, on this thread
+    (an asyncio receive takes its message here, so a cancelled one takes nothing)."""
     for fut, value, error in items:
         if fut.done():
             continue
@@ -27,3 +31,9 @@ def resolve_many(items: list[tuple[asyncio.Future[Any], Any, BaseException | Non
             fut.set_exception(error)
         else:
             fut.set_result(value)
+    for fut, complete in completers:
+        if not fut.done():
+            complete(fut)
+
+
+_core._register_asyncio(resolve_many)

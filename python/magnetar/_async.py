@@ -79,50 +79,8 @@ class _AsyncReceiving:
     __slots__ = ()
     _core: Any
 
-    def _take(self) -> Message | None:
-        """A queued message, or None: every receive takes through here (the traced twin in
-        ``magnetar._traced`` records what it takes)."""
-        msg: Message | None = self._core.try_receive()
-        return msg
-
-    def _take_many(self, max_messages: int) -> list[Message]:
-        """Up to ``max_messages`` queued messages, without waiting."""
-        msgs: list[Message] = self._core.receive_many(max_messages, 0.0)
-        return msgs
-
-    async def _receive(self, timeout: float | None) -> Message:
-        return await self._receive_within(_core._duration_seconds(timeout, "timeout"))
-
-    async def _receive_within(self, timeout: float | None) -> Message:
-        """``_receive`` with the timeout already read as seconds (None: no limit)."""
-        msg = self._take()
-        if msg is not None:
-            return msg
-        if timeout is None:
-            return await self._receive_forever()
-        try:
-            return await asyncio.wait_for(self._receive_forever(), timeout)
-        except asyncio.TimeoutError:
-            raise Timeout("no message received within the timeout") from None
-
-    async def _receive_forever(self) -> Message:
-        while True:
-            msg = self._take()
-            if msg is not None:
-                return msg
-            await call(self._core.wait_for_message)
-
-    async def _receive_many(self, max_messages: int, timeout: float | None) -> list[Message]:
-        timeout = _core._duration_seconds(timeout, "timeout")
-        msgs = self._take_many(max_messages)
-        if msgs:
-            return msgs
-        try:
-            first = await self._receive_within(timeout)
-        except Timeout:
-            return []
-        rest = self._take_many(max_messages - 1) if max_messages > 1 else []
-        return [first, *rest]
+    async def _next(self) -> Message:
+        raise NotImplementedError
 
     async def close(self) -> None:
         raise NotImplementedError
@@ -138,7 +96,7 @@ class _AsyncReceiving:
     async def _iterate(self) -> AsyncIterator[Message]:
         while True:
             try:
-                yield await self._receive_forever()
+                yield await self._next()
             except (AlreadyClosed, TopicTerminated):
                 return
 
@@ -166,12 +124,18 @@ class AsyncConsumer(_AsyncReceiving, ConsumerHandle[Awaitable[None]]):
 
     async def receive(self, timeout: float | None = None) -> Message:
         """The next message; raises :class:`~magnetar.Timeout` after ``timeout`` seconds
-        (``None``: waits for ever)."""
-        return await self._receive(timeout)
+        (``None``: waits for ever). Cancelling it takes nothing: the message it would have
+        returned stays first in the queue."""
+        msg: Message = await call(self._core.receive, timeout)
+        return msg
 
     async def receive_many(self, max_messages: int = 100, timeout: float | None = 0.1) -> list[Message]:
         """Up to ``max_messages``: what is queued, else what arrives within ``timeout``."""
-        return await self._receive_many(max_messages, timeout)
+        msgs: list[Message] = await call(self._core.receive_many, max_messages, timeout)
+        return msgs
+
+    async def _next(self) -> Message:
+        return await self.receive()
 
     async def ack_with_receipt(self, message: Message | MessageId, *, cumulative: bool = False) -> None:
         """Acknowledges and returns once the broker confirms it."""
@@ -199,11 +163,16 @@ class AsyncReader(_AsyncReceiving, ReaderHandle):
 
     async def read_next(self, timeout: float | None = None) -> Message:
         """The next message; raises :class:`~magnetar.Timeout` after ``timeout`` seconds."""
-        return await self._receive(timeout)
+        msg: Message = await call(self._core.receive, timeout)
+        return msg
 
     async def read_many(self, max_messages: int = 100, timeout: float | None = 0.1) -> list[Message]:
         """Up to ``max_messages``: what is queued, else what arrives within ``timeout``."""
-        return await self._receive_many(max_messages, timeout)
+        msgs: list[Message] = await call(self._core.receive_many, max_messages, timeout)
+        return msgs
+
+    async def _next(self) -> Message:
+        return await self.read_next()
 
     async def has_message_available(self) -> bool:
         """Whether there is a message past the last one read."""

@@ -121,26 +121,18 @@ class Authentication:
         (``token:<jwt>``, ``file:///path`` or ``{"token": <jwt>}``; ``{"userId": ..., "password": ...}``;
         ``tlsCertFile:<path>,tlsKeyFile:<path>``; ``{"issuerUrl": ..., "privateKey": ...,
         "audience": ..., "scope": ...}``)."""
-        kind = _PLUGINS.get((plugin or "").strip().lower())
+        kind, fields = read_params(plugin, params)
         if kind is None:
             names = ", ".join(sorted(k for k in _PLUGINS if "." not in k))
             raise InvalidConfiguration(f"auth_plugin must be one of {names} (or the Java class name), not {plugin!r}")
-        text = (params or "").strip()
-        if not text:
+        if not fields:
             raise InvalidConfiguration(f"auth_plugin {plugin!r} needs auth_params")
         if kind == "token":
-            if text.startswith("{"):  # the Spark connector's JSON form
-                text = str(_field(_json_params(text, plugin), "token", plugin))
-            if text.startswith("file:"):
-                return cls.token_file(_file_url_path(text))
-            return cls.token(text.removeprefix("token:"))
+            if "file" in fields:
+                return cls.token_file(fields["file"])
+            return cls.token(_field(fields, "token", plugin))
         if kind == "tls":
-            if text.startswith("{"):
-                fields = _json_params(text, plugin)
-            else:
-                fields = dict(p.split(":", 1) for p in text.split(",") if ":" in p)
             return cls.tls(_field(fields, "tlsCertFile", plugin), _field(fields, "tlsKeyFile", plugin))
-        fields = _json_params(text, plugin)
         if kind == "basic":
             return cls.basic(_field(fields, "userId", plugin), _field(fields, "password", plugin))
         return cls.oauth2(_field(fields, "issuerUrl", plugin), _field(fields, "privateKey", plugin),
@@ -231,14 +223,32 @@ def _file_url_path(url: str) -> str:
     return unquote(parsed.path)
 
 
-def _json_params(text: str, plugin: str) -> dict[str, Any]:
-    try:
-        fields = json.loads(text)
-    except ValueError:
-        fields = None
-    if not isinstance(fields, dict):
-        raise InvalidConfiguration(f"auth_params of {plugin!r} must be a JSON object")
-    return fields
+def read_params(plugin: str, params: str | None) -> tuple[str | None, dict[str, Any]]:
+    """The official clients' text form, read once for every caller (``Authentication.from_params``
+    and ``magnetar.compat``, which differ only in what they do with missing fields): the
+    plugin's kind (``token``, ``basic``, ``tls``, ``oauth2``; None for an unknown plugin) and its
+    fields. A JSON object gives its fields (the only form of ``basic`` and ``oauth2``); a token
+    is also ``token:<jwt>``, ``<jwt>`` or ``file:///path`` (the field ``file``); TLS also
+    ``key:value,key:value``."""
+    kind = _PLUGINS.get((plugin or "").strip().lower())
+    text = (params or "").strip()
+    if not text:
+        return kind, {}
+    if text.startswith("{") or kind in ("basic", "oauth2"):  # these two have only the JSON form
+        try:
+            fields = json.loads(text)
+        except ValueError:
+            fields = None
+        if not isinstance(fields, dict):
+            raise InvalidConfiguration(f"auth_params of {plugin!r} must be a JSON object")
+        if kind == "token" and str(fields.get("token", "")).startswith("file:"):
+            return kind, {"file": _file_url_path(str(fields["token"]))}
+        return kind, fields
+    if kind == "token":
+        if text.startswith("file:"):
+            return kind, {"file": _file_url_path(text)}
+        return kind, {"token": text.removeprefix("token:")}
+    return kind, {k.strip(): v.strip() for k, sep, v in (p.partition(":") for p in text.split(",")) if sep}
 
 
 def _field(fields: dict[str, Any], name: str, plugin: str) -> Any:

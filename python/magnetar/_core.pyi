@@ -12,10 +12,13 @@ __all__ = [
     "Message",
     "MessageId",
     "SendFuture",
+    "_Arrival",
     "_ArrowBatch",
     "_ArrowLayout",
     "_AvroCodec",
     "_Client",
+    "_CompatProducer",
+    "_CompatReceiving",
     "_Consumer",
     "_Producer",
     "_RangeScan",
@@ -36,6 +39,7 @@ __all__ = [
     "_panic_in_engine",
     "_producer_stats",
     "_protocol_version",
+    "_register_asyncio",
     "_register_compat",
 ]
 
@@ -351,9 +355,6 @@ class _Producer:
         """Sends and returns the ``MessageId`` once the broker has it."""
     def send_async(self, data: Any, fields: Mapping[str, Any] | None = None) -> SendFuture:
         """Queues a message."""
-    def compat_send_async(self, content: Any, callback: Callable[[Any, Any], Any] | None,
-                          fields: Mapping[str, Any] | None = None) -> None:
-        """``send_async(content, callback)`` of magnetar.compat."""
     def send_many(self, payloads: Iterable[Any], keys: Sequence[str | None] | None = None, properties: Sequence[Mapping[str, str] | None] | None = None, event_times: Sequence[Any] | None = None, *, txn: Any = None, future: _Future | None = None) -> Any:
         """Sends many; every ``MessageId`` once all receipts are in."""
     def send_arrow(self, data: Any, value: str = "value", key: str | None = None, properties: str | None = None, event_time: str | None = None, txn: Any = None, encoder: _ValueEncoder | None = None) -> _Receipts:
@@ -385,22 +386,15 @@ class _Consumer:
     @property
     def closed(self) -> bool:
         """Whether closed."""
-    def receive(self, timeout: float | None = None) -> Message:
-        """Next message (blocking)."""
-    def compat_receive(self, timeout_millis: int | None = None) -> CompatMessage:
-        """``receive(timeout_millis)`` of magnetar.compat."""
-    def compat_ack(self, message: CompatMessage) -> None:
-        """``acknowledge(msg)`` of magnetar.compat."""
-    def try_receive(self) -> Message | None:
-        """A queued message or None."""
-    def receive_many(self, max_messages: int = 100, timeout: float | None = None) -> list[Message]:
-        """Up to ``max_messages``."""
+    def receive(self, timeout: float | None = None, *, future: _Future | None = None) -> Any:
+        """The next message (blocking); with ``future``, None at once, and the future gets the
+        message, taken on its event loop's thread only if it is still pending."""
+    def receive_many(self, max_messages: int = 100, timeout: float | None = None, *, future: _Future | None = None) -> Any:
+        """Up to ``max_messages`` (blocking); with ``future``, as ``receive``."""
     def receive_arrow(self, layout: _ArrowLayout, max_rows: int, timeout: float | None = None, scan: _RangeScan | None = None) -> _ArrowBatch:
         """Up to ``max_rows`` messages as one Arrow batch of ``layout``'s columns;
         :class:`~magnetar.SchemaDecodeError` when a payload does not decode with the layout's
         ``_ValueSchema`` (naming the topic, the message id and the schema version)."""
-    def wait_for_message(self, future: _Future) -> None:
-        """Resolves ``future`` when a message may be available."""
     def ack(self, message: Message | MessageId, txn: Any = None) -> None:
         """Acknowledges one message (inside ``txn`` when given)."""
     def ack_many(self, messages: Iterable[Message | MessageId]) -> None:
@@ -453,6 +447,10 @@ def _register_compat(translate: Any, interrupted: Any, result: Any, result_of: A
                      encryption_context: Any) -> None:
     """Gives the engine's compat paths what they raise and hand out (``magnetar.compat`` calls
     it once, at import)."""
+
+def _register_asyncio(resolve_many: Any) -> None:
+    """Gives the engine the function that completes asyncio futures on their loop
+    (``magnetar._aio`` calls it once, at import)."""
 
 def _engine_option_facts() -> dict[str, Any]:
     """The engine's option keys, value names and struct defaults (tests/test_option_facts.py
@@ -531,6 +529,32 @@ class _Receipts:
     def __len__(self) -> int: ...
     def wait(self) -> int:
         """Waits for every receipt; the number sent, or raises the first failure."""
+
+@final
+class _CompatReceiving:
+    """magnetar.compat's per-message calls on a consumer's or reader's engine handle."""
+
+    def __new__(cls, consumer: _Consumer) -> _CompatReceiving: ...
+    def receive(self, timeout_millis: int | None = None) -> CompatMessage:
+        """``receive(timeout_millis)`` of magnetar.compat."""
+    def ack(self, message: CompatMessage) -> None:
+        """``acknowledge(msg)`` of magnetar.compat."""
+
+@final
+class _CompatProducer:
+    """magnetar.compat's ``send_async`` on a producer's engine handle."""
+
+    def __new__(cls, producer: _Producer) -> _CompatProducer: ...
+    def send_async(self, content: Any, callback: Callable[[Any, Any], Any] | None,
+                   fields: Mapping[str, Any] | None = None) -> None:
+        """``send_async(content, callback)`` of magnetar.compat."""
+
+@final
+class _Arrival:
+    """One asyncio receive in flight: called with its future on the event loop's thread, it
+    takes what the receive wants only if the future is still pending."""
+
+    def __call__(self, future: _Future) -> None: ...
 
 @final
 class _AvroCodec:

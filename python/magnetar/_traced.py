@@ -3,8 +3,7 @@ span for each message it takes. :mod:`magnetar.telemetry` switches live handles 
 when tracing is turned on (and back when it is turned off), so the plain classes carry no
 tracing at all and cost nothing while it is off.
 
-Each twin overrides only the calls that make a span: a send, or taking a message from the
-queue. A twin keeps its plain class's name (``repr``, error messages) and adds no slots, so a
+Each twin overrides only the calls that make a span: a send, or a receive. A twin keeps its plain class's name (``repr``, error messages) and adds no slots, so a
 handle can change class in place.
 """
 
@@ -17,12 +16,12 @@ from ._async import AsyncConsumer, AsyncProducer, AsyncReader
 from ._client import Consumer, Producer, Reader
 from ._core import Message, MessageId, SendFuture
 
-__all__: list[str] = []
+__all__ = ["twin"]
 
 _T = TypeVar("_T", bound=type)
 
 
-def _twin(base: type) -> Callable[[_T], _T]:
+def twin(base: type) -> Callable[[_T], _T]:
     """Registers the class it decorates as the traced form of ``base``, under ``base``'s name."""
     def register(cls: _T) -> _T:
         cls.__name__, cls.__qualname__, cls.__doc__ = base.__name__, base.__qualname__, base.__doc__
@@ -31,7 +30,7 @@ def _twin(base: type) -> Callable[[_T], _T]:
     return register
 
 
-@_twin(Producer)
+@twin(Producer)
 class _TracedProducer(Producer):
     __slots__ = ()
 
@@ -51,7 +50,7 @@ class _TracedProducer(Producer):
         return ids
 
 
-@_twin(Consumer)
+@twin(Consumer)
 class _TracedConsumer(Consumer):
     __slots__ = ()
 
@@ -66,7 +65,7 @@ class _TracedConsumer(Consumer):
         return msgs
 
 
-@_twin(Reader)
+@twin(Reader)
 class _TracedReader(Reader):
     __slots__ = ()
 
@@ -81,7 +80,7 @@ class _TracedReader(Reader):
         return msgs
 
 
-@_twin(AsyncProducer)
+@twin(AsyncProducer)
 class _TracedAsyncProducer(AsyncProducer):
     __slots__ = ()
 
@@ -94,29 +93,31 @@ class _TracedAsyncProducer(AsyncProducer):
         return ids
 
 
-class _TracedAsyncTaking:
-    """What both asyncio receivers take, recorded (every asyncio receive takes through these)."""
-
+@twin(AsyncConsumer)
+class _TracedAsyncConsumer(AsyncConsumer):
     __slots__ = ()
-    _core: Any
 
-    def _take(self) -> Message | None:
-        msg: Message | None = self._core.try_receive()
-        if msg is not None:
-            _tm.received(msg, self._core.subscription)
+    async def receive(self, timeout: float | None = None) -> Message:
+        msg = await super().receive(timeout)
+        _tm.received(msg, self._core.subscription)
         return msg
 
-    def _take_many(self, max_messages: int) -> list[Message]:
-        msgs: list[Message] = self._core.receive_many(max_messages, 0.0)
+    async def receive_many(self, max_messages: int = 100, timeout: float | None = 0.1) -> list[Message]:
+        msgs = await super().receive_many(max_messages, timeout)
         _tm.received_many(msgs, self._core.subscription)
         return msgs
 
 
-@_twin(AsyncConsumer)
-class _TracedAsyncConsumer(_TracedAsyncTaking, AsyncConsumer):
+@twin(AsyncReader)
+class _TracedAsyncReader(AsyncReader):
     __slots__ = ()
 
+    async def read_next(self, timeout: float | None = None) -> Message:
+        msg = await super().read_next(timeout)
+        _tm.received(msg, None)
+        return msg
 
-@_twin(AsyncReader)
-class _TracedAsyncReader(_TracedAsyncTaking, AsyncReader):
-    __slots__ = ()
+    async def read_many(self, max_messages: int = 100, timeout: float | None = 0.1) -> list[Message]:
+        msgs = await super().read_many(max_messages, timeout)
+        _tm.received_many(msgs, None)
+        return msgs

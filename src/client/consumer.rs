@@ -199,14 +199,14 @@ impl Consumer {
                 return Ok(());
             }
             let index = inner.parts.read().expect("parts lock").len();
-            let part = partition_consumer::create(
-                inner.client.clone(),
-                topic.clone(),
+            let part = partition_consumer::create(partition_consumer::Placement {
+                client: inner.client.clone(),
+                topic: topic.clone(),
                 index,
-                inner.subscription.clone(),
-                inner.opts.clone(),
-                inner.inbox.clone(),
-            )
+                subscription: inner.subscription.clone(),
+                opts: inner.opts.clone(),
+                inbox: inner.inbox.clone(),
+            })
             .await?;
             inner.parts.write().expect("parts lock").push(part);
             inner.covered.lock().expect("covered lock").insert(topic);

@@ -1,6 +1,6 @@
 //! The official client's `Message` and `MessageId` (`magnetar.compat`), and the compat paths
 //! that run once per message: `receive(timeout_millis)`, `acknowledge(msg)` and
-//! `send_async(content, callback)`. They are here rather than in Python because a Python
+//! `send_async(content, callback)` (classes of their own over the engine handles). They are here rather than in Python because a Python
 //! wrapper per message and per id, and a Python frame per call, cost the compatibility layer
 //! as much CPU again as the engine's own work (docs/compat.md). Everything else of the compat
 //! API stays in `python/magnetar/compat/`, which also owns its exception classes: errors go
@@ -366,46 +366,71 @@ fn millis_deadline(timeout_millis: Option<&Bound<'_, PyAny>>) -> PyResult<Option
     }
 }
 
+/// The compatibility API's per-message calls on a consumer's engine handle, a class of its
+/// own (`magnetar.compat` makes one per consumer or reader) so that the engine's handles carry
+/// nothing of the compatibility API.
+#[pyclass(name = "_CompatReceiving", module = "magnetar._core", frozen)]
+pub struct PyCompatReceiving {
+    consumer: Py<PyConsumer>,
+}
+
 #[pymethods]
-impl PyConsumer {
+impl PyCompatReceiving {
+    #[new]
+    fn new(consumer: Py<PyConsumer>) -> Self {
+        PyCompatReceiving { consumer }
+    }
+
     /// `Consumer.receive(timeout_millis)` of the compatibility API: the next message as a
     /// `magnetar.compat.Message`, raising the compat exception classes.
     #[pyo3(signature = (timeout_millis=None))]
-    fn compat_receive(
-        &self,
-        py: Python<'_>,
-        timeout_millis: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<Py<PyCompatMessage>> {
+    fn receive(&self, py: Python<'_>, timeout_millis: Option<&Bound<'_, PyAny>>) -> PyResult<Py<PyCompatMessage>> {
+        let consumer = self.consumer.get();
         // A negative timeout is the engine's InvalidConfiguration: raised as the compat class.
         let deadline = millis_deadline(timeout_millis).map_err(|e| compat_err(py, e))?;
-        let m = self.receive_one(py, deadline).map_err(|e| compat_err(py, e))?;
-        compat_message(py, m, self.binding())
+        let m = consumer.receive_one(py, deadline).map_err(|e| compat_err(py, e))?;
+        compat_message(py, m, consumer.binding())
     }
 
     /// `Consumer.acknowledge(msg)` of the compatibility API for a `magnetar.compat.Message`.
-    fn compat_ack(&self, py: Python<'_>, message: &Bound<'_, PyCompatMessage>) -> PyResult<()> {
-        self.guard().check().map_err(|e| compat_err(py, e))?;
-        self.engine()
+    fn ack(&self, py: Python<'_>, message: &Bound<'_, PyCompatMessage>) -> PyResult<()> {
+        let consumer = self.consumer.get();
+        consumer.guard().check().map_err(|e| compat_err(py, e))?;
+        consumer
+            .engine()
             .ack(&message.get().inner.id)
             .map_err(|e| engine_err(py, e))
     }
 }
 
+/// The compatibility API's `send_async` on a producer's engine handle (see
+/// [`PyCompatReceiving`]).
+#[pyclass(name = "_CompatProducer", module = "magnetar._core", frozen)]
+pub struct PyCompatProducer {
+    producer: Py<PyProducer>,
+}
+
 #[pymethods]
-impl PyProducer {
+impl PyCompatProducer {
+    #[new]
+    fn new(producer: Py<PyProducer>) -> Self {
+        PyCompatProducer { producer }
+    }
+
     /// `Producer.send_async(content, callback)` of the compatibility API: queues the message
     /// (`fields`: the native keyword arguments, or None) and calls `callback(result, msg_id)`
     /// on the client's dispatch thread once it completes. Raises the compat exception classes.
     #[pyo3(signature = (content, callback, fields=None))]
-    fn compat_send_async(
+    fn send_async(
         &self,
         py: Python<'_>,
         content: &Bound<'_, PyAny>,
         callback: Option<Py<PyAny>>,
         fields: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<()> {
+        let producer = self.producer.get();
         // Without a schema (BytesSchema) only bytes-like content goes as it is; None is a null value.
-        let sendable = self.has_schema()
+        let sendable = producer.has_schema()
             || content.is_none()
             || content.is_instance_of::<PyBytes>()
             || content.is_instance_of::<PyByteArray>()
@@ -416,15 +441,15 @@ impl PyProducer {
                 content.get_type().name()?
             )));
         }
-        let msg = self.outgoing(content, fields).map_err(|e| compat_err(py, e))?;
+        let msg = producer.outgoing(content, fields).map_err(|e| compat_err(py, e))?;
         let done: client::SendCallback = match callback.filter(|c| !c.is_none(py)) {
             None => Box::new(|_| {}),
             Some(callback) => {
-                let dispatch = self.dispatch().clone();
+                let dispatch = producer.dispatch().clone();
                 Box::new(move |result| dispatch.push(Box::new(move |py| call_back(py, &callback, result))))
             }
         };
-        self.enqueue(py, msg, done).map_err(|e| compat_err(py, e))
+        producer.enqueue(py, msg, done).map_err(|e| compat_err(py, e))
     }
 }
 
@@ -459,6 +484,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("CompatMessage", py.get_type::<PyCompatMessage>())?;
     m.add("CompatMessageId", py.get_type::<PyCompatId>())?;
+    m.add_class::<PyCompatReceiving>()?;
+    m.add_class::<PyCompatProducer>()?;
     m.add_function(wrap_pyfunction!(_register_compat, m)?)?;
     Ok(())
 }

@@ -14,10 +14,11 @@ use super::fields_dict;
 use super::gate;
 use super::getters;
 use super::runtime::{engine_handle, none, EngineHandle};
+use super::receive::{self, messages, Want};
 use super::schema::Binding;
 use super::stats;
 use super::transaction;
-use super::types::{id_list, new_message_with, without_gc, PyMessage, PyMessageId};
+use super::types::{id_list, new_message_with, PyMessage, PyMessageId};
 use crate::client::consumer::SeekTarget;
 use crate::client::{self, Error, ErrorKind};
 
@@ -65,35 +66,38 @@ getters!(PyConsumer {
 
 #[pymethods]
 impl PyConsumer {
-    /// The next message, waiting up to `timeout` seconds (None: forever).
-    #[pyo3(signature = (timeout=None))]
-    fn receive(&self, py: Python<'_>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<Py<PyMessage>> {
-        let m = self.receive_one(py, convert::deadline(timeout)?)?;
-        new_message_with(py, m, self.schema.as_ref())
-    }
-
-    /// A queued message or None, without waiting.
-    fn try_receive(&self, py: Python<'_>) -> PyResult<Option<Py<PyMessage>>> {
-        self.guard.check()?;
-        match self.inner.try_receive().map_err(to_pyerr)? {
-            Some(m) => Ok(Some(new_message_with(py, m, self.schema.as_ref())?)),
-            None => Ok(None),
+    /// The next message, waiting up to `timeout` seconds (None: forever). With an asyncio
+    /// future, returns at once and completes it (see [`receive`]: a cancelled one takes nothing).
+    #[pyo3(signature = (timeout=None, *, future=None))]
+    fn receive(&self, py: Python<'_>, timeout: Option<&Bound<'_, PyAny>>, future: Option<Py<PyAny>>) -> PyResult<Py<PyAny>> {
+        let deadline = convert::deadline(timeout)?;
+        if let Some(future) = future {
+            self.receive_for_asyncio(py, Want::One, deadline, future)?;
+            return Ok(py.None());
         }
+        let m = self.receive_one(py, deadline)?;
+        Ok(new_message_with(py, m, self.schema.as_ref())?.into_any())
     }
 
-    /// Up to `max_messages`: what is queued, or whatever arrives within `timeout` seconds.
-    #[pyo3(signature = (max_messages=100, timeout=None))]
-    fn receive_many<'py>(
+    /// Up to `max_messages`: what is queued, or whatever arrives within `timeout` seconds
+    /// (an empty list when nothing does). With an asyncio future, as `receive`.
+    #[pyo3(signature = (max_messages=100, timeout=None, *, future=None))]
+    fn receive_many(
         &self,
-        py: Python<'py>,
+        py: Python<'_>,
         max_messages: usize,
-        timeout: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyList>> {
-        self.guard.check()?;
+        timeout: Option<&Bound<'_, PyAny>>,
+        future: Option<Py<PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
         if max_messages == 0 {
             return Err(invalid("max_messages must be at least 1"));
         }
         let deadline = convert::deadline(timeout)?;
+        if let Some(future) = future {
+            self.receive_for_asyncio(py, Want::UpTo(max_messages), deadline, future)?;
+            return Ok(py.None());
+        }
+        self.guard.check()?;
         let mut msgs = self.inner.try_receive_many(max_messages).map_err(to_pyerr)?;
         if msgs.is_empty() && deadline.is_none_or(|d| d > Instant::now()) {
             match self.receive_one(py, deadline) {
@@ -105,13 +109,7 @@ impl PyConsumer {
                 Err(e) => return Err(e),
             }
         }
-        without_gc(py, || {
-            let out = PyList::empty(py);
-            for m in msgs {
-                out.append(new_message_with(py, m, self.schema.as_ref())?)?;
-            }
-            Ok(out)
-        })
+        Ok(messages(py, msgs, self.schema.as_ref())?.into_any().unbind())
     }
 
     /// Up to `max_rows` messages as one Arrow batch of `layout`'s columns: what is queued,
@@ -133,15 +131,6 @@ impl PyConsumer {
         }
         let msgs = self.gather(py, max_rows, convert::deadline(timeout)?)?;
         arrow::batch_of(py, layout.get(), scan.map(|s| s.get()), msgs)
-    }
-
-    /// Resolves `future` (with None) once a message may be available or the consumer ended.
-    fn wait_for_message(&self, py: Python<'_>, future: Py<PyAny>) -> PyResult<Py<PyAny>> {
-        let wait = |c: client::Consumer| async move {
-            c.wait_for_message().await;
-            Ok(())
-        };
-        self.call(py, Some(future), wait, none)
     }
 
     #[pyo3(signature = (message, txn=None))]
@@ -290,6 +279,11 @@ impl PyConsumer {
     /// The schema its messages decode with (None: bytes).
     pub(super) fn binding(&self) -> Option<&Arc<Binding>> {
         self.schema.as_ref()
+    }
+
+    fn receive_for_asyncio(&self, py: Python<'_>, want: Want, deadline: Option<Instant>, future: Py<PyAny>) -> PyResult<()> {
+        self.guard.check()?;
+        receive::receive(py, &self.inner, self.schema.as_ref(), &self.dispatch, want, deadline, future)
     }
 
     /// Up to `max` messages: waits until `deadline` for the first, then up to [`TOP_UP`] at

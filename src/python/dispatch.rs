@@ -265,13 +265,24 @@ fn run_job(py: Python<'_>, job: Job) {
 
 static RESOLVE_MANY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
+/// Registers `magnetar._aio.resolve_many`, which completes futures on their event loop; the
+/// module registers it when imported, and every asyncio call goes through that module.
+#[pyfunction]
+pub fn _register_asyncio(py: Python<'_>, resolve_many: Py<PyAny>) {
+    let _ = RESOLVE_MANY.set(py, resolve_many);
+}
+
 /// An asyncio future to complete: its loop, the future, the value, the exception.
 pub type Resolution = (Py<PyAny>, Py<PyAny>, Py<PyAny>, Py<PyAny>);
 
+/// A future to complete by calling `completer(future)` on its loop, if still pending then.
+type Completion = (Py<PyAny>, Py<PyAny>, Py<PyAny>);
+
 thread_local! {
-    /// Resolutions gathered during one burst of a dispatch thread, handed to each event loop
-    /// in a single `call_soon_threadsafe` rather than one per future.
+    /// Resolutions and completions gathered during one burst of a dispatch thread, handed to
+    /// each event loop in a single `call_soon_threadsafe` rather than one per future.
     static RESOLUTIONS: RefCell<Vec<Resolution>> = const { RefCell::new(Vec::new()) };
+    static COMPLETIONS: RefCell<Vec<Completion>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Queues an asyncio resolution for the end of the current burst (dispatch threads only).
@@ -279,31 +290,49 @@ pub fn resolve_later(r: Resolution) {
     RESOLUTIONS.with(|rs| rs.borrow_mut().push(r));
 }
 
+/// Queues `completer(future)` for `future`'s loop at the end of the current burst (dispatch
+/// threads only): for a completion that must happen on the loop's thread, such as an asyncio
+/// receive taking its message only if it was not cancelled (see [`super::receive`]).
+pub fn complete_later(event_loop: Py<PyAny>, future: Py<PyAny>, completer: Py<PyAny>) {
+    COMPLETIONS.with(|cs| cs.borrow_mut().push((event_loop, future, completer)));
+}
+
+/// One event loop's share of a burst: (future, value, exception) and (future, completer).
+type ForLoop = (Vec<(Py<PyAny>, Py<PyAny>, Py<PyAny>)>, Vec<(Py<PyAny>, Py<PyAny>)>);
+
 fn flush_asyncio_resolutions(py: Python<'_>) {
-    let pending = RESOLUTIONS.with(|r| std::mem::take(&mut *r.borrow_mut()));
-    if pending.is_empty() {
+    let resolved = RESOLUTIONS.with(|r| std::mem::take(&mut *r.borrow_mut()));
+    let completions = COMPLETIONS.with(|c| std::mem::take(&mut *c.borrow_mut()));
+    if resolved.is_empty() && completions.is_empty() {
         return;
     }
-    let resolve_many = match RESOLVE_MANY.get_or_try_init(py, || -> PyResult<_> {
-        Ok(py.import("magnetar._aio")?.getattr("resolve_many")?.unbind())
-    }) {
-        Ok(f) => f.clone_ref(py),
-        Err(e) => return log::error!("cannot load magnetar._aio: {e}"),
+    let Some(resolve_many) = RESOLVE_MANY.get(py) else {
+        return log::error!("asyncio futures to complete, but magnetar._aio was never imported");
     };
-    // Group by loop, keeping each loop's order: (future, value, exception) per loop.
-    type Items = Vec<(Py<PyAny>, Py<PyAny>, Py<PyAny>)>;
-    let mut groups: Vec<(Py<PyAny>, Items)> = Vec::new();
-    for (loop_, fut, value, error) in pending {
-        match groups.iter_mut().find(|(l, _)| l.as_ptr() == loop_.as_ptr()) {
-            Some((_, items)) => items.push((fut, value, error)),
-            None => groups.push((loop_, vec![(fut, value, error)])),
-        }
+    // Grouped by loop, each loop's order kept.
+    let mut groups: Vec<(Py<PyAny>, ForLoop)> = Vec::new();
+    fn group(groups: &mut Vec<(Py<PyAny>, ForLoop)>, event_loop: Py<PyAny>) -> &mut ForLoop {
+        let at = match groups.iter().position(|(l, _)| l.as_ptr() == event_loop.as_ptr()) {
+            Some(at) => at,
+            None => {
+                groups.push((event_loop, (Vec::new(), Vec::new())));
+                groups.len() - 1
+            }
+        };
+        &mut groups[at].1
     }
-    for (loop_, items) in groups {
-        let call = pyo3::types::PyList::new(py, items).and_then(|list| {
-            loop_
+    for (event_loop, fut, value, error) in resolved {
+        group(&mut groups, event_loop).0.push((fut, value, error));
+    }
+    for (event_loop, fut, completer) in completions {
+        group(&mut groups, event_loop).1.push((fut, completer));
+    }
+    for (event_loop, (items, completers)) in groups {
+        let call = pyo3::types::PyList::new(py, items).and_then(|items| {
+            let completers = pyo3::types::PyList::new(py, completers)?;
+            event_loop
                 .bind(py)
-                .call_method1("call_soon_threadsafe", (resolve_many.clone_ref(py), list))
+                .call_method1("call_soon_threadsafe", (resolve_many.clone_ref(py), items, completers))
         });
         if let Err(e) = call {
             // The loop is closed: nobody is waiting any more.

@@ -19,6 +19,7 @@ mod log_names;
 mod option_facts;
 mod options;
 mod producer;
+mod receive;
 mod runtime;
 mod schema;
 mod stats;
@@ -130,6 +131,7 @@ fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<arrow::PyRangeScan>()?;
     m.add_class::<arrow::PyArrowBatch>()?;
     m.add_class::<arrow::PyReceipts>()?;
+    m.add_class::<receive::Arrival>()?;
     m.add_function(wrap_pyfunction!(_error_class_names, m)?)?;
     m.add_function(wrap_pyfunction!(_protocol_version, m)?)?;
     m.add_function(wrap_pyfunction!(_key_hash, m)?)?;
@@ -138,6 +140,7 @@ fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(options::_check_client_options, m)?)?;
     m.add_function(wrap_pyfunction!(option_facts::_engine_option_facts, m)?)?;
     m.add_function(wrap_pyfunction!(lifecycle::_at_exit, m)?)?;
+    m.add_function(wrap_pyfunction!(dispatch::_register_asyncio, m)?)?;
     m.add_function(wrap_pyfunction!(lifecycle::_inject_actor_panic, m)?)?;
     m.add_function(wrap_pyfunction!(producer::_producer_stats, m)?)?;
     m.add_function(wrap_pyfunction!(consumer::_consumer_stats, m)?)?;

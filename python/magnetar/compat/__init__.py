@@ -12,7 +12,7 @@ official ``_pulsar`` module.
 from __future__ import annotations
 
 from . import _pulsar, exceptions, schema
-from . import asyncio  # noqa: F401  (pulsar.asyncio)
+from . import _traced, asyncio  # noqa: F401  (pulsar.asyncio; _traced registers the traced twins)
 from ._client import Client
 from ._config import (Authentication, AuthenticationAthenz, AuthenticationBasic, AuthenticationOauth2,
                       AuthenticationTLS, AuthenticationToken, AutoClusterFailover, ConsoleLogger,

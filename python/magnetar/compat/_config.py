@@ -7,6 +7,8 @@ import json
 import logging
 from typing import Any, Callable, Optional
 
+from .. import exceptions as _nexc
+from .._auth import read_params
 from .._crypto import CryptoKeyReader as _NativeKeyReader
 from .._options import Authentication as _NativeAuth
 from ._pulsar import KeySharedMode, LoggerLevel
@@ -43,14 +45,19 @@ class Authentication:
         self._tls: tuple[str, str] | None = None
         self._refused: str | None = None
         plugin = dynamicLibPath.rsplit(".", 1)[-1].lower()
-        params = _params(authParamsString)
-        if plugin in ("tls", "authenticationtls"):
-            self._set_tls(params.get("tlsCertFile", ""), params.get("tlsKeyFile", ""))
-        elif plugin in ("token", "authenticationtoken"):
-            token = params.get("token") or authParamsString.removeprefix("token:")
-            self._native = _NativeAuth.token(token)
-        elif plugin in ("basic", "authenticationbasic"):
-            self._native = _NativeAuth(params.get("method", "basic"),
+        try:
+            kind, params = read_params(_SHORT.get(plugin, plugin), authParamsString)
+        except _nexc.InvalidConfiguration:
+            # The official client reads unparsable parameters as none (and fails at connect).
+            kind, params = read_params(_SHORT.get(plugin, plugin), None)
+        if kind == "tls":
+            self._set_tls(str(params.get("tlsCertFile", "")), str(params.get("tlsKeyFile", "")))
+        elif kind == "token":
+            file = params.get("file")
+            self._native = (_NativeAuth.token_file(file) if file is not None
+                            else _NativeAuth.token(str(params.get("token", ""))))
+        elif kind == "basic":
+            self._native = _NativeAuth(str(params.get("method", "basic")),
                                        f"{params.get('userId', '')}:{params.get('password', '')}")
         else:
             # The official client loads a C++ plugin by path; magnetar has none to load, so
@@ -72,19 +79,8 @@ class Authentication:
         return out
 
 
-def _params(text: str) -> dict[str, str]:
-    text = text.strip()
-    if text.startswith("{"):
-        try:
-            return {str(k): str(v) for k, v in json.loads(text).items()}
-        except ValueError:
-            return {}
-    out = {}
-    for part in text.split(","):
-        k, sep, v = part.partition(":")
-        if sep:
-            out[k.strip()] = v.strip()
-    return out
+# The official plugin names this class takes (the last part of a path or a Java class name).
+_SHORT = {"authenticationtls": "tls", "authenticationtoken": "token", "authenticationbasic": "basic"}
 
 
 class AuthenticationTLS(Authentication):

@@ -9,6 +9,7 @@ from datetime import timedelta
 from typing import Any, Callable
 
 from .. import _client as _native
+from .. import _core
 from .. import exceptions as _nexc
 from .. import telemetry as _tm
 from .._core import MessageId as _NativeId
@@ -56,12 +57,14 @@ class Producer(ProducerAccessors):
     """Publishes to a topic. ``send`` waits for the broker's receipt; ``send_async`` calls
     ``callback(result, msg_id)`` on the client's dispatch thread."""
 
-    __slots__ = ("_p", "_core", "_schema", "_bytes", "_owner", "__weakref__")
+    __slots__ = ("_p", "_fast", "_schema", "_bytes", "_owner", "__weakref__")
 
     def __init__(self, native: _native.Producer, schema: Schema) -> None:
-        self._p, self._core, self._schema = native, native._core, schema
+        self._p, self._schema = native, schema
+        self._fast = _core._CompatProducer(native._core)
         self._bytes = isinstance(schema, _NativeBytes)
         self._owner: set[Any] | None = None
+        _tm.register(self)
 
     def _content(self, content: Any) -> Any:
         if content is None:
@@ -100,15 +103,17 @@ class Producer(ProducerAccessors):
                              disable_replication, event_timestamp, deliver_at, deliver_after)
             if txn is not None:
                 fields["txn"] = native_txn(txn)
-        if _tm._tracer is None:
-            # The engine checks the content, queues, and calls back with (result, msg_id).
-            self._core.compat_send_async(content, callback, fields)
-        else:
-            self._traced_send_async(self._content(content), callback, fields)
+        self._send_async(content, callback, fields)
 
-    def _traced_send_async(self, data: Any, callback: Callable[[Result, Any], Any] | None,
+    def _send_async(self, content: Any, callback: Callable[[Result, Any], Any] | None,
+                    fields: dict[str, Any] | None) -> None:
+        # The engine checks the content, queues, and calls back with (result, msg_id).
+        self._fast.send_async(content, callback, fields)
+
+    def _native_send_async(self, content: Any, callback: Callable[[Result, Any], Any] | None,
                            fields: dict[str, Any] | None) -> None:
-        # Through the native producer, which traces the send.
+        """``send_async`` through the native producer (whose traced twin traces it)."""
+        data = self._content(content)
         try:
             future = self._p.send_async(data) if fields is None else self._p.send_async(data, **fields)
         except _nexc.PulsarError as e:
@@ -140,14 +145,16 @@ class Producer(ProducerAccessors):
 
 
 class _Receiving(ReceivingAccessors):
-    __slots__ = ("_c", "_core", "_schema", "_thread", "_inclusive", "_floor", "_owner", "__weakref__")
+    __slots__ = ("_c", "_fast", "_schema", "_thread", "_inclusive", "_floor", "_owner", "__weakref__")
 
     def __init__(self, native: Any, schema: Schema, inclusive: bool = False) -> None:
-        self._c, self._core, self._schema = native, native._core, schema
+        self._c, self._schema = native, schema
+        self._fast = _core._CompatReceiving(native._core)
         self._thread: threading.Thread | None = None
         self._inclusive = inclusive
         self._floor: _NativeId | None = None  # see ReceivingAccessors._floor_after_seek
         self._owner: set[Any] | None = None
+        _tm.register(self)
 
     def _listen(self, listener: Callable[[Any, Message], Any]) -> None:
         # The official listener neither acks nor nacks for the user (magnetar's own listener
@@ -155,7 +162,7 @@ class _Receiving(ReceivingAccessors):
         def run() -> None:
             while True:
                 try:
-                    msg = self._core.receive(None)
+                    msg = self._c._next(None)
                 except (_nexc.AlreadyClosed, _nexc.TopicTerminated):
                     return
                 except Exception:
@@ -171,9 +178,13 @@ class _Receiving(ReceivingAccessors):
         thread.start()
 
     def _receive(self, timeout_millis: int | None) -> Message:
-        if self._floor is None and self._thread is None and _tm._tracer is None:
+        if self._floor is None and self._thread is None:
             # The common case, in the engine: milliseconds, the compat message and exceptions.
-            return self._core.compat_receive(timeout_millis)  # type: ignore[no-any-return]
+            return self._fast.receive(timeout_millis)  # type: ignore[no-any-return]
+        return self._native_receive(timeout_millis)
+
+    def _native_receive(self, timeout_millis: int | None) -> Message:
+        """``_receive`` through the native handle (whose traced twin traces it)."""
         # Plain try/except rather than mapped() (a generator context manager).
         if timeout_millis is None:
             timeout = None
@@ -185,12 +196,12 @@ class _Receiving(ReceivingAccessors):
         if self._thread is not None:
             raise InvalidConfiguration("receive() is not allowed while a message listener is set")
         try:
-            msg = self._c.receive(timeout) if isinstance(self._c, _native.Consumer) else self._c.read_next(timeout)
+            msg = self._c._next(timeout)
             if self._floor is not None:
                 deadline = None if timeout is None else time.monotonic() + timeout
                 while _not_after(msg.message_id, self._floor):
                     left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-                    msg = self._core.receive(left)
+                    msg = self._c._next(left)
                 self._floor = None
         except _nexc.PulsarError as e:
             raise translate(e) from e
@@ -201,7 +212,7 @@ class _Receiving(ReceivingAccessors):
     def seek(self, messageid: Any) -> None:
         target = seek_target(messageid)
         with mapped():
-            self._c._core.seek(target)
+            self._c.seek(target)
         self._floor = self._floor_after_seek(target)
 
     def close(self) -> None:
@@ -233,9 +244,6 @@ class Consumer(_Receiving, ConsumerAccessors):
 
     def receive(self, timeout_millis: int | None = None) -> Message:
         """The next message; raises ``Timeout`` after ``timeout_millis`` milliseconds."""
-        if self._floor is None and self._thread is None and _tm._tracer is None:
-            # The common case, in the engine (as in _receive, without its call).
-            return self._core.compat_receive(timeout_millis)  # type: ignore[no-any-return]
         return self._receive(timeout_millis)
 
     def batch_receive(self) -> list[Message]:
@@ -256,14 +264,11 @@ class Consumer(_Receiving, ConsumerAccessors):
     def acknowledge(self, message: Any, txn: Transaction | None = None) -> None:
         """Acknowledges one message; with ``txn`` (magnetar's addition) inside that transaction."""
         if txn is None and type(message) is Message:
-            self._core.compat_ack(message)  # the common case, in the engine
+            self._fast.ack(message)  # the common case, in the engine
             return
         target = self._checked(message)
         try:
-            if txn is None:
-                self._core.ack(target)
-            else:
-                self._core.ack(target, native_txn(txn))
+            self._c.ack(target, native_txn(txn))
         except _nexc.PulsarError as e:
             raise translate(e) from e
 
@@ -274,21 +279,21 @@ class Consumer(_Receiving, ConsumerAccessors):
                 "cumulative acknowledgement is not allowed on Shared and Key_Shared subscriptions")
         self._checked(message)
         with mapped():
-            self._c._core.ack_cumulative(_target(message), native_txn(txn))
+            self._c.ack_cumulative(_target(message), native_txn(txn))
 
     def negative_acknowledge(self, message: Any) -> None:
         with mapped():
-            self._c._core.nack(_target(message))
+            self._c.nack(_target(message))
 
     def pause_message_listener(self) -> None:
-        self._c._core.pause()
+        self._c.pause()
 
     def resume_message_listener(self) -> None:
-        self._c._core.resume()
+        self._c.resume()
 
     def redeliver_unacknowledged_messages(self) -> None:
         with mapped():
-            self._c._core.redeliver_unacknowledged()
+            self._c.redeliver_unacknowledged()
 
     def get_last_message_id(self) -> MessageId:
         with mapped():

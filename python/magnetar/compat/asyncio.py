@@ -169,11 +169,11 @@ class Consumer(_Receiving, ConsumerAccessors):
                 self._c.ack_cumulative(_target(message), native_txn(txn))
 
     async def negative_acknowledge(self, message: Any) -> None:
-        self._c._core.nack(_target(message))
+        self._c.nack(_target(message))
 
     def redeliver_unacknowledged_messages(self) -> None:
         """Not a coroutine, as in the official asyncio API."""
-        self._c._core.redeliver_unacknowledged()
+        self._c.redeliver_unacknowledged()
 
     async def get_last_message_id(self) -> MessageId:
         async with _mapped():

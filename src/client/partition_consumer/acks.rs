@@ -464,14 +464,14 @@ mod tests {
             sub_type: SubType::Failover,
             ..Default::default()
         };
-        let mut actor = unattached(
+        let mut actor = unattached(Placement {
             client,
-            "persistent://public/default/t".into(),
-            0,
-            "s".into(),
+            topic: "persistent://public/default/t".into(),
+            index: 0,
+            subscription: "s".into(),
             opts,
-            Arc::new(Inbox::new()),
-        );
+            inbox: Arc::new(Inbox::new()),
+        });
         assert!(actor.link.conn().is_none());
 
         let first: Vec<Message> = (10..15).map(|i| taken(&actor, i)).collect();

@@ -233,16 +233,20 @@ impl PartitionShared {
     }
 }
 
+/// What one partition's actor is made of: the consumer's client, subscription, options and
+/// inbox, and the partition's topic and index among the consumer's parts.
+pub(crate) struct Placement {
+    pub client: Arc<ClientShared>,
+    pub topic: String,
+    pub index: usize,
+    pub subscription: String,
+    pub opts: ConsumerOptions,
+    pub inbox: Arc<Inbox>,
+}
+
 /// Creates the actor for one partition and attaches it before returning.
-pub(crate) async fn create(
-    client: Arc<ClientShared>,
-    topic: String,
-    index: usize,
-    subscription: String,
-    opts: ConsumerOptions,
-    inbox: Arc<Inbox>,
-) -> Result<Arc<PartitionShared>> {
-    let mut actor = unattached(client, topic, index, subscription, opts, inbox);
+pub(crate) async fn create(placement: Placement) -> Result<Arc<PartitionShared>> {
+    let mut actor = unattached(placement);
     let shared = actor.shared.clone();
     let request = actor.subscribe_request();
     actor.link.attach(request).await?;
@@ -269,14 +273,15 @@ pub(crate) async fn create(
 
 /// The actor of one partition, not yet attached (`create` attaches it; unit tests drive it
 /// detached, as it is between connections).
-fn unattached(
-    client: Arc<ClientShared>,
-    topic: String,
-    index: usize,
-    subscription: String,
-    opts: ConsumerOptions,
-    inbox: Arc<Inbox>,
-) -> Actor {
+fn unattached(placement: Placement) -> Actor {
+    let Placement {
+        client,
+        topic,
+        index,
+        subscription,
+        opts,
+        inbox,
+    } = placement;
     let (tx, rx) = mpsc::unbounded_channel();
     let queue = opts.receiver_queue_size as u32;
     let shared = Arc::new(PartitionShared {

@@ -1,0 +1,156 @@
+//! Receiving for asyncio. A receive given an asyncio future takes its messages on the event
+//! loop's own thread, in the callback that completes the future, and only while the future is
+//! still pending. A receive cancelled while it waits therefore takes nothing: its message stays
+//! at the head of the queue for the next receive, and nothing is ever taken and handed back
+//! (which would have to undo flow permits and the transaction book of what was taken).
+//!
+//! While the queue is empty a task on the runtime waits for a message (or the deadline) and
+//! then asks the event loop, through the client's dispatch thread, to try again.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use pyo3::prelude::*;
+use pyo3::types::PyList;
+
+use super::dispatch::{complete_later, Dispatcher};
+use super::errors::to_pyerr;
+use super::runtime::runtime;
+use super::schema::Binding;
+use super::types::{new_message_with, without_gc};
+use crate::client::{self, Error, ErrorKind};
+
+/// What one receive takes.
+#[derive(Clone, Copy)]
+pub(super) enum Want {
+    /// One message; a timeout raises.
+    One,
+    /// What is queued, up to this many; a timeout gives an empty list.
+    UpTo(usize),
+}
+
+/// One asyncio receive in flight: called with its future on the event loop's thread, it
+/// completes the future if anything can be taken, or waits again.
+#[pyclass(name = "_Arrival", module = "magnetar._core", frozen)]
+pub(super) struct Arrival {
+    consumer: client::Consumer,
+    schema: Option<Arc<Binding>>,
+    want: Want,
+    deadline: Option<Instant>,
+    dispatch: Arc<Dispatcher>,
+    event_loop: Py<PyAny>,
+}
+
+/// Starts an asyncio receive: completes `future` now if a message is queued (the caller is on
+/// the event loop's thread, the future just made), else once one arrives or `deadline` passes.
+pub(super) fn receive(
+    py: Python<'_>,
+    consumer: &client::Consumer,
+    schema: Option<&Arc<Binding>>,
+    dispatch: &Arc<Dispatcher>,
+    want: Want,
+    deadline: Option<Instant>,
+    future: Py<PyAny>,
+) -> PyResult<()> {
+    let arrival = Arrival {
+        consumer: consumer.clone(),
+        schema: schema.cloned(),
+        want,
+        deadline,
+        dispatch: dispatch.clone(),
+        event_loop: future.bind(py).call_method0("get_loop")?.unbind(),
+    };
+    Bound::new(py, arrival)?.call1((future,))?;
+    Ok(())
+}
+
+#[pymethods]
+impl Arrival {
+    /// Completes `future` with what can be taken, unless it is done already (cancelled), in
+    /// which case nothing is taken. Never raises: a failure completes the future.
+    fn __call__(slf: &Bound<'_, Self>, future: &Bound<'_, PyAny>) -> PyResult<()> {
+        if future.call_method0("done")?.is_truthy()? {
+            return Ok(());
+        }
+        let this = slf.get();
+        let outcome = match this.take(slf.py()) {
+            Ok(Some(value)) => Ok(value),
+            Ok(None) if this.deadline.is_some_and(|d| d <= Instant::now()) => this.timed_out(slf.py()),
+            Ok(None) => {
+                this.wait(slf.clone().unbind(), future.clone().unbind());
+                return Ok(());
+            }
+            Err(e) => Err(e),
+        };
+        match outcome {
+            Ok(value) => future.call_method1("set_result", (value,))?,
+            Err(e) => future.call_method1("set_exception", (e.into_value(slf.py()),))?,
+        };
+        Ok(())
+    }
+}
+
+impl Arrival {
+    /// What this receive wants, if the queue has it (None: wait).
+    fn take(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+        match self.want {
+            Want::One => match self.consumer.try_receive().map_err(to_pyerr)? {
+                Some(m) => Ok(Some(new_message_with(py, m, self.schema.as_ref())?.into_any())),
+                None => Ok(None),
+            },
+            Want::UpTo(max) => {
+                let msgs = self.consumer.try_receive_many(max).map_err(to_pyerr)?;
+                if msgs.is_empty() {
+                    return Ok(None);
+                }
+                Ok(Some(messages(py, msgs, self.schema.as_ref())?.into_any().unbind()))
+            }
+        }
+    }
+
+    fn timed_out(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        match self.want {
+            Want::One => Err(to_pyerr(Error::new(
+                ErrorKind::Timeout,
+                "no message received within the timeout",
+            ))),
+            Want::UpTo(_) => Ok(PyList::empty(py).into_any().unbind()),
+        }
+    }
+
+    /// Waits on the runtime for a message, the consumer's end or the deadline, then calls
+    /// `arrival` again on the event loop. A wait whose future was cancelled ends at the next of
+    /// those and takes nothing.
+    fn wait(&self, arrival: Py<Arrival>, future: Py<PyAny>) {
+        let consumer = self.consumer.clone();
+        let deadline = self.deadline;
+        let dispatch = self.dispatch.clone();
+        runtime().spawn(async move {
+            match deadline {
+                Some(d) => {
+                    let _ = tokio::time::timeout_at(d.into(), consumer.wait_for_message()).await;
+                }
+                None => consumer.wait_for_message().await,
+            }
+            dispatch.push(Box::new(move |py| {
+                let event_loop = arrival.get().event_loop.clone_ref(py);
+                complete_later(event_loop, future, arrival.into_any());
+            }));
+        });
+    }
+}
+
+/// Python messages of `msgs`, decoded by `schema`.
+pub(super) fn messages<'py>(
+    py: Python<'py>,
+    msgs: Vec<client::Message>,
+    schema: Option<&Arc<Binding>>,
+) -> PyResult<Bound<'py, PyList>> {
+    without_gc(py, || {
+        let out = PyList::empty(py);
+        for m in msgs {
+            out.append(new_message_with(py, m, schema)?)?;
+        }
+        Ok(out)
+    })
+}
