@@ -3,6 +3,7 @@ letters, seek, multi-topic and pattern subscriptions, partitioned topics, end of
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -310,3 +311,68 @@ def test_ack_with_receipt(api, topic):
     again = api.call(api.client, "subscribe", topic, "rcpt")
     with pytest.raises(magnetar.Timeout):
         api.call(again, "receive", timeout=0.5)
+
+
+def _one_batch(client: magnetar.Client, topic: str, n: int,
+               consuming: magnetar.Client | None = None) -> tuple[magnetar.Producer, magnetar.Consumer, list]:
+    """A Shared consumer (of ``consuming``, else of ``client``) that received ``n`` messages
+    sent as one batch entry."""
+    producer = client.create_producer(topic, batch_max_messages=n, batch_max_delay=5.0)
+    consumer = (consuming or client).subscribe(topic, "s", subscription_type="shared", initial_position="earliest")
+    for i in range(n):
+        producer.send_async(b"%d" % i)
+    producer.flush()
+    got = [consumer.receive(timeout=10) for _ in range(n)]
+    assert len({(m.message_id.ledger_id, m.message_id.entry_id) for m in got}) == 1, "one batch entry"
+    return producer, consumer, got
+
+
+def test_a_receipt_of_part_of_a_batch_is_not_given_before_the_broker_has_the_ack(broker, topic):
+    """Without batch-index acks the broker acks a batch entry only whole, so the receipt of one
+    of its messages cannot be given while the rest is unacked: it times out saying so. The
+    receipt of the ack that completes the entry is given once the broker has the entry."""
+    # The topic and the subscription are made by a client with the usual timeout: only the
+    # receipt's wait is to be short.
+    with magnetar.Client(broker.service_url) as client, \
+            magnetar.Client(broker.service_url, operation_timeout=2.0) as impatient:
+        _, consumer, got = _one_batch(client, topic, 4, consuming=impatient)
+        with pytest.raises(magnetar.Timeout, match="whole batch"):
+            consumer.ack_with_receipt(got[0])
+        consumer.ack_many(got[1:-1])
+        consumer.ack_with_receipt(got[-1])  # the last of the batch: the entry is whole, and confirmed
+        subscription = broker.topic_stats(topic)["subscriptions"]["s"]
+        assert subscription["msgBacklog"] == 0 and subscription["unackedMessages"] == 0
+
+
+def test_a_consumer_goes_on_while_a_receipt_waits_and_the_receipt_follows_it_across_an_unload(broker, topic):
+    """While a receipt waits (here for the rest of its batch), the consumer is not held up: it
+    follows an unload of its topic to the new connection and receives there (the batch's unacked
+    messages again, then a new one); the receipt is given once the broker confirmed the ack, on
+    the new connection."""
+    with magnetar.Client(broker.service_url, operation_timeout=60.0) as client:
+        producer, consumer, got = _one_batch(client, topic, 10)
+        outcome: dict[str, object] = {}
+        done = threading.Event()
+
+        def wait_for_the_receipt() -> None:
+            try:
+                consumer.ack_with_receipt(got[0])
+                outcome["confirmed"] = True
+            except Exception as e:  # noqa: BLE001 - handed to the assertion below
+                outcome["error"] = e
+            finally:
+                done.set()
+
+        threading.Thread(target=wait_for_the_receipt, daemon=True).start()
+        broker.unload_topic(topic)
+        producer.send(b"after the unload")
+        # The unacked rest of the batch comes again on the new connection (not the acked
+        # first message), then the new one.
+        again = []
+        while not again or again[-1].data != b"after the unload":
+            again.append(consumer.receive(timeout=30))
+        assert [m.data for m in again[:-1]] == [m.data for m in got[1:]]
+        assert not done.is_set(), f"a receipt for half a batch was given: {outcome}"
+        consumer.ack_many(again[:-1])
+        assert done.wait(30) and outcome == {"confirmed": True}
+        assert broker.topic_stats(topic)["subscriptions"]["s"]["msgBacklog"] == 1  # "after the unload"

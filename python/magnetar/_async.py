@@ -79,7 +79,9 @@ class _AsyncReceiving:
     __slots__ = ()
     _core: Any
 
-    async def _next(self) -> Message:
+    def _next(self) -> Awaitable[Message]:
+        """The next ``receive`` (or ``read_next``) of ``async for``: the coroutine itself, so
+        iterating adds no frame of its own."""
         raise NotImplementedError
 
     async def close(self) -> None:
@@ -126,19 +128,20 @@ class AsyncConsumer(_AsyncReceiving, ConsumerHandle[Awaitable[None]]):
         """The next message; raises :class:`~magnetar.Timeout` after ``timeout`` seconds
         (``None``: waits for ever). Cancelling it takes nothing: the message it would have
         returned stays first in the queue."""
-        msg: Message = await call(self._core.receive, timeout)
-        return msg
+        msg: Message | None = self._core.try_receive(timeout)  # no future when one is queued
+        return msg if msg is not None else await call(self._core.receive, timeout)
 
     async def receive_many(self, max_messages: int = 100, timeout: float | None = 0.1) -> list[Message]:
         """Up to ``max_messages``: what is queued, else what arrives within ``timeout``."""
-        msgs: list[Message] = await call(self._core.receive_many, max_messages, timeout)
-        return msgs
+        msgs: list[Message] = self._core.try_receive_many(max_messages, timeout)
+        return msgs if msgs else await call(self._core.receive_many, max_messages, timeout)
 
-    async def _next(self) -> Message:
-        return await self.receive()
+    def _next(self) -> Awaitable[Message]:
+        return self.receive()
 
     async def ack_with_receipt(self, message: Message | MessageId, *, cumulative: bool = False) -> None:
-        """Acknowledges and returns once the broker confirms it."""
+        """Acknowledges and returns once the broker confirms it (see
+        :meth:`magnetar.Consumer.ack_with_receipt`)."""
         await call(self._core.ack_with_receipt, message, cumulative)
 
     async def stats(self) -> list[dict[str, Any]]:
@@ -163,16 +166,16 @@ class AsyncReader(_AsyncReceiving, ReaderHandle):
 
     async def read_next(self, timeout: float | None = None) -> Message:
         """The next message; raises :class:`~magnetar.Timeout` after ``timeout`` seconds."""
-        msg: Message = await call(self._core.receive, timeout)
-        return msg
+        msg: Message | None = self._core.try_receive(timeout)
+        return msg if msg is not None else await call(self._core.receive, timeout)
 
     async def read_many(self, max_messages: int = 100, timeout: float | None = 0.1) -> list[Message]:
         """Up to ``max_messages``: what is queued, else what arrives within ``timeout``."""
-        msgs: list[Message] = await call(self._core.receive_many, max_messages, timeout)
-        return msgs
+        msgs: list[Message] = self._core.try_receive_many(max_messages, timeout)
+        return msgs if msgs else await call(self._core.receive_many, max_messages, timeout)
 
-    async def _next(self) -> Message:
-        return await self.read_next()
+    def _next(self) -> Awaitable[Message]:
+        return self.read_next()
 
     async def has_message_available(self) -> bool:
         """Whether there is a message past the last one read."""

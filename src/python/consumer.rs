@@ -79,6 +79,36 @@ impl PyConsumer {
         Ok(new_message_with(py, m, self.schema.as_ref())?.into_any())
     }
 
+    /// A queued message or None, without waiting: the asyncio receive's first try, which
+    /// costs no future when the queue has a message. `timeout` is the receive's, only checked.
+    #[pyo3(signature = (timeout=None))]
+    fn try_receive(&self, py: Python<'_>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<Option<Py<PyMessage>>> {
+        self.guard.check()?;
+        convert::deadline(timeout)?;
+        match self.inner.try_receive().map_err(to_pyerr)? {
+            Some(m) => Ok(Some(new_message_with(py, m, self.schema.as_ref())?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Up to `max_messages` queued messages (possibly none), without waiting: as `try_receive`
+    /// for `receive_many`.
+    #[pyo3(signature = (max_messages=100, timeout=None))]
+    fn try_receive_many<'py>(
+        &self,
+        py: Python<'py>,
+        max_messages: usize,
+        timeout: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        self.guard.check()?;
+        if max_messages == 0 {
+            return Err(invalid("max_messages must be at least 1"));
+        }
+        convert::deadline(timeout)?;
+        let msgs = self.inner.try_receive_many(max_messages).map_err(to_pyerr)?;
+        messages(py, msgs, self.schema.as_ref())
+    }
+
     /// Up to `max_messages`: what is queued, or whatever arrives within `timeout` seconds
     /// (an empty list when nothing does). With an asyncio future, as `receive`.
     #[pyo3(signature = (max_messages=100, timeout=None, *, future=None))]

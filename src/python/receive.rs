@@ -52,16 +52,43 @@ pub(super) fn receive(
     deadline: Option<Instant>,
     future: Py<PyAny>,
 ) -> PyResult<()> {
+    let fut = future.bind(py);
+    if let Some(value) = take(py, consumer, schema, want)? {
+        fut.call_method1("set_result", (value,))?;
+        return Ok(());
+    }
     let arrival = Arrival {
         consumer: consumer.clone(),
         schema: schema.cloned(),
         want,
         deadline,
         dispatch: dispatch.clone(),
-        event_loop: future.bind(py).call_method0("get_loop")?.unbind(),
+        event_loop: fut.call_method0("get_loop")?.unbind(),
     };
     Bound::new(py, arrival)?.call1((future,))?;
     Ok(())
+}
+
+/// What a receive wants, if the queue has it (None: wait).
+fn take(
+    py: Python<'_>,
+    consumer: &client::Consumer,
+    schema: Option<&Arc<Binding>>,
+    want: Want,
+) -> PyResult<Option<Py<PyAny>>> {
+    match want {
+        Want::One => match consumer.try_receive().map_err(to_pyerr)? {
+            Some(m) => Ok(Some(new_message_with(py, m, schema)?.into_any())),
+            None => Ok(None),
+        },
+        Want::UpTo(max) => {
+            let msgs = consumer.try_receive_many(max).map_err(to_pyerr)?;
+            if msgs.is_empty() {
+                return Ok(None);
+            }
+            Ok(Some(messages(py, msgs, schema)?.into_any().unbind()))
+        }
+    }
 }
 
 #[pymethods]
@@ -73,7 +100,7 @@ impl Arrival {
             return Ok(());
         }
         let this = slf.get();
-        let outcome = match this.take(slf.py()) {
+        let outcome = match take(slf.py(), &this.consumer, this.schema.as_ref(), this.want) {
             Ok(Some(value)) => Ok(value),
             Ok(None) if this.deadline.is_some_and(|d| d <= Instant::now()) => this.timed_out(slf.py()),
             Ok(None) => {
@@ -91,23 +118,6 @@ impl Arrival {
 }
 
 impl Arrival {
-    /// What this receive wants, if the queue has it (None: wait).
-    fn take(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
-        match self.want {
-            Want::One => match self.consumer.try_receive().map_err(to_pyerr)? {
-                Some(m) => Ok(Some(new_message_with(py, m, self.schema.as_ref())?.into_any())),
-                None => Ok(None),
-            },
-            Want::UpTo(max) => {
-                let msgs = self.consumer.try_receive_many(max).map_err(to_pyerr)?;
-                if msgs.is_empty() {
-                    return Ok(None);
-                }
-                Ok(Some(messages(py, msgs, self.schema.as_ref())?.into_any().unbind()))
-            }
-        }
-    }
-
     fn timed_out(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         match self.want {
             Want::One => Err(to_pyerr(Error::new(

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use tokio::sync::oneshot;
 
 use super::Consumer;
-use crate::client::error::{Error, Result};
+use crate::client::error::{Error, ErrorKind, Result};
 use crate::client::message::MessageId;
 use crate::client::partition_consumer::{Command, PartitionShared};
 use crate::client::transaction::{Scope, Transaction};
@@ -148,7 +148,8 @@ impl Consumer {
     }
 
     /// Acknowledges one message (or, `cumulative`, every message up to it) and waits until the
-    /// broker confirms, within the operation timeout.
+    /// broker confirms, within the operation timeout. A message of a batch is confirmed only
+    /// once the broker has acked it: with its whole entry, unless `batch_index_ack` is on.
     pub async fn ack_with_receipt(&self, id: &MessageId, cumulative: bool) -> Result<()> {
         self.check_cumulative(cumulative)?;
         let (tx, rx) = oneshot::channel();
@@ -163,7 +164,12 @@ impl Consumer {
         let timeout = self.inner.client.opts.connection.operation_timeout;
         match tokio::time::timeout(timeout, rx).await {
             Ok(r) => r.map_err(|_| Error::closed("consumer"))?,
-            Err(_) => Err(Error::timeout("acknowledgement receipt")),
+            Err(_) => Err(Error::new(
+                ErrorKind::Timeout,
+                "the broker did not confirm the acknowledgement within the operation timeout (a message \
+                 of a batch is confirmed with its whole batch, once every message of it is acknowledged, \
+                 unless batch_index_ack is on)",
+            )),
         }
     }
 

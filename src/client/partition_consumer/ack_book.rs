@@ -33,6 +33,10 @@ pub(super) struct AckBook {
     /// Whole entries acked and not yet confirmed (held or unconfirmed), with how many acks of
     /// each are outstanding.
     pending_entries: HashMap<EntryKey, u32, KeyHash>,
+    /// The same for acks of part of a batch entry (batch-index acks).
+    pending_partial: HashMap<EntryKey, u32, KeyHash>,
+    /// The furthest cumulative ack the broker confirmed, as sent.
+    cumulative_confirmed: Option<MessageId>,
     /// Batch entries partly acked: bit i set = index i not yet acked.
     batches: HashMap<EntryKey, Vec<u64>, KeyHash>,
     /// The furthest cumulative ack the application made (with its batch index): everything at
@@ -84,6 +88,7 @@ impl AckBook {
                 let mut data = id.entry_data();
                 data.ack_set = bits.iter().map(|w| *w as i64).collect();
                 data.batch_size = Some(id.batch_size);
+                *self.pending_partial.entry(key).or_insert(0) += 1;
                 self.held_individual.push(data);
             }
         } else {
@@ -129,7 +134,7 @@ impl AckBook {
             out.push((AckType::Individual, std::mem::take(&mut self.held_individual)));
         }
         if let Some(id) = self.held_cumulative.take() {
-            out.push((AckType::Cumulative, vec![id.entry_data()]));
+            out.push((AckType::Cumulative, vec![cumulative_data(&id)]));
         }
         out
     }
@@ -167,19 +172,46 @@ impl AckBook {
             return;
         }
         for (kind, ids) in acks {
-            if kind != AckType::Individual {
+            if kind == AckType::Cumulative {
+                for d in &ids {
+                    let id = MessageId::from_data(d);
+                    if self.cumulative_confirmed.as_ref().is_none_or(|c| *c < id) {
+                        self.cumulative_confirmed = Some(id);
+                    }
+                }
                 continue;
             }
-            for d in ids.iter().filter(|d| d.ack_set.is_empty()) {
+            for d in &ids {
                 let key = (d.ledger_id as i64, d.entry_id as i64);
-                if let Some(n) = self.pending_entries.get_mut(&key) {
+                let pending = if d.ack_set.is_empty() {
+                    &mut self.pending_entries
+                } else {
+                    &mut self.pending_partial
+                };
+                if let Some(n) = pending.get_mut(&key) {
                     *n -= 1;
                     if *n == 0 {
-                        self.pending_entries.remove(&key);
+                        pending.remove(&key);
                     }
                 }
             }
         }
+    }
+
+    /// Whether the broker has confirmed the application's ack of `id` (`cumulative`: of
+    /// everything up to it), by whichever of its sends, on whichever connection. A message of
+    /// a batch is confirmed only with its whole entry, unless `batch_index_ack` sends it alone.
+    pub fn confirmed(&self, id: &MessageId, cumulative: bool, batch_index_ack: bool) -> bool {
+        if self.cumulative_confirmed.as_ref().is_some_and(|c| position_covers(c, id)) {
+            return true;
+        }
+        if cumulative {
+            return false;
+        }
+        let key = (id.ledger_id, id.entry_id);
+        !(self.pending_entries.contains_key(&key)
+            || self.pending_partial.contains_key(&key)
+            || (!batch_index_ack && self.batches.contains_key(&key)))
     }
 
     /// The connection is gone, and with it any answer to what was sent on it: everything
@@ -234,6 +266,30 @@ impl AckBook {
 fn cumulative_before(a: &MessageId, b: &MessageId) -> bool {
     let whole = |i: i32| if i < 0 { i32::MAX } else { i };
     (a.ledger_id, a.entry_id, whole(a.batch_index)) < (b.ledger_id, b.entry_id, whole(b.batch_index))
+}
+
+/// Whether a cumulative ack through `c` (as sent: a batch index only with batch-index acks)
+/// covers the message `id`.
+fn position_covers(c: &MessageId, id: &MessageId) -> bool {
+    let (through, at) = ((c.ledger_id, c.entry_id), (id.ledger_id, id.entry_id));
+    through > at || (through == at && (c.batch_index < 0 || (id.batch_index >= 0 && id.batch_index <= c.batch_index)))
+}
+
+/// The `MessageIdData` of a cumulative ack through `id`. Through a message inside a batch
+/// (batch-index acks only) it names the entry with the indexes after it still set: without
+/// them the broker would take the whole entry, and the batch's later messages with it.
+fn cumulative_data(id: &MessageId) -> MessageIdData {
+    let mut d = id.entry_data();
+    if id.batch_index >= 0 && id.batch_size > 0 {
+        let mut bits = full_bitset(id.batch_size as usize);
+        for i in 0..=(id.batch_index as usize).min(id.batch_size as usize - 1) {
+            bits[i / 64] &= !(1u64 << (i % 64));
+        }
+        d.ack_set = bits.iter().map(|w| *w as i64).collect();
+        d.batch_size = Some(id.batch_size);
+        d.batch_index = Some(id.batch_index);
+    }
+    d
 }
 
 pub(super) fn full_bitset(size: usize) -> Vec<u64> {
@@ -396,4 +452,71 @@ mod tests {
         book.detached();
         assert!(!book.has_held());
     }
+    #[test]
+    fn a_batch_message_is_confirmed_only_with_its_whole_entry() {
+        let mut book = AckBook::default();
+        book.record(&id(1, 0, 2), false, false);
+        send_held(&mut book, 1);
+        book.settled(1, true);
+        assert!(!book.confirmed(&id(1, 0, 2), false, false), "nothing was sent for half a batch");
+        book.record(&id(1, 1, 2), false, false);
+        send_held(&mut book, 2);
+        assert!(!book.confirmed(&id(1, 0, 2), false, false), "sent, not yet confirmed");
+        book.settled(2, true);
+        assert!(book.confirmed(&id(1, 0, 2), false, false));
+        assert!(book.confirmed(&id(1, 1, 2), false, false));
+    }
+
+    #[test]
+    fn a_batch_index_ack_is_confirmed_alone() {
+        let mut book = AckBook::default();
+        book.record(&id(1, 0, 2), false, true);
+        assert!(!book.confirmed(&id(1, 0, 2), false, true));
+        send_held(&mut book, 1);
+        book.settled(1, true);
+        assert!(book.confirmed(&id(1, 0, 2), false, true));
+    }
+
+    #[test]
+    fn a_confirmation_after_a_reconnect_counts_and_the_lost_answer_does_not() {
+        let mut book = acked(&[(1, false)]);
+        send_held(&mut book, 1);
+        book.detached();
+        assert!(!book.confirmed(&id(1, -1, 0), false, false));
+        send_held(&mut book, 2);
+        book.settled(1, true); // the old connection's answer, after it was given up: ignored
+        assert!(!book.confirmed(&id(1, -1, 0), false, false));
+        book.settled(2, true);
+        assert!(book.confirmed(&id(1, -1, 0), false, false));
+    }
+
+    #[test]
+    fn a_cumulative_receipt_waits_for_an_ack_that_covers_the_message() {
+        let mut book = AckBook::default();
+        book.record(&id(5, 1, 3), true, false); // inside a batch: goes up to entry 4 only
+        send_held(&mut book, 1);
+        book.settled(1, true);
+        assert!(book.confirmed(&id(4, -1, 0), true, false));
+        assert!(!book.confirmed(&id(5, 1, 3), true, false));
+        book.record(&id(5, 2, 3), true, false);
+        send_held(&mut book, 2);
+        book.settled(2, true);
+        assert!(book.confirmed(&id(5, 1, 3), true, false));
+    }
+
+    #[test]
+    fn a_cumulative_batch_index_ack_leaves_the_later_indexes_unacked() {
+        let mut book = AckBook::default();
+        book.record(&id(5, 1, 4), true, true);
+        let acks = book.take_held();
+        let (kind, ids) = &acks[0];
+        assert_eq!(*kind, AckType::Cumulative);
+        assert_eq!(ids[0].ack_set, vec![0b1100], "indexes 2 and 3 still unacked");
+        assert_eq!(ids[0].batch_size, Some(4));
+        book.sent(1, acks);
+        book.settled(1, true);
+        assert!(book.confirmed(&id(5, 1, 4), true, true));
+        assert!(!book.confirmed(&id(5, 2, 4), true, true));
+    }
 }
+

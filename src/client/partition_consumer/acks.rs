@@ -40,22 +40,15 @@ impl Actor {
         }
     }
 
-    /// Sends every held ack and waits for the broker to confirm them.
-    pub(super) async fn flush_acks_with_receipt(&mut self) -> Result<()> {
-        self.acks_due = None;
-        let conn = self.connection("not connected; the ack was not confirmed")?;
-        for (kind, ids) in self.book.take_held() {
-            let token = self.next_ack_token();
-            self.book.sent(token, vec![(kind, ids.clone())]);
-            let sent = conn.send_request(|rid| commands::ack(self.consumer_id, kind, ids, None, Some(rid)));
-            let outcome = match sent {
-                Ok(pending) => ack_outcome(pending.response(conn.operation_timeout()).await),
-                Err(e) => Err(e.into()),
-            };
-            self.book.settled(token, outcome.is_ok());
-            outcome?;
+    /// The broker answered the acks sent under `token`. Refused ones are held again and go
+    /// out with the next flush (or the next connection's first); receipts waiting on
+    /// confirmed ones are answered.
+    pub(super) fn acks_settled(&mut self, token: u64, confirmed: bool) {
+        self.book.settled(token, confirmed);
+        if !confirmed && self.book.has_held() && self.acks_due.is_none() {
+            self.acks_due = Some(Instant::now() + self.opts.ack_group_time.max(Duration::from_millis(100)));
         }
-        Ok(())
+        self.answer_receipts();
     }
 
     /// Sends an ack inside a transaction at once, after the plain acks made before it. It is

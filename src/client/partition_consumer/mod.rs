@@ -37,6 +37,7 @@ mod ack_book;
 mod acks;
 mod owed;
 mod queries;
+mod receipts;
 mod receive;
 mod subscribe;
 
@@ -323,6 +324,7 @@ fn unattached(placement: Placement) -> Actor {
         rx,
         owed,
         book: AckBook::default(),
+        receipts: Vec::new(),
         ack_tokens: 0,
         queued_high: None,
         acks_due: None,
@@ -377,8 +379,9 @@ struct Actor {
     opts: ConsumerOptions,
     rx: mpsc::UnboundedReceiver<Command>,
     link: Link,
-    /// The application's acks until the broker confirms them.
+    /// The application's acks until the broker confirms them, and those it waits on.
     book: AckBook,
+    receipts: Vec<receipts::Receipt>,
     /// Exclusive/Failover: what was received and not acknowledged (a cumulative ack in a
     /// transaction acknowledges exactly that); `None` for readers and Shared subscriptions.
     owed: Option<owed::Owed>,
@@ -442,11 +445,8 @@ impl Actor {
             Command::Ack { id, cumulative } => self.ack(id, cumulative),
             Command::AckMany(ids) => self.ack_all(ids),
             Command::TakeAcks => {}
-            Command::AcksSettled { token, confirmed } => self.book.settled(token, confirmed),
-            Command::AckWithReceipt { id, cumulative, reply } => {
-                self.record_ack(id, cumulative);
-                let _ = reply.send(self.flush_acks_with_receipt().await);
-            }
+            Command::AcksSettled { token, confirmed } => self.acks_settled(token, confirmed),
+            Command::AckWithReceipt { id, cumulative, reply } => self.ack_with_receipt(id, cumulative, reply),
             Command::Nack(id) => {
                 self.inbox.counters.nacked();
                 self.unacked.remove(&(id.ledger_id, id.entry_id));
@@ -596,6 +596,7 @@ impl Actor {
             let _ = dlq.close().await;
         }
         self.shared.connected.store(false, Ordering::Release);
+        self.fail_receipts();
         let _ = reply.send(Ok(()));
         self.rx.close();
         while let Ok(cmd) = self.rx.try_recv() {

@@ -58,6 +58,7 @@ impl Actor {
         self.epoch_bump();
         self.chunks.clear();
         self.book.clear();
+        self.seek_ends_receipts();
         if let Some(owed) = self.owed.as_mut() {
             owed.clear();
         }
