@@ -368,7 +368,7 @@ def test_a_consumer_goes_on_while_a_receipt_waits_and_the_receipt_follows_it_acr
         producer.send(b"after the unload")
         # The unacked rest of the batch comes again on the new connection (not the acked
         # first message), then the new one.
-        again = []
+        again: list[magnetar.Message] = []
         while not again or again[-1].data != b"after the unload":
             again.append(consumer.receive(timeout=30))
         assert [m.data for m in again[:-1]] == [m.data for m in got[1:]]

@@ -200,6 +200,7 @@ class Consumer(_Receiving, ConsumerHandle[None]):
         permits, unacked count, backlog), with the client's queued and corrupt counts, and
         under ``"client"`` this consumer's own counters (the same in every entry): ``received``,
         ``received_bytes``, ``redelivered``, ``acked``, ``nacked``, ``dead_lettered``,
+        ``acked_before`` (sent again by the broker after it confirmed their acks: dropped),
         ``queued``, ``corrupt``."""
         return self._core.stats()
 

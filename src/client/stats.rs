@@ -87,6 +87,7 @@ pub struct ConsumerCounters {
     acked: AtomicU64,
     nacked: AtomicU64,
     dead_lettered: AtomicU64,
+    acked_before: AtomicU64,
 }
 
 impl ConsumerCounters {
@@ -112,6 +113,11 @@ impl ConsumerCounters {
         bump(&self.dead_lettered);
     }
 
+    /// The broker sent `n` messages again whose acks it had confirmed (and lost): dropped.
+    pub fn acked_before(&self, n: usize) {
+        self.acked_before.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
     pub fn snapshot(&self) -> ConsumerClientStats {
         ConsumerClientStats {
             received: read(&self.received),
@@ -120,6 +126,7 @@ impl ConsumerCounters {
             acked: read(&self.acked),
             nacked: read(&self.nacked),
             dead_lettered: read(&self.dead_lettered),
+            acked_before: read(&self.acked_before),
             queued: 0,
             corrupt: 0,
         }
@@ -141,6 +148,9 @@ pub struct ConsumerClientStats {
     pub nacked: u64,
     /// Messages sent to the dead-letter topic.
     pub dead_lettered: u64,
+    /// Messages the broker sent again after it had confirmed their acks (a broker that died
+    /// before storing them): dropped, never handed to the application twice, and acked again.
+    pub acked_before: u64,
     /// Messages waiting in the receiver queue now.
     pub queued: u64,
     /// Messages discarded as corrupt.

@@ -88,6 +88,22 @@ impl std::fmt::Display for TopicName {
     }
 }
 
+/// The partition index in a `...-partition-N` name, or -1.
+pub(crate) fn topic_partition(topic: &str) -> i32 {
+    topic
+        .rsplit_once(PARTITION_SUFFIX)
+        .and_then(|(_, n)| n.parse().ok())
+        .unwrap_or(-1)
+}
+
+/// The partitioned topic of a `...-partition-N` name (any other name as it is).
+pub(crate) fn strip_partition(topic: &str) -> &str {
+    match topic.rsplit_once(PARTITION_SUFFIX) {
+        Some((base, n)) if n.parse::<u32>().is_ok() => base,
+        _ => topic,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -121,5 +137,12 @@ mod tests {
         ] {
             assert!(TopicName::parse(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn partition_suffixes() {
+        assert_eq!(topic_partition("persistent://a/b/t-partition-7"), 7);
+        assert_eq!(topic_partition("persistent://a/b/t"), -1);
+        assert_eq!(strip_partition("persistent://a/b/t-partition-7"), "persistent://a/b/t");
     }
 }

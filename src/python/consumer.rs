@@ -13,8 +13,8 @@ use super::errors::{invalid, to_pyerr};
 use super::fields_dict;
 use super::gate;
 use super::getters;
-use super::runtime::{engine_handle, none, EngineHandle};
 use super::receive::{self, messages, Want};
+use super::runtime::{engine_handle, none, EngineHandle};
 use super::schema::Binding;
 use super::stats;
 use super::transaction;
@@ -69,7 +69,12 @@ impl PyConsumer {
     /// The next message, waiting up to `timeout` seconds (None: forever). With an asyncio
     /// future, returns at once and completes it (see [`receive`]: a cancelled one takes nothing).
     #[pyo3(signature = (timeout=None, *, future=None))]
-    fn receive(&self, py: Python<'_>, timeout: Option<&Bound<'_, PyAny>>, future: Option<Py<PyAny>>) -> PyResult<Py<PyAny>> {
+    fn receive(
+        &self,
+        py: Python<'_>,
+        timeout: Option<&Bound<'_, PyAny>>,
+        future: Option<Py<PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
         let deadline = convert::deadline(timeout)?;
         if let Some(future) = future {
             self.receive_for_asyncio(py, Want::One, deadline, future)?;
@@ -311,9 +316,23 @@ impl PyConsumer {
         self.schema.as_ref()
     }
 
-    fn receive_for_asyncio(&self, py: Python<'_>, want: Want, deadline: Option<Instant>, future: Py<PyAny>) -> PyResult<()> {
+    fn receive_for_asyncio(
+        &self,
+        py: Python<'_>,
+        want: Want,
+        deadline: Option<Instant>,
+        future: Py<PyAny>,
+    ) -> PyResult<()> {
         self.guard.check()?;
-        receive::receive(py, &self.inner, self.schema.as_ref(), &self.dispatch, want, deadline, future)
+        receive::receive(
+            py,
+            &self.inner,
+            self.schema.as_ref(),
+            &self.dispatch,
+            want,
+            deadline,
+            future,
+        )
     }
 
     /// Up to `max` messages: waits until `deadline` for the first, then up to [`TOP_UP`] at

@@ -51,6 +51,7 @@ pub fn consumer_dict<'py>(py: Python<'py>, s: &ConsumerClientStats) -> PyResult<
             acked,
             nacked,
             dead_lettered,
+            acked_before,
             queued,
             corrupt
         ]

@@ -3,9 +3,11 @@
 //! An ack lives here in three stages: held (recorded, not yet sent), unconfirmed (sent with a
 //! request id, no `AckResponse` yet) and confirmed (forgotten). A connection that dies takes
 //! its unconfirmed acks with it, so they go back to held and are sent again on the next one,
-//! before its first `Flow`; the broker treats a repeated ack as harmless. Until an ack is
-//! confirmed, a message it covers that the broker sends again is a duplicate: [`AckBook::covers`]
-//! tells the consumer to drop it on arrival (the Java client's `isDuplicate`). Batch entries
+//! before its first `Flow`; the broker treats a repeated ack as harmless. A message an ack
+//! covers that the broker sends again is a duplicate: [`AckBook::covers`] tells the consumer to
+//! drop it on arrival (the Java client's `isDuplicate`), before the ack is confirmed and after
+//! (a broker can confirm an ack and die before storing it; [`super::acked_ranges`] remembers
+//! confirmed entries, and such a copy is acked again). Batch entries
 //! acked a message at a time keep their bitsets across reconnects, so a partly acked entry is
 //! still acked in full once its last message is.
 //!
@@ -17,9 +19,8 @@ use std::hash::{BuildHasherDefault, Hasher};
 use crate::protocol::pb::{command_ack::AckType, MessageIdData};
 
 use super::super::message::MessageId;
-
-/// `(ledger, entry)`: one stored entry (a whole batch).
-pub(super) type EntryKey = (i64, i64);
+use super::acked_ranges::AckedRanges;
+pub(super) use super::acked_ranges::EntryKey;
 
 /// Acks to send as one `CommandAck` each.
 pub(super) type AckBatch = Vec<(AckType, Vec<MessageIdData>)>;
@@ -37,6 +38,8 @@ pub(super) struct AckBook {
     pending_partial: HashMap<EntryKey, u32, KeyHash>,
     /// The furthest cumulative ack the broker confirmed, as sent.
     cumulative_confirmed: Option<MessageId>,
+    /// Whole entries whose individual acks the broker confirmed, for the consumer's life.
+    acked: AckedRanges,
     /// Batch entries partly acked: bit i set = index i not yet acked.
     batches: HashMap<EntryKey, Vec<u64>, KeyHash>,
     /// The furthest cumulative ack the application made (with its batch index): everything at
@@ -183,6 +186,9 @@ impl AckBook {
             }
             for d in &ids {
                 let key = (d.ledger_id as i64, d.entry_id as i64);
+                if d.ack_set.is_empty() {
+                    self.acked.insert(key);
+                }
                 let pending = if d.ack_set.is_empty() {
                     &mut self.pending_entries
                 } else {
@@ -202,7 +208,11 @@ impl AckBook {
     /// everything up to it), by whichever of its sends, on whichever connection. A message of
     /// a batch is confirmed only with its whole entry, unless `batch_index_ack` sends it alone.
     pub fn confirmed(&self, id: &MessageId, cumulative: bool, batch_index_ack: bool) -> bool {
-        if self.cumulative_confirmed.as_ref().is_some_and(|c| position_covers(c, id)) {
+        if self
+            .cumulative_confirmed
+            .as_ref()
+            .is_some_and(|c| position_covers(c, id))
+        {
             return true;
         }
         if cumulative {
@@ -230,6 +240,9 @@ impl AckBook {
         if self.highest.is_none_or(|h| key > h) {
             return false;
         }
+        if self.acked_before(id) {
+            return true;
+        }
         if let Some(c) = &self.cumulative {
             if key < (c.ledger_id, c.entry_id)
                 || (key == (c.ledger_id, c.entry_id) && (c.batch_index < 0 || id.batch_index <= c.batch_index))
@@ -247,6 +260,27 @@ impl AckBook {
             }
         }
         false
+    }
+
+    /// Whether the broker confirmed an ack covering `id` already (and forgot it, when it sends
+    /// `id` again): a whole-entry ack, or a cumulative one.
+    pub fn acked_before(&self, id: &MessageId) -> bool {
+        self.acked.contains((id.ledger_id, id.entry_id))
+            || self
+                .cumulative_confirmed
+                .as_ref()
+                .is_some_and(|c| position_covers(c, id))
+    }
+
+    /// Acks again what covers `id`, whose confirmed ack the broker lost.
+    pub fn ack_again(&mut self, id: &MessageId) {
+        if self.acked.contains((id.ledger_id, id.entry_id)) {
+            self.hold_entry(id.entry_data());
+        } else if let Some(c) = self.cumulative_confirmed.clone().filter(|c| position_covers(c, id)) {
+            if self.held_cumulative.as_ref().is_none_or(|h| *h < c) {
+                self.held_cumulative = Some(c);
+            }
+        }
     }
 
     /// A seek moves the subscription: what was acked before it may legitimately come again.
@@ -357,7 +391,7 @@ mod tests {
     }
 
     #[test]
-    fn an_ack_covers_its_message_until_confirmed() {
+    fn an_ack_covers_its_message_before_and_after_it_is_confirmed() {
         let mut book = acked(&[(1, false)]);
         assert!(book.covers(&id(1, -1, 0)));
         assert!(!book.covers(&id(2, -1, 0)));
@@ -365,8 +399,10 @@ mod tests {
         assert_eq!(acks.len(), 1);
         book.sent(1, acks);
         assert!(book.covers(&id(1, -1, 0)), "sent but unconfirmed still covers");
+        assert!(!book.acked_before(&id(1, -1, 0)));
         book.settled(1, true);
-        assert!(!book.covers(&id(1, -1, 0)));
+        assert!(book.covers(&id(1, -1, 0)), "confirmed: covered for good");
+        assert!(book.acked_before(&id(1, -1, 0)));
         assert!(!book.has_held());
     }
 
@@ -458,7 +494,10 @@ mod tests {
         book.record(&id(1, 0, 2), false, false);
         send_held(&mut book, 1);
         book.settled(1, true);
-        assert!(!book.confirmed(&id(1, 0, 2), false, false), "nothing was sent for half a batch");
+        assert!(
+            !book.confirmed(&id(1, 0, 2), false, false),
+            "nothing was sent for half a batch"
+        );
         book.record(&id(1, 1, 2), false, false);
         send_held(&mut book, 2);
         assert!(!book.confirmed(&id(1, 0, 2), false, false), "sent, not yet confirmed");
@@ -518,5 +557,22 @@ mod tests {
         assert!(book.confirmed(&id(5, 1, 4), true, true));
         assert!(!book.confirmed(&id(5, 2, 4), true, true));
     }
-}
 
+    #[test]
+    fn a_confirmed_ack_covers_its_entry_for_good_and_can_be_sent_again() {
+        let mut book = acked(&[(1, false)]);
+        send_held(&mut book, 1);
+        book.settled(1, true);
+        assert!(book.covers(&id(1, -1, 0)) && book.acked_before(&id(1, -1, 0)));
+        assert!(!book.has_held());
+        book.ack_again(&id(1, -1, 0));
+        let acks = book.take_held();
+        assert_eq!(acks.len(), 1);
+        assert_eq!(acks[0].1[0].entry_id, 1);
+        book.clear();
+        assert!(
+            !book.covers(&id(1, -1, 0)),
+            "a seek forgets it: the entry may come again"
+        );
+    }
+}

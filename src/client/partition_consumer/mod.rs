@@ -23,6 +23,7 @@ use super::options::{ConsumerOptions, InitialPosition};
 use super::producer::Producer;
 use super::shared::ClientShared;
 use super::timer::{now_ms, sleep_until_opt};
+use super::topic::{strip_partition, topic_partition};
 use super::transaction::{Op, TxnId};
 use crate::net::{Connection, Event, HandlerId};
 use crate::protocol::pb::{
@@ -34,6 +35,7 @@ use crate::protocol::pb::{
 use crate::protocol::{commands, frame::Payload};
 
 mod ack_book;
+mod acked_ranges;
 mod acks;
 mod owed;
 mod queries;
@@ -619,32 +621,5 @@ impl Actor {
                 _ => {}
             }
         }
-    }
-}
-
-/// The partition index in a `...-partition-N` name, or -1.
-pub(crate) fn topic_partition(topic: &str) -> i32 {
-    topic
-        .rsplit_once("-partition-")
-        .and_then(|(_, n)| n.parse().ok())
-        .unwrap_or(-1)
-}
-
-fn strip_partition(topic: &str) -> &str {
-    match topic.rsplit_once("-partition-") {
-        Some((base, n)) if n.parse::<u32>().is_ok() => base,
-        _ => topic,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn partition_suffixes() {
-        assert_eq!(topic_partition("persistent://a/b/t-partition-7"), 7);
-        assert_eq!(topic_partition("persistent://a/b/t"), -1);
-        assert_eq!(strip_partition("persistent://a/b/t-partition-7"), "persistent://a/b/t");
     }
 }

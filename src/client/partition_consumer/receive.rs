@@ -103,6 +103,7 @@ impl Actor {
         let acked_by_broker = |i: usize| batch_index_acked(&cmd.ack_set, i);
         let mut out = Vec::with_capacity(entries.len());
         let mut covered = 0usize;
+        let mut acked_before = 0usize;
         for (i, e) in entries.into_iter().enumerate() {
             let mut id = base.clone();
             if batched {
@@ -118,6 +119,11 @@ impl Actor {
             }
             if self.book.covers(&id) {
                 covered += 1;
+                if self.book.acked_before(&id) {
+                    // The broker confirmed this ack and lost it (it died before storing it).
+                    self.book.ack_again(&id);
+                    acked_before += 1;
+                }
                 continue;
             }
             out.push(Message {
@@ -132,6 +138,12 @@ impl Actor {
                 epoch,
                 still_encrypted,
             });
+        }
+        if acked_before > 0 {
+            self.inbox.counters.acked_before(acked_before);
+            if self.acks_due.is_none() {
+                self.acks_due = Some(Instant::now() + self.opts.ack_group_time);
+            }
         }
         let copies = self.drop_second_copies(base_key, epoch, &mut out);
         if batched && (redelivery_count > 0 || !cmd.ack_set.is_empty()) && log::log_enabled!(log::Level::Debug) {
