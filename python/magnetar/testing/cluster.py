@@ -366,6 +366,11 @@ class Cluster(_RedirectingAdmin):
     def _launch(self, deadline: float) -> None:
         assert self.data_dir is not None and self._home is not None
         data, home = self.data_dir, self._home
+        # A run's ZooKeeper and bookie state name its ports (the bookie's cookie would refuse
+        # new ones), so a reused data dir starts afresh; logs are appended to.
+        for sub in ("zookeeper", "bookie", "metadata-initialized", "tmp"):
+            with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+                shutil.rmtree(data / sub) if (data / sub).is_dir() else (data / sub).unlink()
         for sub in ("conf", "logs", "tmp"):
             (data / sub).mkdir(parents=True, exist_ok=True)
         zk_port, bk_port, *broker_ports = free_ports(2 + 2 * self.broker_count)
