@@ -35,14 +35,11 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
 
-from ._admin import Admin, _split_topic
+from ._admin import RedirectingAdmin, _ns_path, _split_topic
 from ._distribution import DEFAULT_VERSION, default_cache_dir, ensure_distribution
 from ._errors import AdminError, ClusterError
 from ._process import free_ports, pid_alive, set_pdeathsig
@@ -53,8 +50,6 @@ DEFAULT_STARTUP_TIMEOUT = 180.0
 DEFAULT_STOP_TIMEOUT = 20.0
 STATE_FILE = "cluster.json"
 CLUSTER_NAME = "magnetar"
-_REDIRECTS = (301, 302, 303, 307, 308)
-_LOCAL_HOSTS = ("127.0.0.1", "localhost")
 
 LOAD_MANAGERS = {
     "modular": "org.apache.pulsar.broker.loadbalance.impl.ModularLoadManagerImpl",
@@ -70,52 +65,6 @@ _TOOL_MEM = "-Xms32m -Xmx256m"
 _GC = "-XX:+UseG1GC -XX:ParallelGCThreads=2 -XX:ConcGCThreads=1 -XX:+PerfDisableSharedMem"
 
 log = logging.getLogger("magnetar.testing")
-
-
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    # urllib follows 307 only for GET and HEAD; we follow every method ourselves, alike.
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-
-_OPENER = urllib.request.build_opener(_NoRedirect)
-
-
-class _RedirectingAdmin(Admin):
-    """:class:`Admin` whose calls follow redirects for every method, to loopback only: a
-    broker that does not own a topic answers 307 to the one that does."""
-
-    def _base_url(self) -> str:
-        return self.admin_url
-
-    def request(self, method: str, path: str, body: Any = None) -> Any:
-        url = self._base_url() + path
-        data = None if body is None else json.dumps(body).encode()
-        for _ in range(8):
-            req = self._new_request(url, data, method)
-            req.add_header("Accept", "application/json")
-            if data is not None:
-                req.add_header("Content-Type", "application/json")
-            try:
-                with _OPENER.open(req, timeout=self.timeout) as resp:
-                    text = resp.read().decode("utf-8", "replace")
-                break
-            except urllib.error.HTTPError as exc:
-                location = exc.headers.get("Location")
-                if exc.code not in _REDIRECTS or not location:
-                    raise AdminError(method, url, exc.code, exc.read().decode("utf-8", "replace")) from None
-                target = urllib.parse.urljoin(url, location)
-                if urllib.parse.urlsplit(target).hostname not in _LOCAL_HOSTS:
-                    raise AdminError(method, url, exc.code, f"redirect off this machine: {target}") from None
-                url = target
-        else:
-            raise AdminError(method, url, 310, "too many redirects")
-        if not text.strip():
-            return None
-        try:
-            return json.loads(text)
-        except ValueError:
-            return text
 
 
 def _conf_text(template: Path, overrides: Mapping[str, str], header: str) -> str:
@@ -165,7 +114,6 @@ class _Process:
         return self.pid is not None and pid_alive(self.pid) and str(self.conf_file) in _cmdline(self.pid)
 
     def start(self, home: Path, log_file: Path, die_with_parent: bool) -> None:
-        args = {"zookeeper": [], "bookie": [], "broker": []}[self.role]
         env = {**os.environ, **self.env}
         main_thread = threading.main_thread() is threading.current_thread()
         pdeath = die_with_parent and sys.platform == "linux" and main_thread
@@ -174,7 +122,7 @@ class _Process:
             out.flush()
             # bin/pulsar execs java, so the pid is the JVM's; its own session lets stop() take
             # the whole group without touching anything else.
-            self._popen = subprocess.Popen([str(home / "bin" / "pulsar"), self.role, *args], cwd=log_file.parent,
+            self._popen = subprocess.Popen([str(home / "bin" / "pulsar"), self.role], cwd=log_file.parent,
                                            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                            env=env, start_new_session=True,
                                            preexec_fn=set_pdeathsig if pdeath else None)
@@ -204,7 +152,7 @@ class _Process:
         self.pid = None
 
 
-class ClusterBroker(_RedirectingAdmin):
+class ClusterBroker(RedirectingAdmin):
     """One broker of a :class:`Cluster`, with the admin helpers aimed at it alone."""
 
     def __init__(self, index: int, port: int, http_port: int, proc: _Process) -> None:
@@ -250,7 +198,7 @@ def _stop_all() -> None:
             cluster.stop()
 
 
-class Cluster(_RedirectingAdmin):
+class Cluster(RedirectingAdmin):
     """ZooKeeper, a bookie and ``brokers`` brokers of one Pulsar cluster, each its own JVM.
 
     Use as a context manager or call :meth:`start`/:meth:`stop`. :meth:`stop` ends only the
@@ -368,9 +316,8 @@ class Cluster(_RedirectingAdmin):
         data, home = self.data_dir, self._home
         # A run's ZooKeeper and bookie state name its ports (the bookie's cookie would refuse
         # new ones), so a reused data dir starts afresh; logs are appended to.
-        for sub in ("zookeeper", "bookie", "metadata-initialized", "tmp"):
-            with contextlib.suppress(FileNotFoundError, NotADirectoryError):
-                shutil.rmtree(data / sub) if (data / sub).is_dir() else (data / sub).unlink()
+        for sub in ("zookeeper", "bookie", "tmp"):
+            shutil.rmtree(data / sub, ignore_errors=True)
         for sub in ("conf", "logs", "tmp"):
             (data / sub).mkdir(parents=True, exist_ok=True)
         zk_port, bk_port, *broker_ports = free_ports(2 + 2 * self.broker_count)
@@ -378,8 +325,7 @@ class Cluster(_RedirectingAdmin):
         self._zk = self._process("zookeeper", "zookeeper", "PULSAR_ZK_CONF", self._zk_conf(), _ZK_MEM)
         self._zk.start(home, data / "logs" / "zookeeper.log", self.die_with_parent)
         self._wait(deadline, "ZooKeeper", lambda: self._zk_ok(), [self._zk])
-        if not (data / "metadata-initialized").exists():
-            self._initialize_metadata(broker_ports)
+        self._initialize_metadata(broker_ports)
         self._bookie = self._process("bookie", "bookie", "PULSAR_BOOKKEEPER_CONF", self._bookie_conf(), _BOOKIE_MEM)
         self._bookie.start(home, data / "logs" / "bookie.log", self.die_with_parent)
         self.brokers = []
@@ -471,7 +417,7 @@ class Cluster(_RedirectingAdmin):
     def _initialize_metadata(self, broker_ports: list[int]) -> None:
         """``bin/pulsar initialize-cluster-metadata``: the cluster, ``public/default``, the
         bookies' ``/ledgers`` and the transaction coordinator topic (which standalone makes
-        itself), once per data dir."""
+        itself)."""
         assert self.data_dir is not None and self._home is not None
         web = ",".join(f"127.0.0.1:{p}" for p in broker_ports[1::2])
         svc = ",".join(f"127.0.0.1:{p}" for p in broker_ports[0::2])
@@ -489,7 +435,6 @@ class Cluster(_RedirectingAdmin):
         if proc.returncode != 0:
             raise ClusterError(f"initialize-cluster-metadata failed (exit {proc.returncode}):\n"
                                + _tail(log_file))
-        (self.data_dir / "metadata-initialized").write_text(f"{time.ctime()}\n")
 
     def _zk_ok(self) -> bool:
         try:
@@ -563,11 +508,14 @@ class Cluster(_RedirectingAdmin):
         b._proc.start(self._home, self.data_dir / "logs" / f"{b._proc.name}.log", self.die_with_parent)
         deadline = time.monotonic() + self.startup_timeout
         self._wait_broker(b, deadline)
-        for other in self.brokers:  # the others must list it too before a test moves topics to it
-            if other is not b and other.alive:
-                self._wait(deadline, f"broker {other.index} seeing broker {i}",
-                           lambda o=other: b.broker_id in set(o.request("GET", f"/admin/v2/brokers/{CLUSTER_NAME}")),
-                           [b._proc])
+        def all_see_it() -> bool:  # before a test moves topics to it
+            try:
+                return all(b.broker_id in o.request("GET", f"/admin/v2/brokers/{CLUSTER_NAME}")
+                           for o in self.brokers if o.alive)
+            except (OSError, AdminError):
+                return False
+
+        self._wait(deadline, f"the cluster seeing broker {i}", all_see_it, [b._proc])
         self._write_state()
 
     # -- topics -----------------------------------------------------------------------------
@@ -608,7 +556,7 @@ class Cluster(_RedirectingAdmin):
 
     def set_retention(self, namespace: str, minutes: int = -1, size_mb: int = -1) -> None:
         """The namespace's retention policy (-1: unlimited)."""
-        self.request("POST", f"/admin/v2/namespaces/{_ns(namespace)}/retention",
+        self.request("POST", f"/admin/v2/namespaces/{_ns_path(namespace)}/retention",
                      {"retentionTimeInMinutes": minutes, "retentionSizeInMB": size_mb})
 
     # -- measurements and the state file ----------------------------------------------------
@@ -658,11 +606,6 @@ class Cluster(_RedirectingAdmin):
         cluster.brokers = [ClusterBroker(i, b["port"], b["http_port"], proc(f"broker-{i}"))
                            for i, b in enumerate(state["brokers"])]
         return cluster
-
-
-def _ns(namespace: str) -> str:
-    parts = namespace.split("/")
-    return "/".join(urllib.parse.quote(p, safe="") for p in (["public", *parts] if len(parts) == 1 else parts))
 
 
 def _tail(path: Path, lines: int = 40) -> str:
