@@ -46,14 +46,14 @@ class _PeakSampler(threading.Thread):
     def __init__(self) -> None:
         super().__init__(daemon=True)
         self.peak_kib = 0
-        self._stop = threading.Event()
+        self._done = threading.Event()
 
     def run(self) -> None:
-        while not self._stop.wait(0.2):
+        while not self._done.wait(0.2):
             self.peak_kib = max(self.peak_kib, _descendants_rss_kib(os.getpid()))
 
     def stop(self) -> None:
-        self._stop.set()
+        self._done.set()
         self.join()
 
 

@@ -2,11 +2,15 @@
 service URL, a topic moved between brokers, its owner killed.
 
 Runs only through ``scripts/dev cluster`` (conftest.py leaves it out of the main suite); the
-longer cluster scenarios belong here too.
+longer cluster scenarios belong here too. ``MAGNETAR_CLUSTER_LOAD_MANAGER=extensible`` runs them
+on the extensible load manager instead of the modular one.
 """
 
 from __future__ import annotations
 
+import os
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Iterator
 
@@ -24,7 +28,7 @@ pytestmark = pytest.mark.timeout(600)
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
-    with Cluster(brokers=2) as c:
+    with Cluster(brokers=2, load_manager=os.environ.get("MAGNETAR_CLUSTER_LOAD_MANAGER", "modular")) as c:
         c.create_namespace(NAMESPACE)
         # A producer resending what a killed broker had already written must not duplicate it.
         c.set_deduplication(NAMESPACE, True)
@@ -74,6 +78,17 @@ def test_round_trip_through_the_multi_host_service_url(cluster: Cluster, client:
     producer = client.create_producer(topic)
     producer.send_many(_payloads(0, 20))
     assert _receive(consumer, 20) == _payloads(0, 20)
+
+
+def test_admin_calls_to_the_non_owner_follow_its_redirect(cluster: Cluster) -> None:
+    topic = _topic("redirect")
+    cluster.create_topic(topic)
+    other = cluster.brokers[1 - cluster.owner(topic)]
+    unload = urllib.request.Request(other.web_url + other._topic(topic, "/unload"), method="PUT")
+    with pytest.raises(urllib.error.HTTPError) as answer:  # urllib follows 307 for GET only
+        urllib.request.urlopen(unload, timeout=30)
+    assert answer.value.code == 307
+    other.unload_topic(topic)  # the same PUT through the helper, which follows it
 
 
 def test_a_topic_unloaded_to_the_other_broker_loses_and_repeats_nothing(
