@@ -143,8 +143,10 @@ class _Process:
                 time.sleep(0.1)
             if self.alive and sig != signal.SIGKILL:
                 log.warning("%s (pid %d) outlived %.0f s after signal %d; SIGKILL", self.name, pid, timeout, sig)
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, signal.SIGKILL)
+            # Our unreaped child keeps its pid from reuse; an attached one only while alive.
+            if self._popen is not None or self.alive:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(pid, signal.SIGKILL)
         if self._popen is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self._popen.wait(timeout=10)
