@@ -80,6 +80,17 @@ def test_round_trip_through_the_multi_host_service_url(cluster: Cluster, client:
     assert _receive(consumer, 20) == _payloads(0, 20)
 
 
+def test_a_transaction_commits_through_the_cluster_coordinator(cluster: Cluster, client: magnetar.Client) -> None:
+    topic = _topic("txn")
+    consumer = client.subscribe(topic, "sub", initial_position="earliest")
+    producer = client.create_producer(topic)
+    txn = client.new_transaction(timeout=60)
+    producer.send_many(_payloads(0, 10), txn=txn)
+    txn.commit()
+    assert txn.state == "committed"
+    assert _receive(consumer, 10) == _payloads(0, 10)
+
+
 def test_admin_calls_to_the_non_owner_follow_its_redirect(cluster: Cluster) -> None:
     topic = _topic("redirect")
     cluster.create_topic(topic)
