@@ -305,7 +305,16 @@ class Cluster(RedirectingAdmin):
             if self.data_dir is None:
                 self.data_dir = Path(tempfile.mkdtemp(prefix="magnetar-cluster-"))
             _LIVE.add(self)
-            self._launch(t0 + self.startup_timeout)
+            for attempt in (1, 2):
+                try:
+                    self._launch(t0 + self.startup_timeout)
+                    break
+                except ClusterError as exc:
+                    # Ports are free when picked, not reserved: another process may take one.
+                    if attempt == 2 or "Address already in use" not in str(exc):
+                        raise
+                    log.warning("port collision at start-up; retrying with other ports")
+                    self._stop_processes(5.0)
         except BaseException:
             self.stop(timeout=5.0)
             raise
@@ -450,7 +459,8 @@ class Cluster(RedirectingAdmin):
         while not ready():
             for p in procs:
                 if not p.alive:
-                    raise ClusterError(f"{p.name} exited while starting; {self._log_tails([p])}")
+                    raise ClusterError(f"{p.name} exited while starting{self._bind_failure(p)}; "
+                                       f"{self._log_tails([p])}")
             if time.monotonic() > deadline:
                 raise ClusterError(f"{what} was not ready in time; {self._log_tails(procs)}")
             time.sleep(0.25)
@@ -470,6 +480,14 @@ class Cluster(RedirectingAdmin):
         assert self._bookie is not None
         self._wait(deadline, f"broker {b.index}", lambda: self._broker_ready(b), [b._proc, self._bookie])
 
+    def _bind_failure(self, proc: _Process) -> str:
+        """`` (Address already in use)`` if the process's log says so (start() retries then)."""
+        assert self.data_dir is not None
+        with contextlib.suppress(OSError):
+            if "Address already in use" in (self.data_dir / "logs" / f"{proc.name}.log").read_text(errors="replace"):
+                return " (Address already in use)"
+        return ""
+
     def _log_tails(self, procs: list[_Process]) -> str:
         assert self.data_dir is not None
         return "\n".join(f"last lines of {self.data_dir / 'logs' / p.name}.log:\n"
@@ -478,9 +496,7 @@ class Cluster(RedirectingAdmin):
     def stop(self, timeout: float = DEFAULT_STOP_TIMEOUT) -> None:
         """Stop the brokers, then the bookie, then ZooKeeper (SIGTERM, SIGKILL after
         ``timeout`` s), and remove the data dir this object made."""
-        for proc in reversed(self._processes()):
-            with contextlib.suppress(Exception):
-                proc.stop(timeout)
+        self._stop_processes(timeout)
         _LIVE.discard(self)
         if self.data_dir is not None:
             with contextlib.suppress(FileNotFoundError):
@@ -488,6 +504,11 @@ class Cluster(RedirectingAdmin):
             if self._own_data_dir and not self.keep_data:
                 shutil.rmtree(self.data_dir, ignore_errors=True)
                 self.data_dir = None
+
+    def _stop_processes(self, timeout: float) -> None:
+        for proc in reversed(self._processes()):
+            with contextlib.suppress(Exception):
+                proc.stop(timeout)
 
     # -- one broker at a time -------------------------------------------------------------
 
