@@ -18,6 +18,11 @@ from magnetar.testing.faults import FaultProxy, free_ports, proxied_broker_conf
 from waiting import bounded
 
 
+# The multi-broker cluster's scenarios start four JVMs of their own: `pytest tests` leaves them
+# out; `scripts/dev cluster` names the file, and a file named on the command line is collected.
+collect_ignore = ["test_cluster.py"]
+
+
 @pytest.fixture(scope="session")
 def broker() -> Iterator[Standalone]:
     with Standalone(port=0) as b:

@@ -8,8 +8,13 @@
     python -m magnetar.testing.standalone run       # foreground until Ctrl-C
     python -m magnetar.testing.standalone fetch     # only download/unpack Pulsar
 
+    python -m magnetar.testing cluster start        # ZooKeeper, a bookie, 2 brokers; background
+    python -m magnetar.testing cluster status       # exit 0 if running, 1 if not
+    python -m magnetar.testing cluster stop         # ends the pids recorded by `start`
+
 ``start``/``run`` keep their state (``standalone.json``, ``broker.log``, ledgers) in
-``--data-dir`` (default ``<cache_dir>/cli-data``), which ``status`` and ``stop`` read.
+``--data-dir`` (default ``<cache_dir>/cli-data``; ``<cache_dir>/cli-cluster`` for ``cluster``),
+which ``status`` and ``stop`` read.
 Output is ``key=value`` lines, so shells can ``eval``/``grep`` it.
 """
 
@@ -23,6 +28,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from magnetar.testing.cluster import Cluster
 from magnetar.testing.standalone import (
     DEFAULT_STARTUP_TIMEOUT,
     DEFAULT_STOP_TIMEOUT,
@@ -75,6 +81,12 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("stop", help="stop the broker started by `start`")
     p.add_argument("--timeout", type=float, default=DEFAULT_STOP_TIMEOUT, help="seconds before SIGKILL")
     sub.add_parser("status", help="print URLs and exit 0 if running, else exit 1")
+    p = sub.add_parser("cluster", help="a multi-broker cluster: start, stop or status")
+    p.add_argument("action", choices=("start", "stop", "status"))
+    p.add_argument("--brokers", type=int, default=2, help="number of brokers (default 2)")
+    p.add_argument("--load-manager", choices=("modular", "extensible"), default="modular")
+    p.add_argument("--timeout", type=float, default=None, help="start-up timeout, or seconds before SIGKILL")
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra broker config")
     p = sub.add_parser("fetch", help="only download and unpack the distribution")
     p.add_argument("--version", default=DEFAULT_VERSION, dest="pulsar_version", help="Pulsar version")
     p.add_argument("--method", choices=("auto", "tarball", "pom"), default="auto")
@@ -91,6 +103,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.cmd == "fetch":
         print(ensure_distribution(args.pulsar_version, cache, method=args.method))
         return 0
+
+    if args.cmd == "cluster":
+        return _cluster(args, cache, (args.data_dir or cache / "cli-cluster").absolute())
 
     existing = Standalone.attach(data_dir)
     running = existing is not None and existing.is_running()
@@ -139,6 +154,55 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     finally:
         broker.stop()
+
+
+def _describe_cluster(cluster: Cluster) -> str:
+    lines = [f"service_url={cluster.service_url}", f"admin_url={cluster.admin_url}",
+             f"load_manager={cluster.load_manager}", f"data_dir={cluster.data_dir}",
+             f"zookeeper=127.0.0.1:{cluster.zk_port}", f"bookie=127.0.0.1:{cluster.bookie_port}"]
+    lines += [f"broker{b.index}={b.service_url} {b.web_url} pid={b.pid} alive={str(b.alive).lower()}"
+              for b in cluster.brokers]
+    if cluster.startup_seconds is not None:
+        lines.append(f"startup_seconds={cluster.startup_seconds}")
+    lines.append(f"rss_mb={cluster.rss_bytes() >> 20}")
+    return "\n".join(lines)
+
+
+def _cluster(args: argparse.Namespace, cache: Path, data_dir: Path) -> int:
+    existing = Cluster.attach(data_dir)
+    running = existing is not None and existing.is_running()
+    if args.action == "status":
+        print(f"running\n{_describe_cluster(existing)}" if existing and running
+              else f"not running (data_dir={data_dir})")
+        return 0 if running else 1
+    if args.action == "stop":
+        if existing is None:
+            print("not running")
+            return 0
+        t0 = time.monotonic()
+        existing.stop(timeout=args.timeout or DEFAULT_STOP_TIMEOUT)  # only pids still running our conf
+        print(f"stopped in {time.monotonic() - t0:.1f} s" if running else "not running")
+        return 0
+    if existing is not None and running:
+        print(f"already running\n{_describe_cluster(existing)}")
+        return 0
+    if existing is not None:
+        existing.stop()  # what is left of a half-dead cluster; its pids are checked first
+    bad = [kv for kv in args.conf if "=" not in kv]
+    if bad:
+        print(f"error: --conf wants KEY=VALUE, got {bad}", file=sys.stderr)
+        return 2
+    cluster = Cluster(brokers=args.brokers, load_manager=args.load_manager, data_dir=data_dir, cache_dir=cache,
+                      extra_conf=dict(kv.split("=", 1) for kv in args.conf),
+                      startup_timeout=args.timeout or DEFAULT_STARTUP_TIMEOUT, die_with_parent=False)
+    try:
+        cluster.start()
+    except StandaloneError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(_describe_cluster(cluster), flush=True)
+    cluster.detach()  # intentionally outlives this process; `cluster stop` ends it
+    return 0
 
 
 if __name__ == "__main__":

@@ -10,7 +10,10 @@ from typing import Any
 
 from ._errors import AdminError
 
-__all__ = ["Admin"]
+__all__ = ["Admin", "RedirectingAdmin"]
+
+_REDIRECTS = (301, 302, 303, 307, 308)
+_LOCAL_HOSTS = ("127.0.0.1", "localhost")
 
 
 def _split_topic(topic: str) -> tuple[str, str, str, str]:
@@ -138,3 +141,49 @@ class Admin:
     def set_deduplication(self, namespace: str, enabled: bool) -> None:
         """Turn message deduplication on or off for ``namespace``."""
         self.request("POST", f"/admin/v2/namespaces/{_ns_path(namespace)}/deduplication", bool(enabled))
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    # urllib follows 307 only for GET and HEAD; we follow every method ourselves, alike.
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
+
+
+class RedirectingAdmin(Admin):
+    """:class:`Admin` whose calls follow redirects for every method, to loopback only: a
+    broker that does not own a topic answers 307 to the one that does."""
+
+    def _base_url(self) -> str:
+        return self.admin_url
+
+    def request(self, method: str, path: str, body: Any = None) -> Any:
+        url = self._base_url() + path
+        data = None if body is None else json.dumps(body).encode()
+        for _ in range(8):
+            req = self._new_request(url, data, method)
+            req.add_header("Accept", "application/json")
+            if data is not None:
+                req.add_header("Content-Type", "application/json")
+            try:
+                with _OPENER.open(req, timeout=self.timeout) as resp:
+                    text = resp.read().decode("utf-8", "replace")
+                break
+            except urllib.error.HTTPError as exc:
+                location = exc.headers.get("Location")
+                if exc.code not in _REDIRECTS or not location:
+                    raise AdminError(method, url, exc.code, exc.read().decode("utf-8", "replace")) from None
+                target = urllib.parse.urljoin(url, location)
+                if urllib.parse.urlsplit(target).hostname not in _LOCAL_HOSTS:
+                    raise AdminError(method, url, exc.code, f"redirect off this machine: {target}") from None
+                url = target
+        else:
+            raise AdminError(method, url, 310, "too many redirects")
+        if not text.strip():
+            return None
+        try:
+            return json.loads(text)
+        except ValueError:
+            return text

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["AdminError", "StandaloneError"]
+__all__ = ["AdminError", "ClusterError", "StandaloneError"]
 
 
 class StandaloneError(RuntimeError):
@@ -16,3 +16,7 @@ class AdminError(StandaloneError):
         super().__init__(f"{method} {url} -> HTTP {status}: {body.strip()[:500]}")
         self.status = status
         self.body = body
+
+
+class ClusterError(StandaloneError):
+    """A :class:`~magnetar.testing.Cluster` could not be started, stopped or administered."""
