@@ -3,9 +3,9 @@ life, even when the broker that confirmed the ack dies before storing it.
 
 A broker confirms an ack at once and stores the subscription's position later (at most
 ``managedLedgerDefaultMarkDeleteRateLimit`` times a second): killed in between, it sends the
-acked messages again when it comes back. Here the broker stores the position rarely, so every
-ack confirmed before the kill is lost by the broker: the test can only pass if the client
-remembers what it acked.
+acked messages again when it comes back. Here the broker stores the position rarely (after its
+first store, once per 1,000 s), so the acks confirmed before the kill are lost by the broker:
+the test can only pass if the client remembers what it acked.
 """
 
 from __future__ import annotations
@@ -48,7 +48,9 @@ def test_messages_acked_before_a_broker_kill_are_not_handed_again(forgetful_brok
         assert [m.data for m in rest] == [b"%d" % i for i in range(10, 20)]
         with pytest.raises(magnetar.Timeout):
             consumer.receive(timeout=2)
-        assert consumer.stats()[0]["client"]["acked_before"] >= 10  # each copy the broker sent
+        # Each copy of an acked message the broker sent again was dropped and counted (the
+        # broker may have stored its first position at once: then the first ack is not lost).
+        assert consumer.stats()[0]["client"]["acked_before"] >= 9, "the broker did not lose the acks"
         # ... and acked them again, so the broker has them now.
         for m in rest:
             consumer.ack_with_receipt(m)
