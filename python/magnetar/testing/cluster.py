@@ -396,6 +396,8 @@ class Cluster(RedirectingAdmin):
             "bookkeeperMetadataServiceUri": f"zk+hierarchical://127.0.0.1:{self.zk_port}/ledgers",
             "brokerServicePort": str(b.port), "webServicePort": str(b.http_port),
             "bindAddress": "127.0.0.1", "advertisedAddress": "127.0.0.1",
+            # the broker's own client's DNS resolver socket (UDP, else on 0.0.0.0)
+            "brokerClient_dnsLookupBindAddress": "127.0.0.1",
             # a killed broker's topics move after this session timeout
             "metadataStoreSessionTimeoutMillis": "10000",
             "managedLedgerDefaultEnsembleSize": "1", "managedLedgerDefaultWriteQuorum": "1",

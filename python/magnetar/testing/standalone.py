@@ -23,6 +23,20 @@ Shell (the broker outlives the command; state lives in ``<cache_dir>/cli-data``)
 The pieces it stands on live in private modules: fetching Pulsar (``_distribution``), the admin
 REST client it extends (``_admin``), the TLS files (``_tls``) and ports and processes
 (``_process``).
+
+Everything binds loopback only (``ss -ltnp; ss -lunp`` filtered on the JVM's pid, Pulsar 4.0.8).
+The one JVM listens on the binary port, the HTTP port (and with ``tls=True`` the TLS and HTTPS
+ports) on 127.0.0.1 (``bindAddress``), extra ``listeners`` on their own loopback address
+(``bindAddresses``), and the in-process bookie on ``127.0.0.1:<bookkeeper_port>``. Before
+``listeningInterface=lo`` the bookie listened on ``0.0.0.0``: standalone passes
+``conf/standalone.conf`` to ``BKCluster`` as the bookie's base configuration, and BookKeeper's
+``BookieNettyServer`` binds the wildcard address unless ``listeningInterface`` is set (then it
+binds the bookie address, our ``advertisedAddress`` 127.0.0.1). The broker's own client's DNS
+resolver (UDP) was also on ``0.0.0.0`` until ``brokerClient_dnsLookupBindAddress=127.0.0.1``.
+There is no other listener: the metadata store is RocksDB in the JVM (no ZooKeeper unless
+``PULSAR_STANDALONE_USE_ZOOKEEPER``, which the launcher removes from the environment), ``-nss``
+leaves out stream storage, ``-nfw`` the functions worker, ``httpServerEnabled=false`` the bookie's
+HTTP server, ``webSocketServiceEnabled=false`` the WebSocket service.
 """
 
 from __future__ import annotations
