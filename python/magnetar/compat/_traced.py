@@ -27,6 +27,9 @@ class _TracedProducer(Producer):
 class _TracedConsumer(Consumer):
     __slots__ = ()
 
+    def receive(self, timeout_millis: int | None = None) -> Message:
+        return self._native_receive(timeout_millis)
+
     def _receive(self, timeout_millis: int | None) -> Message:
         return self._native_receive(timeout_millis)
 
