@@ -137,3 +137,25 @@ def test_the_survivor_takes_over_from_a_killed_owner_and_nothing_is_lost(
     finally:
         cluster.restart(victim)
     assert cluster.brokers[victim].alive
+
+
+def test_a_producer_and_consumer_follow_a_transfer_to_the_owner_the_broker_names(
+        cluster: Cluster, client: magnetar.Client) -> None:
+    """The extensible load manager's broker names the new owner when it closes a producer and a
+    consumer for a transfer (``assignedBrokerServiceUrl``): both go straight there, without a
+    lookup. The modular one names none, and both look the topic up again."""
+    topic = _topic("assigned")
+    consumer = client.subscribe(topic, "sub", initial_position="earliest")
+    producer = client.create_producer(topic, name="assigned")
+    producer.send_many(_payloads(0, 50))
+    assert _receive(consumer, 50) == _payloads(0, 50)
+    before = client.stats()["lookups"]
+    source = cluster.owner(topic)
+    cluster.unload(topic, to=1 - source)
+    producer.send_many(_payloads(50, 100))
+    assert _receive(consumer, 50) == _payloads(50, 100)
+    lookups = client.stats()["lookups"] - before
+    if cluster.load_manager == "extensible":
+        assert lookups == 0, "the producer or the consumer looked the topic up instead of going to the named owner"
+    else:
+        assert lookups >= 2, "a modular transfer names no owner: both must have looked the topic up"

@@ -25,6 +25,21 @@ use crate::protocol::pb::BaseCommand;
 /// Builds the attach command for a request id.
 pub(crate) type AttachRequest = Box<dyn FnOnce(u64) -> BaseCommand + Send>;
 
+/// The topic's new owner as a broker named it when it closed the producer or consumer (plain
+/// and TLS URLs; see [`lookup::assigned_broker`]).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Assigned {
+    pub plain: Option<String>,
+    pub tls: Option<String>,
+}
+
+impl Assigned {
+    /// The owner a close names, if it names one.
+    pub fn of(plain: Option<String>, tls: Option<String>) -> Option<Assigned> {
+        (plain.is_some() || tls.is_some()).then_some(Assigned { plain, tls })
+    }
+}
+
 type Attaching = Pin<Box<dyn Future<Output = Result<Attached>> + Send>>;
 
 /// A registration that succeeded, with the broker's answer to the attach request.
@@ -60,6 +75,8 @@ pub(crate) struct Link {
     backoff: Backoff,
     retry_at: Option<Instant>,
     attaching: Option<Attaching>,
+    /// Where the next attempt goes without a lookup (the new owner a close named), once.
+    assigned: Option<Assigned>,
 }
 
 impl Link {
@@ -81,12 +98,13 @@ impl Link {
             events: None,
             retry_at: None,
             attaching: None,
+            assigned: None,
         }
     }
 
     /// Attaches now and waits for it (creating a producer or consumer fails fast).
     pub async fn attach(&mut self, request: AttachRequest) -> Result<Frame> {
-        let a = attach(self.client.clone(), self.topic.clone(), self.id, request).await?;
+        let a = attach(self.client.clone(), self.topic.clone(), self.id, None, request).await?;
         Ok(self.install(a))
     }
 
@@ -97,8 +115,15 @@ impl Link {
             self.client.clone(),
             self.topic.clone(),
             self.id,
+            self.assigned.take(),
             request,
         )));
+    }
+
+    /// The broker closed the registration naming the topic's new owner: the next attempt goes
+    /// there without a lookup (and looks up as usual if that fails).
+    pub fn go_next_to(&mut self, assigned: Option<Assigned>) {
+        self.assigned = assigned;
     }
 
     /// Leaves the connection (if any) and makes the next attempt due after `delay`.
@@ -182,10 +207,29 @@ impl Link {
     }
 }
 
-/// Looks the topic up, registers `id` on the connection that serves it, and sends the attach
-/// request; on failure nothing stays registered.
-async fn attach(client: Arc<ClientShared>, topic: Arc<str>, id: HandlerId, request: AttachRequest) -> Result<Attached> {
-    let conn = lookup::lookup_topic(&client.pool, &topic).await?;
+/// Looks the topic up (or goes to the broker a close `assigned`), registers `id` on the
+/// connection that serves it, and sends the attach request; on failure nothing stays registered.
+async fn attach(
+    client: Arc<ClientShared>,
+    topic: Arc<str>,
+    id: HandlerId,
+    assigned: Option<Assigned>,
+    request: AttachRequest,
+) -> Result<Attached> {
+    let direct = match &assigned {
+        Some(a) => match lookup::assigned_broker(&client.pool, a.plain.as_deref(), a.tls.as_deref()).await {
+            Ok(conn) => Some(conn),
+            Err(e) => {
+                log::info!("{topic}: the assigned broker {a:?} is not reachable ({e}); looking the topic up");
+                None
+            }
+        },
+        None => None,
+    };
+    let conn = match direct {
+        Some(conn) => conn,
+        None => lookup::lookup_topic(&client.pool, &topic).await?,
+    };
     let events = conn.register(id)?;
     match conn.request(request).await {
         Ok(reply) => Ok(Attached { conn, events, reply }),

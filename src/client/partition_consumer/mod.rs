@@ -17,7 +17,7 @@ use tokio::time::Instant;
 
 use super::error::{Error, ErrorKind, Result};
 use super::inbox::Inbox;
-use super::link::{AttachRequest, Link, LinkEvent};
+use super::link::{Assigned, AttachRequest, Link, LinkEvent};
 use super::message::{Message, MessageId, OutgoingMessage};
 use super::options::{ConsumerOptions, InitialPosition};
 use super::producer::Producer;
@@ -551,7 +551,10 @@ impl Actor {
                     self.inbox.wake();
                 }
                 Ok(Type::CloseConsumer) => {
-                    log::info!("{}: broker closed the consumer; resubscribing", self.shared.topic);
+                    let close = f.command.close_consumer.unwrap_or_default();
+                    let assigned = Assigned::of(close.assigned_broker_service_url, close.assigned_broker_service_url_tls);
+                    log::info!("{}: broker closed the consumer (new owner {assigned:?}); resubscribing", self.shared.topic);
+                    self.link.go_next_to(assigned);
                     self.disconnect(Duration::ZERO);
                 }
                 Ok(Type::ActiveConsumerChange) => {}

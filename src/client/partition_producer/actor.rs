@@ -16,7 +16,7 @@ use super::encode::Encoder;
 use super::{Command, SharedState, Wake};
 use crate::client::completion::Completion;
 use crate::client::error::{Error, ErrorKind, Result};
-use crate::client::link::{AttachRequest, Link, LinkEvent};
+use crate::client::link::{Assigned, AttachRequest, Link, LinkEvent};
 use crate::client::message::{MessageId, OutgoingMessage};
 use crate::client::options::ProducerOptions;
 use crate::client::shared::ClientShared;
@@ -424,7 +424,10 @@ impl Actor {
                     }
                 }
                 Ok(Type::CloseProducer) => {
-                    log::info!("{}: broker closed the producer; reconnecting", self.topic);
+                    let close = f.command.close_producer.unwrap_or_default();
+                    let assigned = Assigned::of(close.assigned_broker_service_url, close.assigned_broker_service_url_tls);
+                    log::info!("{}: broker closed the producer (new owner {assigned:?}); reconnecting", self.topic);
+                    self.link.go_next_to(assigned);
                     self.disconnect(Duration::ZERO);
                 }
                 _ => {}
