@@ -42,6 +42,25 @@ from magnetar.testing.standalone import (
 __all__ = ["main"]
 
 
+
+def _conf_pairs(pairs: list[str]) -> dict[str, str] | None:
+    """``--conf KEY=VALUE`` arguments as a dict; None (after saying why) when one is not."""
+    bad = [kv for kv in pairs if "=" not in kv]
+    if bad:
+        print(f"error: --conf wants KEY=VALUE, got {bad}", file=sys.stderr)
+        return None
+    return dict(kv.split("=", 1) for kv in pairs)
+
+
+def _started(service: Standalone | Cluster) -> bool:
+    """Starts ``service``; False (after saying why) when it cannot."""
+    try:
+        service.start()
+    except StandaloneError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return False
+    return True
+
 def _describe(broker: Standalone) -> str:
     lines = [f"service_url={broker.service_url}", f"admin_url={broker.admin_url}",
              f"pid={broker.pid}", f"data_dir={broker.data_dir}", f"log={broker.log_path}"]
@@ -126,19 +145,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"already running\n{_describe(existing)}")
         return 0
 
-    bad = [kv for kv in args.conf if "=" not in kv]
-    if bad:
-        print(f"error: --conf wants KEY=VALUE, got {bad}", file=sys.stderr)
+    extra_conf = _conf_pairs(args.conf)
+    if extra_conf is None:
         return 2
     broker = Standalone(version=args.pulsar_version, cache_dir=cache, data_dir=data_dir, port=args.port,
                         http_port=args.http_port, bookkeeper_port=args.bookkeeper_port,
-                        extra_conf=dict(kv.split("=", 1) for kv in args.conf), startup_timeout=args.timeout,
+                        extra_conf=extra_conf, startup_timeout=args.timeout,
                         heap=args.heap, wipe_data=not args.keep_data, die_with_parent=args.cmd == "run",
                         tls=args.tls)
-    try:
-        broker.start()
-    except StandaloneError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    if not _started(broker):
         return 1
     print(_describe(broker), flush=True)
     if args.cmd == "start":
@@ -188,17 +203,13 @@ def _cluster(args: argparse.Namespace, cache: Path, data_dir: Path) -> int:
         return 0
     if existing is not None:
         existing.stop()  # what is left of a half-dead cluster; its pids are checked first
-    bad = [kv for kv in args.conf if "=" not in kv]
-    if bad:
-        print(f"error: --conf wants KEY=VALUE, got {bad}", file=sys.stderr)
+    extra_conf = _conf_pairs(args.conf)
+    if extra_conf is None:
         return 2
     cluster = Cluster(brokers=args.brokers, load_manager=args.load_manager, data_dir=data_dir, cache_dir=cache,
-                      extra_conf=dict(kv.split("=", 1) for kv in args.conf),
+                      extra_conf=extra_conf,
                       startup_timeout=args.timeout or DEFAULT_STARTUP_TIMEOUT, die_with_parent=False)
-    try:
-        cluster.start()
-    except StandaloneError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    if not _started(cluster):
         return 1
     print(_describe_cluster(cluster), flush=True)
     cluster.detach()  # intentionally outlives this process; `cluster stop` ends it

@@ -35,6 +35,16 @@ def _ns_path(namespace: str) -> str:
     return "/".join(urllib.parse.quote(p, safe="") for p in parts)
 
 
+def _answer(text: str) -> Any:
+    """An admin call's answer: its JSON, its text when it is not JSON, None when empty."""
+    if not text.strip():
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
 class Admin:
     """Minimal Pulsar admin REST client (urllib only) with helpers for tests.
 
@@ -77,12 +87,7 @@ class Admin:
                 text = resp.read().decode("utf-8", "replace")
         except urllib.error.HTTPError as exc:
             raise AdminError(method, url, exc.code, exc.read().decode("utf-8", "replace")) from None
-        if not text.strip():
-            return None
-        try:
-            return json.loads(text)
-        except ValueError:
-            return text
+        return _answer(text)
 
     def _topic(self, topic: str, suffix: str = "") -> str:
         d, t, ns, name = _split_topic(topic)
@@ -181,9 +186,4 @@ class RedirectingAdmin(Admin):
                 url = target
         else:
             raise AdminError(method, url, 310, "too many redirects")
-        if not text.strip():
-            return None
-        try:
-            return json.loads(text)
-        except ValueError:
-            return text
+        return _answer(text)

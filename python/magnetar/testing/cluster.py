@@ -42,7 +42,7 @@ from pathlib import Path
 from ._admin import RedirectingAdmin, _ns_path, _split_topic
 from ._distribution import DEFAULT_VERSION, default_cache_dir, ensure_distribution
 from ._errors import AdminError, ClusterError
-from ._process import free_ports, pid_alive, set_pdeathsig
+from ._process import Service, free_ports, pid_alive, set_pdeathsig
 
 __all__ = ["DEFAULT_STARTUP_TIMEOUT", "Cluster", "ClusterBroker", "ClusterError"]
 
@@ -200,7 +200,7 @@ def _stop_all() -> None:
             cluster.stop()
 
 
-class Cluster(RedirectingAdmin):
+class Cluster(RedirectingAdmin, Service):
     """ZooKeeper, a bookie and ``brokers`` brokers of one Pulsar cluster, each its own JVM.
 
     Use as a context manager or call :meth:`start`/:meth:`stop`. :meth:`stop` ends only the
@@ -278,13 +278,6 @@ class Cluster(RedirectingAdmin):
     def __repr__(self) -> str:
         state = "running" if self.is_running() else "stopped"
         return f"<Cluster {self.version} {self.load_manager} {len(self.brokers)} brokers {state} {self.service_url}>"
-
-    def __enter__(self) -> Cluster:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     def is_running(self) -> bool:
         """True while ZooKeeper, the bookie and at least one broker are alive."""

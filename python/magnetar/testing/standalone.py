@@ -63,7 +63,7 @@ from ._auth import auth_conf, hs256_token, make_auth_files, make_client_certific
 from ._distribution import DEFAULT_VERSION, default_cache_dir, ensure_distribution
 from ._errors import AdminError as AdminError  # noqa: F401  (importable from here, as before the split)
 from ._errors import StandaloneError
-from ._process import pick_ports, pid_alive, set_pdeathsig
+from ._process import Service, pick_ports, pid_alive, set_pdeathsig
 from ._tls import DEFAULT_TLS_NAMES, make_tls_files
 
 # Only what is defined here; magnetar.testing's other names, defined here before the split,
@@ -109,7 +109,7 @@ def _stop_all() -> None:
             broker.stop()
 
 
-class Standalone(Admin):
+class Standalone(Admin, Service):
     """A Pulsar standalone broker (broker + in-process bookie + RocksDB metadata) in a child JVM.
 
     Use as a context manager or call :meth:`start`/:meth:`stop`. An ``atexit`` hook stops
@@ -253,13 +253,6 @@ class Standalone(Admin):
     def __repr__(self) -> str:
         state = "running" if self.is_running() else "stopped"
         return f"<Standalone {self.version} {state} {self.service_url} {self.admin_url}>"
-
-    def __enter__(self) -> Standalone:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     # -- lifecycle ---------------------------------------------------------------------
 
