@@ -64,7 +64,11 @@ async fn lookup_topic_uncounted(pool: &ConnectionPool, topic: &str) -> Result<Co
 /// The broker a broker named as a topic's new owner when it closed a producer or consumer of it
 /// (`assignedBrokerServiceUrl` and its TLS twin of `CloseProducer`/`CloseConsumer`, sent by the
 /// extensible load manager during a transfer): a connection to it, without a lookup.
-pub async fn assigned_broker(pool: &ConnectionPool, plain: Option<&str>, tls: Option<&str>) -> Result<Connection, NetError> {
+pub async fn assigned_broker(
+    pool: &ConnectionPool,
+    plain: Option<&str>,
+    tls: Option<&str>,
+) -> Result<Connection, NetError> {
     let view = pool.view();
     let url = if view.uses_tls() { tls } else { plain };
     let url = url.ok_or_else(|| NetError::UnexpectedResponse("no assigned broker URL for this scheme".into()))?;

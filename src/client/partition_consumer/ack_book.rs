@@ -53,6 +53,11 @@ impl AckBook {
     /// Books the application's ack of `id` (cumulative: of everything up to it).
     pub fn record(&mut self, id: &MessageId, cumulative: bool, batch_index_ack: bool) {
         let key = (id.ledger_id, id.entry_id);
+        if !cumulative && self.acked.contains(key) {
+            // Acked and confirmed before (a second ack of it, a retried receipt): nothing to
+            // send, and a new bitset for its batch would wait for the rest of it for ever.
+            return;
+        }
         self.raise_highest(key);
         if cumulative {
             let inner_of_batch = id.batch_index >= 0 && id.batch_size > 0 && id.batch_index < id.batch_size - 1;
@@ -574,5 +579,17 @@ mod tests {
             !book.covers(&id(1, -1, 0)),
             "a seek forgets it: the entry may come again"
         );
+    }
+
+    #[test]
+    fn acking_again_a_message_of_a_confirmed_batch_is_confirmed_at_once() {
+        let mut book = AckBook::default();
+        book.record(&id(1, 0, 2), false, false);
+        book.record(&id(1, 1, 2), false, false);
+        send_held(&mut book, 1);
+        book.settled(1, true);
+        book.record(&id(1, 0, 2), false, false);
+        assert!(!book.has_held(), "nothing to send");
+        assert!(book.confirmed(&id(1, 0, 2), false, false));
     }
 }

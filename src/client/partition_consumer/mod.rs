@@ -552,8 +552,12 @@ impl Actor {
                 }
                 Ok(Type::CloseConsumer) => {
                     let close = f.command.close_consumer.unwrap_or_default();
-                    let assigned = Assigned::of(close.assigned_broker_service_url, close.assigned_broker_service_url_tls);
-                    log::info!("{}: broker closed the consumer (new owner {assigned:?}); resubscribing", self.shared.topic);
+                    let assigned =
+                        Assigned::of(close.assigned_broker_service_url, close.assigned_broker_service_url_tls);
+                    log::info!(
+                        "{}: broker closed the consumer (new owner {assigned:?}); resubscribing",
+                        self.shared.topic
+                    );
                     self.link.go_next_to(assigned);
                     self.disconnect(Duration::ZERO);
                 }

@@ -425,8 +425,12 @@ impl Actor {
                 }
                 Ok(Type::CloseProducer) => {
                     let close = f.command.close_producer.unwrap_or_default();
-                    let assigned = Assigned::of(close.assigned_broker_service_url, close.assigned_broker_service_url_tls);
-                    log::info!("{}: broker closed the producer (new owner {assigned:?}); reconnecting", self.topic);
+                    let assigned =
+                        Assigned::of(close.assigned_broker_service_url, close.assigned_broker_service_url_tls);
+                    log::info!(
+                        "{}: broker closed the producer (new owner {assigned:?}); reconnecting",
+                        self.topic
+                    );
                     self.link.go_next_to(assigned);
                     self.disconnect(Duration::ZERO);
                 }
