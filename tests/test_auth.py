@@ -432,3 +432,24 @@ def test_repr_never_shows_secrets(tmp_path: Path):
     shown = repr(magnetar.Authentication.basic("user", "hunter2")) + repr(
         magnetar.Authentication.oauth2("https://i.example", "data:,{}")) + repr(magnetar.Authentication.token("a.b.c"))
     assert "hunter2" not in shown and "a.b.c" not in shown and "data:,{}" not in shown, shown
+
+
+def test_compat_oauth2_takes_the_official_parameter_string(secured, topic, issuer):
+    """``magnetar.compat.AuthenticationOauth2`` as the official suite's ``oauth2_test.py`` uses
+    it, against an issuer on this machine: a ``data:`` credentials URL connects; keys that can
+    never work and a wrong secret fail at the first connection with ``AuthenticationError``."""
+    import magnetar.compat as pulsar
+
+    def params(private_key: str) -> str:
+        return json.dumps({"issuer_url": issuer.url, "private_key": private_key, "audience": "urn:pulsar"})
+
+    client = pulsar.Client(secured.service_url, authentication=pulsar.AuthenticationOauth2(params(issuer.credentials())))
+    client.create_producer(topic).close()
+    client.close()
+    assert issuer.requests and issuer.requests[0]["audience"] == "urn:pulsar"
+    for bad in ('{"private_key":"xxx:yyy"}', '{"private_key":"data:"}', '{"private_key":"data:application/x-pem"}',
+                '{"private_key":"data:application/json;xxx"}', params(issuer.credentials(secret="wrong"))):
+        client = pulsar.Client(secured.service_url, authentication=pulsar.AuthenticationOauth2(bad))
+        with pytest.raises(pulsar.AuthenticationError):
+            client.create_producer(topic)
+        client.close()

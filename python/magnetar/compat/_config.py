@@ -10,6 +10,7 @@ from typing import Any, Callable, Optional
 from .. import exceptions as _nexc
 from .._auth import read_params
 from .._crypto import CryptoKeyReader as _NativeKeyReader
+from .._oauth2 import ClientCredentials
 from .._options import Authentication as _NativeAuth
 from ._pulsar import KeySharedMode, LoggerLevel
 from .exceptions import InvalidConfiguration
@@ -140,8 +141,31 @@ class _Unsupported(Authentication):
         raise InvalidConfiguration(f"{self._what} authentication is not available in magnetar")
 
 
-class AuthenticationOauth2(_Unsupported):
-    _what = "OAuth2"
+class AuthenticationOauth2(Authentication):
+    """OAuth2 client credentials from the official parameter string: a JSON object with
+    ``issuer_url``, ``private_key`` (the credentials file as a path, a ``file://`` or a
+    ``data:`` URL), and optionally ``audience`` and ``scope``. Parameters that can never work
+    fail as the official client's do: at the first connection, with ``AuthenticationError``."""
+
+    def __init__(self, auth_params_string: str) -> None:
+        check_type(str, auth_params_string, "auth_params_string")
+        self._refused, self._tls, self._native = None, None, None
+        try:
+            params = json.loads(auth_params_string)
+        except ValueError:
+            params = None
+        if not isinstance(params, dict):
+            self._refused = f"OAuth2 parameters must be a JSON object: {auth_params_string!r}"
+            return
+        # Checked by the credentials themselves, which say what is wrong.
+        issuer: Any = params.get("issuer_url")
+        key: Any = params.get("private_key")
+        audience, scope = params.get("audience"), params.get("scope")
+        try:
+            ClientCredentials(issuer, key, audience, scope).check()
+            self._native = _NativeAuth.oauth2(issuer, key, audience, scope)
+        except _nexc.InvalidConfiguration as e:
+            self._refused = f"OAuth2: {e}"
 
 
 class AuthenticationAthenz(_Unsupported):
