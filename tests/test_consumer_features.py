@@ -377,3 +377,15 @@ def test_a_consumer_goes_on_while_a_receipt_waits_and_the_receipt_follows_it_acr
         consumer.ack_many(again[:-1])
         assert done.wait(30) and outcome == {"confirmed": True}
         assert broker.topic_stats(topic)["subscriptions"]["s"]["msgBacklog"] == 1  # "after the unload"
+
+
+def test_replicate_subscription_state_is_asked_of_the_broker(broker, topic):
+    """``replicate_subscription_state=True`` subscribes with the flag: the broker marks the
+    subscription replicated (its position then goes to the other clusters of a geo-replicated
+    topic), and only that one."""
+    with magnetar.Client(broker.service_url) as client:
+        client.subscribe(topic, "replicated", replicate_subscription_state=True)
+        client.subscribe(topic, "plain")
+        subscriptions = broker.topic_stats(topic)["subscriptions"]
+        assert subscriptions["replicated"]["isReplicated"] is True
+        assert subscriptions["plain"]["isReplicated"] is False

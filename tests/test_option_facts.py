@@ -42,9 +42,8 @@ PYTHON_ONLY = {
 ENGINE_ONLY = {
     "client": {"auth_method", "auth_data", "auth_supplier", "auth_token_file", "auth_http_method"},
     "producer": set(),
-    # Readers set the first three; replicated subscription state is in the engine but not yet
-    # offered (issue #30).
-    "consumer": {"durable", "start_inclusive", "start_message_id", "replicate_subscription_state"},
+    # Readers set these.
+    "consumer": {"durable", "start_inclusive", "start_message_id"},
 }
 
 

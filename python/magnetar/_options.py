@@ -259,6 +259,7 @@ class ConsumerOptions(TypedDict, total=False):
     ack_group_max: Annotated[int, Opt(1000, "A group of acks is sent once this many are held.", aliases=("maxAcknowledgmentGroupSize",))]
     batch_index_ack: Annotated[bool, Opt(False, "Ack single messages of a batch on the broker (else the batch once all are acked).", aliases=("batchIndexAckEnabled",))]
     read_compacted: Annotated[bool, Opt(False, "Read the compacted view of the topic.", aliases=("readCompacted",))]
+    replicate_subscription_state: Annotated[bool, Opt(False, "Replicate the subscription's position to the other clusters of a geo-replicated topic.", aliases=("replicateSubscriptionState",))]
     subscription_properties: Annotated[Union[Mapping[str, str], None], Opt(None, "Properties stored with a new subscription.", aliases=("subscriptionProperties",))]
     properties: Annotated[Union[Mapping[str, str], None], Opt(None, "Consumer metadata shown in the broker's stats.")]
     priority_level: Annotated[int, Opt(0, "Shared subscriptions favour consumers of lower levels.", aliases=("priorityLevel",))]

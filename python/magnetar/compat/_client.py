@@ -284,8 +284,6 @@ class Client:
         check_type_or_none(ConsumerKeySharedPolicy, key_shared_policy, "key_shared_policy")
         check_type_or_none(ConsumerDeadLetterPolicy, dead_letter_policy, "dead_letter_policy")
         check_type(ConsumerCryptoFailureAction, crypto_failure_action, "crypto_failure_action")
-        if replicate_subscription_state_enabled:
-            raise _unsupported("replicate_subscription_state_enabled")
         self._check_auth()
         options: dict[str, Any] = {
             "subscription_type": _SUBSCRIPTION[consumer_type],
@@ -301,6 +299,7 @@ class Client:
             "schema": _native_schema(schema), "crypto_key_reader": crypto_key_reader,
             "crypto_failure_action": _CRYPTO_FAILURE[crypto_failure_action],
             "pattern_topics": _REGEX_MODES[regex_subscription_mode][0],
+            "replicate_subscription_state": replicate_subscription_state_enabled,
         }
         if key_shared_policy is not None and consumer_type == ConsumerType.KeyShared:
             sticky = key_shared_policy.key_shared_mode == KeySharedMode.Sticky
