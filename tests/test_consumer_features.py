@@ -145,6 +145,24 @@ def test_pattern_subscription_picks_up_new_topics(api, topic):
     assert api.call(consumer, "receive", timeout=15).data == b"two"
 
 
+def test_get_last_message_ids_gives_each_partitions_last(api, broker, topic):
+    broker.create_partitioned_topic(topic, 3)
+    producer = api.call(api.client, "create_producer", topic, batching=False)
+    consumer = api.call(api.client, "subscribe", topic, "last-ids")
+    sent = {}
+    for key in ("a", "b", "c", "d", "e", "f"):  # keys hash to partitions; the last per partition counts
+        msg_id = api.call(producer, "send", key.encode(), key=key)
+        sent[msg_id.partition] = msg_id
+    ids = api.call(consumer, "get_last_message_ids")
+    assert [i.partition for i in ids] == [0, 1, 2]
+    for i in ids:
+        if i.partition in sent:
+            assert (i.ledger_id, i.entry_id) == (sent[i.partition].ledger_id, sent[i.partition].entry_id)
+        else:
+            assert i.entry_id < 0, "a partition nothing was sent to has no last message"
+    assert api.call(consumer, "get_last_message_id") == max(ids)
+
+
 def test_partitioned_topic_produce_and_consume(api, broker, topic):
     broker.create_partitioned_topic(topic, 4)
     producer = api.call(api.client, "create_producer", topic, batching=False)

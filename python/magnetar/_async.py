@@ -95,6 +95,12 @@ class _AsyncReceiving:
         """The id of the last message of the topic (the highest over partitions)."""
         return max(await call(self._core.last_message_ids))
 
+    async def get_last_message_ids(self) -> list[MessageId]:
+        """The id of the last message of each partition (see
+        :meth:`magnetar.Consumer.get_last_message_ids`)."""
+        ids: list[MessageId] = await call(self._core.last_message_ids)
+        return ids
+
     async def _iterate(self) -> AsyncIterator[Message]:
         while True:
             try:

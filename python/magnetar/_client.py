@@ -80,6 +80,12 @@ class _Receiving:
         """The id of the last message of the topic (the highest over partitions)."""
         return max(self._core.last_message_ids())
 
+    def get_last_message_ids(self) -> list[MessageId]:
+        """The id of the last message of each partition (each topic of a multi-topic
+        consumer), in partition order; one for a plain topic."""
+        ids: list[MessageId] = self._core.last_message_ids()
+        return ids
+
     def __iter__(self) -> Iterator[Message]:
         while True:
             try:
