@@ -407,3 +407,22 @@ def test_replicate_subscription_state_is_asked_of_the_broker(broker, topic):
         subscriptions = broker.topic_stats(topic)["subscriptions"]
         assert subscriptions["replicated"]["isReplicated"] is True
         assert subscriptions["plain"]["isReplicated"] is False
+
+
+def test_receive_many_stops_at_its_byte_limit(api, topic):
+    """``max_bytes`` bounds the payload bytes of one ``receive_many`` (the first message always
+    comes, even when larger than the limit); the rest stays queued, in order."""
+    producer = api.call(api.client, "create_producer", topic, batching=False)
+    consumer = api.call(api.client, "subscribe", topic, "bytes", initial_position="earliest")
+    sizes = [300, 300, 300, 1000, 10]
+    for i, n in enumerate(sizes):
+        api.call(producer, "send", bytes([i]) * n)
+    got: list[list[int]] = []
+    while sum(len(g) for g in got) < len(sizes):
+        batch = api.call(consumer, "receive_many", 10, timeout=10, max_bytes=700)
+        got.append([len(m) for m in batch])
+    flat = [n for g in got for n in g]
+    assert flat == sizes
+    assert all(sum(g) <= 700 or len(g) == 1 for g in got), got
+    with pytest.raises(magnetar.InvalidConfiguration):
+        api.call(consumer, "receive_many", 10, timeout=0, max_bytes=0)

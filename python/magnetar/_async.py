@@ -137,10 +137,12 @@ class AsyncConsumer(_AsyncReceiving, ConsumerHandle[Awaitable[None]]):
         msg: Message | None = self._core.try_receive(timeout)  # no future when one is queued
         return msg if msg is not None else await call(self._core.receive, timeout)
 
-    async def receive_many(self, max_messages: int = 100, timeout: float | None = 0.1) -> list[Message]:
-        """Up to ``max_messages``: what is queued, else what arrives within ``timeout``."""
-        msgs: list[Message] = self._core.try_receive_many(max_messages, timeout)
-        return msgs if msgs else await call(self._core.receive_many, max_messages, timeout)
+    async def receive_many(self, max_messages: int = 100, timeout: float | None = 0.1,
+                           max_bytes: int | None = None) -> list[Message]:
+        """Up to ``max_messages`` of at most ``max_bytes`` payload bytes together: what is
+        queued, else what arrives within ``timeout`` (see :meth:`magnetar.Consumer.receive_many`)."""
+        msgs: list[Message] = self._core.try_receive_many(max_messages, timeout, max_bytes)
+        return msgs if msgs else await call(self._core.receive_many, max_messages, timeout, max_bytes)
 
     def _next(self) -> Awaitable[Message]:
         return self.receive()

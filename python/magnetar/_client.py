@@ -186,10 +186,12 @@ class Consumer(_Receiving, ConsumerHandle[None]):
         (``None``: waits for ever)."""
         return self._core.receive(timeout)
 
-    def receive_many(self, max_messages: int = 100, timeout: float | None = 0.1) -> list[Message]:
-        """Up to ``max_messages``: what is queued, else what arrives within ``timeout``
-        seconds (possibly nothing)."""
-        msgs: list[Message] = self._core.receive_many(max_messages, timeout)
+    def receive_many(self, max_messages: int = 100, timeout: float | None = 0.1,
+                     max_bytes: int | None = None) -> list[Message]:
+        """Up to ``max_messages`` of at most ``max_bytes`` payload bytes together (the first
+        message in any case; None: no byte limit): what is queued, else what arrives within
+        ``timeout`` seconds (possibly nothing)."""
+        msgs: list[Message] = self._core.receive_many(max_messages, timeout, max_bytes)
         return msgs
 
     def _next(self, timeout: float | None) -> Message:

@@ -391,9 +391,9 @@ class _Consumer:
         message, taken on its event loop's thread only if it is still pending."""
     def try_receive(self, timeout: float | None = None) -> Message | None:
         """A queued message or None, without waiting (``timeout`` is only checked)."""
-    def try_receive_many(self, max_messages: int = 100, timeout: float | None = None) -> list[Message]:
+    def try_receive_many(self, max_messages: int = 100, timeout: float | None = None, max_bytes: int | None = None) -> list[Message]:
         """Up to ``max_messages`` queued messages, without waiting (``timeout`` is only checked)."""
-    def receive_many(self, max_messages: int = 100, timeout: float | None = None, *, future: _Future | None = None) -> Any:
+    def receive_many(self, max_messages: int = 100, timeout: float | None = None, max_bytes: int | None = None, *, future: _Future | None = None) -> Any:
         """Up to ``max_messages`` (blocking); with ``future``, as ``receive``."""
     def receive_arrow(self, layout: _ArrowLayout, max_rows: int, timeout: float | None = None, scan: _RangeScan | None = None) -> _ArrowBatch:
         """Up to ``max_rows`` messages as one Arrow batch of ``layout``'s columns;

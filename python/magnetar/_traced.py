@@ -59,8 +59,9 @@ class _TracedConsumer(Consumer):
         _tm.received(msg, self._core.subscription)
         return msg
 
-    def receive_many(self, max_messages: int = 100, timeout: float | None = 0.1) -> list[Message]:
-        msgs = super().receive_many(max_messages, timeout)
+    def receive_many(self, max_messages: int = 100, timeout: float | None = 0.1,
+                     max_bytes: int | None = None) -> list[Message]:
+        msgs = super().receive_many(max_messages, timeout, max_bytes)
         _tm.received_many(msgs, self._core.subscription)
         return msgs
 
@@ -102,8 +103,9 @@ class _TracedAsyncConsumer(AsyncConsumer):
         _tm.received(msg, self._core.subscription)
         return msg
 
-    async def receive_many(self, max_messages: int = 100, timeout: float | None = 0.1) -> list[Message]:
-        msgs = await super().receive_many(max_messages, timeout)
+    async def receive_many(self, max_messages: int = 100, timeout: float | None = 0.1,
+                           max_bytes: int | None = None) -> list[Message]:
+        msgs = await super().receive_many(max_messages, timeout, max_bytes)
         _tm.received_many(msgs, self._core.subscription)
         return msgs
 

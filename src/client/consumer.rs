@@ -326,7 +326,13 @@ impl Consumer {
 
     /// Up to `max` queued messages, without waiting.
     pub fn try_receive_many(&self, max: usize) -> Result<Vec<Message>> {
-        let (msgs, ended) = self.inner.inbox.take_many(max);
+        self.try_receive_many_within(max, usize::MAX)
+    }
+
+    /// Up to `max` queued messages of at most `max_bytes` payload bytes together (at least one
+    /// when any is queued), without waiting.
+    pub fn try_receive_many_within(&self, max: usize, max_bytes: usize) -> Result<Vec<Message>> {
+        let (msgs, ended) = self.inner.inbox.take_many(max, max_bytes);
         if msgs.is_empty() {
             if let Some(e) = ended.or_else(|| self.end_state()) {
                 return Err(e);

@@ -149,10 +149,19 @@ impl Inbox {
         }
     }
 
-    /// Up to `max` messages without waiting.
-    pub fn take_many(&self, max: usize) -> (Vec<Message>, Option<Error>) {
+    /// Up to `max` messages without waiting, of at most `max_bytes` payload bytes together
+    /// (the first message always: one larger than the limit is not stuck for ever).
+    pub fn take_many(&self, max: usize, max_bytes: usize) -> (Vec<Message>, Option<Error>) {
         let mut st = self.lock();
-        let n = max.min(st.queue.len());
+        let mut n = 0;
+        let mut bytes = 0usize;
+        for m in st.queue.iter().take(max) {
+            bytes = bytes.saturating_add(m.payload.len());
+            if n > 0 && bytes > max_bytes {
+                break;
+            }
+            n += 1;
+        }
         let msgs: Vec<Message> = st.queue.drain(..n).collect();
         for m in &msgs {
             self.counters.received(m.payload.len(), m.redelivery_count);

@@ -98,47 +98,48 @@ impl PyConsumer {
 
     /// Up to `max_messages` queued messages (possibly none), without waiting: as `try_receive`
     /// for `receive_many`.
-    #[pyo3(signature = (max_messages=100, timeout=None))]
+    #[pyo3(signature = (max_messages=100, timeout=None, max_bytes=None))]
     fn try_receive_many<'py>(
         &self,
         py: Python<'py>,
         max_messages: usize,
         timeout: Option<&Bound<'py, PyAny>>,
+        max_bytes: Option<usize>,
     ) -> PyResult<Bound<'py, PyList>> {
         self.guard.check()?;
-        if max_messages == 0 {
-            return Err(invalid("max_messages must be at least 1"));
-        }
+        let want = want_many(max_messages, max_bytes)?;
         convert::deadline(timeout)?;
-        let msgs = self.inner.try_receive_many(max_messages).map_err(to_pyerr)?;
+        let msgs = receive::take_now(&self.inner, want).map_err(to_pyerr)?;
         messages(py, msgs, self.schema.as_ref())
     }
 
     /// Up to `max_messages`: what is queued, or whatever arrives within `timeout` seconds
     /// (an empty list when nothing does). With an asyncio future, as `receive`.
-    #[pyo3(signature = (max_messages=100, timeout=None, *, future=None))]
+    #[pyo3(signature = (max_messages=100, timeout=None, max_bytes=None, *, future=None))]
     fn receive_many(
         &self,
         py: Python<'_>,
         max_messages: usize,
         timeout: Option<&Bound<'_, PyAny>>,
+        max_bytes: Option<usize>,
         future: Option<Py<PyAny>>,
     ) -> PyResult<Py<PyAny>> {
-        if max_messages == 0 {
-            return Err(invalid("max_messages must be at least 1"));
-        }
+        let want = want_many(max_messages, max_bytes)?;
         let deadline = convert::deadline(timeout)?;
         if let Some(future) = future {
-            self.receive_for_asyncio(py, Want::UpTo(max_messages), deadline, future)?;
+            self.receive_for_asyncio(py, want, deadline, future)?;
             return Ok(py.None());
         }
         self.guard.check()?;
-        let mut msgs = self.inner.try_receive_many(max_messages).map_err(to_pyerr)?;
+        let mut msgs = receive::take_now(&self.inner, want).map_err(to_pyerr)?;
         if msgs.is_empty() && deadline.is_none_or(|d| d > Instant::now()) {
             match self.receive_one(py, deadline) {
                 Ok(first) => {
+                    let left = receive::after(want, &first);
                     msgs.push(first);
-                    msgs.extend(self.inner.try_receive_many(max_messages - 1).unwrap_or_default());
+                    if let Some(left) = left {
+                        msgs.extend(receive::take_now(&self.inner, left).unwrap_or_default());
+                    }
                 }
                 Err(e) if e.is_instance_of::<pyo3::exceptions::PyTimeoutError>(py) => {}
                 Err(e) => return Err(e),
@@ -304,6 +305,17 @@ impl PyConsumer {
 #[pyfunction]
 pub fn _consumer_stats<'py>(py: Python<'py>, consumer: &Bound<'py, PyConsumer>) -> PyResult<Bound<'py, PyDict>> {
     stats::consumer_dict(py, &consumer.get().engine().client_stats())
+}
+
+/// What `receive_many` wants: at least one message, and a byte limit of at least one byte.
+fn want_many(max_messages: usize, max_bytes: Option<usize>) -> PyResult<Want> {
+    if max_messages == 0 {
+        return Err(invalid("max_messages must be at least 1"));
+    }
+    if max_bytes == Some(0) {
+        return Err(invalid("max_bytes must be at least 1 (None: no limit)"));
+    }
+    Ok(Want::UpTo(max_messages, max_bytes.unwrap_or(usize::MAX)))
 }
 
 /// How long a bulk receive waits for more messages once it has some: the broker refills the

@@ -25,8 +25,9 @@ use crate::client::{self, Error, ErrorKind};
 pub(super) enum Want {
     /// One message; a timeout raises.
     One,
-    /// What is queued, up to this many; a timeout gives an empty list.
-    UpTo(usize),
+    /// What is queued, up to this many messages of at most this many payload bytes together
+    /// (one message in any case); a timeout gives an empty list.
+    UpTo(usize, usize),
 }
 
 /// One asyncio receive in flight: called with its future on the event loop's thread, it
@@ -81,8 +82,8 @@ fn take(
             Some(m) => Ok(Some(new_message_with(py, m, schema)?.into_any())),
             None => Ok(None),
         },
-        Want::UpTo(max) => {
-            let msgs = consumer.try_receive_many(max).map_err(to_pyerr)?;
+        Want::UpTo(..) => {
+            let msgs = take_now(consumer, want).map_err(to_pyerr)?;
             if msgs.is_empty() {
                 return Ok(None);
             }
@@ -124,7 +125,7 @@ impl Arrival {
                 ErrorKind::Timeout,
                 "no message received within the timeout",
             ))),
-            Want::UpTo(_) => Ok(PyList::empty(py).into_any().unbind()),
+            Want::UpTo(..) => Ok(PyList::empty(py).into_any().unbind()),
         }
     }
 
@@ -147,6 +148,24 @@ impl Arrival {
                 complete_later(event_loop, future, arrival.into_any());
             }));
         });
+    }
+}
+
+/// What a `receive_many` wants that is queued now (`want` is `UpTo`).
+pub(super) fn take_now(consumer: &client::Consumer, want: Want) -> client::Result<Vec<client::Message>> {
+    match want {
+        Want::One => Ok(consumer.try_receive()?.into_iter().collect()),
+        Want::UpTo(max, max_bytes) => consumer.try_receive_many_within(max, max_bytes),
+    }
+}
+
+/// What is left of `want` after `first` was taken, if anything.
+pub(super) fn after(want: Want, first: &client::Message) -> Option<Want> {
+    match want {
+        Want::UpTo(max, max_bytes) if max > 1 && first.payload.len() < max_bytes => {
+            Some(Want::UpTo(max - 1, max_bytes - first.payload.len()))
+        }
+        _ => None,
     }
 }
 

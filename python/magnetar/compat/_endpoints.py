@@ -253,8 +253,9 @@ class Consumer(_Receiving, ConsumerAccessors):
         p = self._policy
         most = p.max_num_message if p is not None and p.max_num_message > 0 else 100
         wait = p.timeout_ms / 1000 if p is not None and p.timeout_ms > 0 else 0.1
+        limit = p.max_num_bytes if p is not None and p.max_num_bytes > 0 else None
         with mapped():
-            msgs = self._c.receive_many(most, wait)
+            msgs = self._c.receive_many(most, wait, limit)
         return [Message._of(m) for m in msgs]
 
     def _checked(self, message: Any) -> Any:
