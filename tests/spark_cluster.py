@@ -288,6 +288,9 @@ def cluster_session(cluster: SparkCluster, app: str, executor_memory: str = "512
         .config("spark.sql.shuffle.partitions", str(cores))
         .config("spark.default.parallelism", str(cores))
         .config("spark.driver.memory", "1g")
+        # A Python process the JVM starts (the streaming source's runner on the driver) has 15 s
+        # by default to connect back and authenticate: too short on a loaded machine.
+        .config("spark.python.authenticate.socketTimeout", "120s")
     )
     for k, v in conf.items():
         builder = builder.config(k, v)

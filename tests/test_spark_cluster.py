@@ -211,11 +211,12 @@ def _gate(marker_dir: str, schema_columns: list[str]) -> Any:
     return gate
 
 
-def _kill_gated_worker(cluster: SparkCluster, marker_dir: Path, job: threading.Thread) -> int:
+def _kill_gated_worker(cluster: SparkCluster, marker_dir: Path, job: threading.Thread,
+                       box: dict[str, Any]) -> int:
     claimed = marker_dir / "claimed"
     assert wait_until(lambda: claimed.exists() and claimed.read_text() != "" or not job.is_alive(), 300), \
         "no task reached the gate"
-    assert job.is_alive(), "the job ended before the gate"
+    assert job.is_alive(), f"the job ended before the gate: {box.get('error')!r}"
     pid = int(claimed.read_text())
     i = cluster.worker_of(pid)
     assert i is not None, f"gated Python worker {pid} is not under any worker"
@@ -258,7 +259,7 @@ def test_worker_killed_during_exactly_once_write(session: Any, cluster: SparkClu
     start = time.monotonic()
     t, box = _run(lambda: _write(df, broker.service_url, topic, exactlyOnce="true",
                                  transactionTimeoutMs=TXN_TIMEOUT_MS))
-    killed = _kill_gated_worker(cluster, marker, t)
+    killed = _kill_gated_worker(cluster, marker, t, box)
     _finish(t, box)
     print(f"write with worker {killed} killed: {time.monotonic() - start:.1f} s")
     assert _final_values(broker.service_url, topic) == _values(N)
@@ -277,7 +278,7 @@ def test_worker_killed_during_read(session: Any, cluster: SparkCluster, broker: 
     df = (_read(session, broker.service_url, topic).select("key", "value")
           .mapInArrow(_gate(str(marker), ["key", "value"]), "key string, value binary"))
     t, box = _run(lambda: df.collect())
-    killed = _kill_gated_worker(cluster, marker, t)
+    killed = _kill_gated_worker(cluster, marker, t, box)
     rows = _finish(t, box)
     assert Counter(bytes(r.value) for r in rows) == _values(N)
     cluster.restart_worker(killed)
