@@ -288,8 +288,10 @@ def cluster_session(cluster: SparkCluster, app: str, executor_memory: str = "512
         .config("spark.sql.shuffle.partitions", str(cores))
         .config("spark.default.parallelism", str(cores))
         .config("spark.driver.memory", "1g")
-        # A Python process the JVM starts (the streaming source's runner on the driver) has 15 s
-        # by default to connect back and authenticate: too short on a loaded machine.
+        # How long a Python process the JVM started (the streaming source's runner on the
+        # driver) waits to authenticate (15 s by default). The JVM's own wait for it to connect
+        # back is fixed at 10 s (PythonWorkerFactory.createSimpleWorker): see
+        # start_available_now in tests/test_spark_cluster.py.
         .config("spark.python.authenticate.socketTimeout", "120s")
     )
     for k, v in conf.items():
