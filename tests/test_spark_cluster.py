@@ -78,18 +78,19 @@ def _read(spark: Any, url: str, topic: str) -> Any:
     return spark.read.format("pulsar").option("service.url", url).option("topic", topic).load()
 
 
-def _final_values(url: str, topic: str, timeout: float = 120.0) -> Counter[bytes]:
-    """Every value the topic finally holds: read up to a sentinel sent after the write, so every
-    transaction before it has ended (read-committed delivery stops at an open one)."""
+def _final_values(url: str, topic: str, partitions: int = 0, timeout: float = 120.0) -> Counter[bytes]:
+    """Every value the topic finally holds: each partition (or the topic, ``partitions=0``) is
+    read up to a sentinel sent to it after the write, so every transaction before it has ended
+    (read-committed delivery stops at an open one)."""
+    names = [f"{topic}-partition-{p}" for p in range(partitions)] if partitions else [topic]
+    got: Counter[bytes] = Counter()
     with magnetar.Client(url, operation_timeout=20.0) as client:
-        client.create_producer(topic, batching=False).send(SENTINEL)
-        reader = client.create_reader(topic)
-        got: Counter[bytes] = Counter()
-        while True:
-            data = reader.read_next(timeout=timeout).data
-            if data == SENTINEL:
-                return got
-            got[data] += 1
+        for name in names:
+            client.create_producer(name, batching=False).send(SENTINEL)
+            reader = client.create_reader(name)
+            while (data := reader.read_next(timeout=timeout).data) != SENTINEL:
+                got[data] += 1
+    return got
 
 
 def run_available_now(start: Any, attempts: int = 3) -> Any:
@@ -158,7 +159,7 @@ def test_exactly_once_batch_write(session: Any, broker: Any) -> None:
     topic = new_topic("cluster-eo")
     broker.create_partitioned_topic(topic, 2)
     _write(_source(session, N), broker.service_url, topic, exactlyOnce="true", transactionTimeoutMs=TXN_TIMEOUT_MS)
-    assert _final_values(broker.service_url, topic) == _values(N)
+    assert _final_values(broker.service_url, topic, partitions=2) == _values(N)
 
 
 def test_exactly_once_stream_copy(session: Any, broker: Any, tmp_path: Path) -> None:
@@ -275,7 +276,7 @@ def test_worker_killed_during_exactly_once_write(session: Any, cluster: SparkClu
     _write(df, broker.service_url, topic, exactlyOnce="true", transactionTimeoutMs=TXN_TIMEOUT_MS)
     killed = _killed(t, box)
     print(f"write with worker {killed} killed: {time.monotonic() - start:.1f} s")
-    assert _final_values(broker.service_url, topic) == _values(N)
+    assert _final_values(broker.service_url, topic, partitions=2) == _values(N)
     cluster.restart_worker(killed)
 
 
@@ -292,6 +293,6 @@ def test_worker_killed_during_read(session: Any, cluster: SparkCluster, broker: 
           .mapInArrow(_gate(str(marker), ["key", "value"]), "key string, value binary"))
     t, box = _killer(cluster, marker)
     rows = df.collect()
-    _killed(t, box)
+    killed = _killed(t, box)
     assert Counter(bytes(r.value) for r in rows) == _values(N)
     cluster.restart_worker(killed)
