@@ -18,9 +18,10 @@ from magnetar.testing.faults import FaultProxy, free_ports, proxied_broker_conf
 from waiting import bounded
 
 
-# The multi-broker cluster's scenarios start four JVMs of their own: `pytest tests` leaves them
-# out; `scripts/dev cluster` names the file, and a file named on the command line is collected.
-collect_ignore = ["test_cluster.py"]
+# The multi-broker cluster's scenarios start four JVMs of their own, and so does the Spark
+# standalone cluster: `pytest tests` leaves them out; `scripts/dev cluster` and `scripts/dev
+# spark-cluster` name the file, and a file named on the command line is collected.
+collect_ignore = ["test_cluster.py", "test_spark_cluster.py"]
 
 
 @pytest.fixture(scope="session")
