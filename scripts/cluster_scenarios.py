@@ -61,6 +61,11 @@ PARTITIONS = 4
 # The worker: one client, one run (a subprocess of the driver)
 # ---------------------------------------------------------------------------------------------
 
+def _stamp() -> str:
+    now = time.time()
+    return time.strftime("%H:%M:%S", time.localtime(now)) + f".{int(now * 1000) % 1000:03d}"
+
+
 class _Counts:
     def __init__(self, messages: int) -> None:
         self.messages = messages
@@ -109,7 +114,12 @@ def _worker(p: dict[str, Any], proto: Any) -> dict[str, Any]:
     if official:
         import pulsar
     else:
+        import logging
+
         import magnetar
+        # The engine's reconnects and lookups, timed, in the run's log (target/cluster-scenarios).
+        logging.basicConfig(level=logging.DEBUG if p.get("debug") else logging.INFO, stream=sys.stderr,
+                            format="%(asctime)s.%(msecs)03d %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
     topic, messages, rate = p["topic"], p["messages"], p["rate"]
     topics = [f"{topic}-partition-{k}" for k in range(p["partitions"])] if p["partitions"] else [topic]
     t0 = time.monotonic()
@@ -187,6 +197,7 @@ def _worker(p: dict[str, Any], proto: Any) -> dict[str, Any]:
     rx = threading.Thread(target=receiver, daemon=True, name="receiver")
     rx.start()
     counts.base = start = time.monotonic()
+    print(f"{_stamp()} worker: producing", file=sys.stderr, flush=True)
     proto.write("READY\n")
     proto.flush()
     step = max(1, rate // 50)
@@ -227,40 +238,65 @@ def _worker(p: dict[str, Any], proto: Any) -> dict[str, Any]:
         except Exception as e:  # noqa: BLE001 - reported
             counts.receive_errors.append(f"close: {type(e).__name__}: {e}"[:200])
     received_for = time.monotonic() - t0
+    # The driver's fault must be over before the topic is read back.
+    proto.write("RECEIVED\n")
+    proto.flush()
+    sys.stdin.readline()
 
-    # Read every partition back from earliest.
+    # Read every partition back from earliest (a partition whose read fails is read again, up
+    # to 3 times; if it still fails, lost is not known: None).
     stored = [0] * messages
     readback_errors: list[str] = []
     stored_unexpected = 0
-    for t in topics:
+    def read_back(t: str) -> list[int]:
+        counted = [0] * (messages + 1)  # the last slot: payloads that are no index
+        if official:
+            reader = client.create_reader(t, pulsar.MessageId.earliest)
+            read = lambda: reader.read_next(timeout_millis=10_000).data()  # noqa: E731
+        else:
+            reader = client.create_reader(t, magnetar.MessageId.earliest)
+            read = lambda: reader.read_next(timeout=10.0).data  # noqa: E731
         try:
-            if official:
-                reader = client.create_reader(t, pulsar.MessageId.earliest)
-                read = lambda: reader.read_next(timeout_millis=10_000).data()  # noqa: E731
-            else:
-                reader = client.create_reader(t, magnetar.MessageId.earliest)
-                read = lambda: reader.read_next(timeout=10.0).data  # noqa: E731
             stop_at = time.monotonic() + 60
-            while time.monotonic() < stop_at and reader.has_message_available():
+            while reader.has_message_available():
+                if time.monotonic() > stop_at:
+                    raise TimeoutError("still reading after 60 s")
                 data = read()
                 try:
                     i = int(data)
                 except ValueError:
                     i = -1
-                if 0 <= i < messages:
-                    stored[i] += 1
-                else:
-                    stored_unexpected += 1
-            reader.close()
-        except Exception as e:  # noqa: BLE001 - reported
-            readback_errors.append(f"{t.rsplit('/', 1)[-1]}: {type(e).__name__}: {e}"[:200])
+                counted[i if 0 <= i < messages else messages] += 1
+        finally:
+            with contextlib.suppress(Exception):
+                reader.close()
+        return counted
+
+    stored = [0] * messages
+    readback_errors: list[str] = []
+    stored_unexpected = 0
+    unread = 0
+    for t in topics:
+        for attempt in range(3):
+            try:
+                counted = read_back(t)
+            except Exception as e:  # noqa: BLE001 - reported
+                readback_errors.append(f"{t.rsplit('/', 1)[-1]} try {attempt + 1}: {type(e).__name__}: {e}"[:200])
+                time.sleep(2)
+                continue
+            for i in range(messages):
+                stored[i] += counted[i]
+            stored_unexpected += counted[messages]
+            break
+        else:
+            unread += 1
     with contextlib.suppress(Exception):
         client.close()
     return {
         "messages": messages, "receipts": sum(receipts), "send_failures": failures,
-        "lost": sum(1 for i in range(messages) if receipts[i] and not stored[i]),
-        "lost_first": [i for i in range(messages) if receipts[i] and not stored[i]][:10],
-        "stored_twice": sum(max(0, c - 1) for c in stored), "stored_unexpected": stored_unexpected,
+        "lost": None if unread else sum(1 for i in range(messages) if receipts[i] and not stored[i]),
+        "lost_first": [] if unread else [i for i in range(messages) if receipts[i] and not stored[i]][:10],
+        "stored_twice": None if unread else sum(max(0, c - 1) for c in stored), "stored_unexpected": stored_unexpected,
         "undelivered": sum(1 for i in range(messages) if receipts[i] and not counts.received[i]),
         "distinct": counts.distinct, "deliveries": counts.deliveries, "after_ack": counts.after_ack,
         "first_after_ack": counts.first_after_ack, "unexpected": counts.unexpected,
@@ -308,6 +344,7 @@ class _Fault:
         self.moves_verified = 0
         self.errors: list[str] = []
         self.killed: int | None = None
+        self.log: Any = None
         self.thread = threading.Thread(target=self._run, daemon=True, name="fault")
 
     def start(self) -> None:
@@ -321,6 +358,8 @@ class _Fault:
 
     def _note(self, text: str) -> None:
         self.notes.append(f"{time.monotonic() - self.t0:.1f}s {text}")
+        self.log.write(f"{_stamp()} driver: {text}\n")
+        self.log.flush()
 
     def _run(self) -> None:
         try:
@@ -328,20 +367,36 @@ class _Fault:
         except Exception as e:  # noqa: BLE001 - reported
             self.errors.append(f"{type(e).__name__}: {e}"[:300])
 
-    def _move(self, topic: str, members: list[str]) -> None:
+    def _move(self, groups: list[list[str]]) -> None:
+        """One move of each group (the topics of one bundle) to the other broker: every bundle
+        unloaded first, then every topic's new owner awaited (3 s; a bundle not moved by then
+        is unloaded once more and awaited 3 s again)."""
         c = self.cluster
-        src = c.owner(topic)
-        dst = 1 - src
         t = time.monotonic()
-        c.unload(topic, to=dst)
-        self.moves += 1
-        # Bounded, so the schedule holds: a move that does not happen is reported, not awaited.
-        waits = [_wait_owner(c, m, dst, timeout=5.0) for m in members]
-        if all(w is not None for w in waits):
-            self.moves_verified += 1
-            self._note(f"{len(members)} topic(s) moved {src}->{dst} in {time.monotonic() - t:.2f}s")
-        else:
-            self._note(f"move {src}->{dst} NOT verified: owners {[self._owner(m) for m in members]}")
+        moves = []
+        for members in groups:
+            src = c.owner(members[0])
+            c.unload(members[0], to=1 - src)
+            self.moves += 1
+            moves.append((members, src))
+        for attempt in (1, 2):
+            left = []
+            for members, src in moves:
+                waits = [_wait_owner(c, m, 1 - src, timeout=3.0) for m in members]
+                if all(w is not None for w in waits):
+                    self.moves_verified += 1
+                    self._note(f"{len(members)} topic(s) moved {src}->{1 - src} in {time.monotonic() - t:.2f}s"
+                               + (" (unloaded twice)" if attempt == 2 else ""))
+                elif attempt == 1:
+                    self._note(f"{members[0].rsplit('/', 1)[-1]}: not on {1 - src} after 3 s "
+                               f"(owners {[self._owner(m) for m in members]}); unloading again")
+                    with contextlib.suppress(Exception):
+                        c.unload(members[0], to=1 - src)
+                    left.append((members, src))
+                else:
+                    self._note(f"{members[0].rsplit('/', 1)[-1]}: move {src}->{1 - src} NOT verified: "
+                               f"owners {[self._owner(m) for m in members]}")
+            moves = left
 
     def _owner(self, topic: str) -> int | str:
         try:
@@ -349,10 +404,19 @@ class _Fault:
         except Exception as e:  # noqa: BLE001
             return type(e).__name__
 
+    def _late(self) -> bool:
+        """Production is over (a move waited for too long): the moves left are skipped."""
+        if time.monotonic() > self.t0 + self.duration:
+            self._note("production over: the moves left are skipped")
+            return True
+        return False
+
     def _unload(self) -> None:
         for frac in (0.2, 0.45, 0.7):
             self._at(frac)
-            self._move(self.topic, [self.topic])
+            if self._late():
+                return
+            self._move([[self.topic]])
 
     def _unload_partitioned(self) -> None:
         parts = [f"{self.topic}-partition-{k}" for k in range(self.partitions)]
@@ -362,8 +426,9 @@ class _Fault:
         self._note(f"bundles {sorted(groups)}; owners {[self._owner(p) for p in parts]}")
         for frac in (0.2, 0.45, 0.7):
             self._at(frac)
-            for members in groups.values():
-                self._move(members[0], members)
+            if self._late():
+                return
+            self._move(list(groups.values()))
 
     def _kill(self) -> None:
         self._at(0.5)
@@ -400,31 +465,38 @@ def one_run(cluster: Any, args: argparse.Namespace, scenario: str, client: str, 
         cluster.create_partitioned_topic(topic, partitions)
     params = {"client": client, "topic": topic, "partitions": partitions, "service_url": cluster.service_url,
               "messages": args.messages, "rate": args.rate, "deadline": args.deadline, "quiet": args.quiet,
-              "send_timeout": args.send_timeout, "ack_with_receipt": args.ack_with_receipt}
+              "send_timeout": args.send_timeout, "ack_with_receipt": args.ack_with_receipt, "debug": args.debug}
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     log_path = OUT_DIR / f"{scenario}-{client}-{k}.log"
     fault = _Fault(cluster, scenario, topic, partitions, args.messages / args.rate)
     result: dict[str, Any] = {}
-    with open(log_path, "w") as log:
+    with open(log_path, "w") as log, open(log_path.with_suffix(".fault.log"), "w") as fault.log:
         proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--worker", json.dumps(params)],
-                                stdout=subprocess.PIPE, stderr=log, text=True, cwd=ROOT)
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True, cwd=ROOT)
         assert proc.stdout is not None
+        watchdog = threading.Timer(args.deadline + 240, proc.kill)  # a hung worker is a crashed run
+        watchdog.start()
         try:
             for line in proc.stdout:
                 if line.startswith("READY"):
                     fault.start()
+                elif line.startswith("RECEIVED"):
+                    if fault.thread.is_alive():
+                        fault.thread.join(120)
+                    with contextlib.suppress(OSError):
+                        proc.stdin.write("READBACK\n")
+                        proc.stdin.flush()
                 elif line.startswith("RESULT "):
                     result = json.loads(line[7:])
-            proc.wait(timeout=args.deadline + 120)
-        except subprocess.TimeoutExpired:
-            proc.kill()
             proc.wait()
-    if fault.thread.is_alive():
-        fault.thread.join(120)
-    if fault.killed is not None:
-        t = time.monotonic()
-        cluster.restart(fault.killed)
-        fault._note(f"broker {fault.killed} restarted in {time.monotonic() - t:.0f}s (after the run)")
+        finally:
+            watchdog.cancel()
+        if fault.thread.is_alive():
+            fault.thread.join(120)
+        if fault.killed is not None:
+            t = time.monotonic()
+            cluster.restart(fault.killed)
+            fault._note(f"broker {fault.killed} restarted in {time.monotonic() - t:.0f}s (after the run)")
     if not result:
         result = {"crashed": f"worker exit {proc.returncode}; see {log_path.relative_to(ROOT)}"}
     result.update(scenario=scenario, client=client, run=k, topic=topic, fault_notes=fault.notes,
@@ -470,12 +542,15 @@ def tables(results: list[dict[str, Any]], scenarios: list[str], clients: list[st
             sil = [r["silence"] for r in ok]
             fails = sum(sum(r["send_failures"].values()) for r in ok)
             ab = ", ".join(str(r["acked_before"]) for r in ok) if c == "magnetar" else "-"
+            unread = sum(1 for r in ok if r["lost"] is None)
+            lost = f"{sum(r['lost'] or 0 for r in ok)}{f' ({unread} not read back)' if unread else ''}"
+            twice = sum(r["stored_twice"] or 0 for r in ok)
             moves = (f"{sum(r['moves_verified'] for r in ok)}/{sum(r['moves'] for r in ok)}"
                      if s.startswith("unload") else "-")
             out.append(
                 f"| {s} | {c} | {len(rs)}{f' ({crashed} crashed)' if crashed else ''} "
-                f"| {sum(1 for r in ok if r['complete'])} | {sum(r['lost'] for r in ok)} "
-                f"| {sum(r['stored_twice'] for r in ok)} | {', '.join(str(r['after_ack']) for r in ok)} "
+                f"| {sum(1 for r in ok if r['complete'])} | {lost} "
+                f"| {twice} | {', '.join(str(r['after_ack']) for r in ok)} "
                 f"| {sum(r['undelivered'] for r in ok)} "
                 f"| {statistics.median(sil):.2f} / {max(sil):.2f} s | {fails} | {ab} | {moves} |"
                 if ok else f"| {s} | {c} | {len(rs)} ({crashed} crashed) | 0 | - | - | - | - | - | - | - | - |")
@@ -509,6 +584,7 @@ def main() -> int:
     ap.add_argument("--quiet", type=float, default=2.0, help="seconds with nothing arriving that end a run")
     ap.add_argument("--send-timeout", type=float, default=60.0)
     ap.add_argument("--ack-with-receipt", action="store_true", help="magnetar acks with ack_with_receipt")
+    ap.add_argument("--debug", action="store_true", help="magnetar's DEBUG log in each run's log")
     ap.add_argument("--load-manager", choices=("modular", "extensible"), default="modular")
     ap.add_argument("--no-record", action="store_true", help="do not append to docs/resilience.md")
     args = ap.parse_args()
