@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from ._process import free_ports, wait_port_free
-from .standalone import _LIVE, Standalone
+from .standalone import Standalone
 
 __all__ = ["can_store", "kill9", "restart", "restartable_broker"]
 
@@ -48,7 +48,7 @@ def kill9(broker: Any, timeout: float = 10.0) -> float:
     # Forget the dead process the way Standalone does after a stop, but keep the data.
     broker._proc = None
     broker.pid = None
-    _LIVE.discard(broker)
+    broker._stopped()
     wait_port_free(broker.port, timeout)
     if getattr(broker, "bookkeeper_port", 0):
         # The restarted bookie must get its own address back, or its ledgers are unreadable.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import shutil
@@ -108,8 +109,27 @@ def set_pdeathsig() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
+# Launchers running in this process, stopped at exit unless detached.
+_RUNNING: set[Service] = set()
+
+
+@atexit.register
+def _stop_all() -> None:
+    for service in list(_RUNNING):
+        with contextlib.suppress(Exception):
+            service.stop()
+
+
 class Service:
-    """What a launcher is as a context manager: started on entry, stopped on exit."""
+    """What a launcher is as a context manager: started on entry, stopped on exit, and stopped
+    at interpreter exit while it runs (``_running``/``_stopped`` say when)."""
+
+    def _running(self) -> None:
+        _RUNNING.add(self)
+
+    def _stopped(self) -> None:
+        """Stopped, or detached to outlive this process: no stop at exit."""
+        _RUNNING.discard(self)
 
     def start(self) -> Self:
         raise NotImplementedError

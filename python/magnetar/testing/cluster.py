@@ -22,7 +22,6 @@ Shell (the processes outlive the command; state in ``<cache_dir>/cli-cluster``):
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import json
 import logging
@@ -190,16 +189,6 @@ class ClusterBroker(RedirectingAdmin):
         return f"<ClusterBroker {self.index} {self.service_url} pid={self.pid} alive={self.alive}>"
 
 
-_LIVE: set[Cluster] = set()
-
-
-@atexit.register
-def _stop_all() -> None:
-    for cluster in list(_LIVE):
-        with contextlib.suppress(Exception):
-            cluster.stop()
-
-
 class Cluster(RedirectingAdmin, Service):
     """ZooKeeper, a bookie and ``brokers`` brokers of one Pulsar cluster, each its own JVM.
 
@@ -297,7 +286,7 @@ class Cluster(RedirectingAdmin, Service):
             self._home = ensure_distribution(self.version, self.cache_dir)
             if self.data_dir is None:
                 self.data_dir = Path(tempfile.mkdtemp(prefix="magnetar-cluster-"))
-            _LIVE.add(self)
+            self._running()
             for attempt in (1, 2):
                 try:
                     self._launch(t0 + self.startup_timeout)
@@ -492,7 +481,7 @@ class Cluster(RedirectingAdmin, Service):
         """Stop the brokers, then the bookie, then ZooKeeper (SIGTERM, SIGKILL after
         ``timeout`` s), and remove the data dir this object made."""
         self._stop_processes(timeout)
-        _LIVE.discard(self)
+        self._stopped()
         if self.data_dir is not None:
             with contextlib.suppress(FileNotFoundError):
                 (self.data_dir / STATE_FILE).unlink()
@@ -596,7 +585,7 @@ class Cluster(RedirectingAdmin, Service):
 
     def detach(self) -> None:
         """Leave the cluster running after this Python process exits (no atexit stop)."""
-        _LIVE.discard(self)
+        self._stopped()
         self._own_data_dir = False
         for p in self._processes():
             p._popen = None  # alive now goes through the pid and /proc

@@ -41,7 +41,6 @@ HTTP server, ``webSocketServiceEnabled=false`` the WebSocket service.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import json
 import logging
@@ -97,16 +96,6 @@ def _is_our_broker(pid: int, data_dir: Path) -> bool:
     except OSError:
         return pid_alive(pid)  # no /proc: trust the pid file
     return _MAIN_CLASS in cmdline and str(data_dir) in cmdline and pid_alive(pid)
-
-
-_LIVE: set[Standalone] = set()
-
-
-@atexit.register
-def _stop_all() -> None:
-    for broker in list(_LIVE):
-        with contextlib.suppress(Exception):
-            broker.stop()
 
 
 class Standalone(Admin, Service):
@@ -352,7 +341,7 @@ class Standalone(Admin, Service):
                                           executable=str(Path(java_home, "bin", "java")) if java_home else None,
                                           preexec_fn=set_pdeathsig if pdeath else None)
         self.pid = self._proc.pid
-        _LIVE.add(self)
+        self._running()
         deadline = t0 + self.startup_timeout
         while True:
             if self._proc.poll() is not None:
@@ -437,7 +426,7 @@ class Standalone(Admin, Service):
                 self._proc.wait(timeout=10)
         self._proc = None
         self.pid = None
-        _LIVE.discard(self)
+        self._stopped()
         if self.data_dir is not None:
             with contextlib.suppress(FileNotFoundError):
                 (self.data_dir / STATE_FILE).unlink()
@@ -467,7 +456,7 @@ class Standalone(Admin, Service):
 
     def detach(self) -> None:
         """Leave the broker running after this Python process exits (no atexit stop)."""
-        _LIVE.discard(self)
+        self._stopped()
         self._own_data_dir = False
         self._proc = None  # is_running() now goes through the pid and /proc
 
