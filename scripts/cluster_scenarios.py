@@ -487,8 +487,9 @@ def one_run(cluster: Any, args: argparse.Namespace, scenario: str, client: str, 
     params = {"client": client, "topic": topic, "partitions": partitions, "service_url": cluster.service_url,
               "messages": args.messages, "rate": args.rate, "deadline": args.deadline, "quiet": args.quiet,
               "send_timeout": args.send_timeout, "ack_with_receipt": args.ack_with_receipt, "debug": args.debug}
-    OUT_DIR.mkdir(parents=True, exist_ok=True)
-    log_path = OUT_DIR / f"{scenario}-{client}-{k}.log"
+    out_dir = Path(args.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    log_path = out_dir / f"{scenario}-{client}-{k}.log"
     fault = _Fault(cluster, scenario, topic, partitions, args.messages / args.rate)
     result: dict[str, Any] = {}
     with open(log_path, "w") as log, open(log_path.with_suffix(".fault.log"), "w") as fault.log:
@@ -613,6 +614,10 @@ def main() -> int:
     ap.add_argument("--debug", action="store_true", help="magnetar's DEBUG log in each run's log")
     ap.add_argument("--load-manager", choices=("modular", "extensible"), default="modular")
     ap.add_argument("--no-record", action="store_true", help="do not append to docs/resilience.md")
+    ap.add_argument("--out-dir", default=str(OUT_DIR), help="the runs' logs, results.json and meta.json")
+    ap.add_argument("--first-run", type=int, default=1, help="the number of the first round (passes in parallel)")
+    ap.add_argument("--combine", nargs="+", metavar="OUT_DIR",
+                    help="no runs: record one table from the results of these passes' --out-dir")
     ap.add_argument("--max-minutes", type=float, default=None,
                     help="start no new round after this long; the record says how many rounds ran")
     args = ap.parse_args()
@@ -620,22 +625,29 @@ def main() -> int:
         worker_main(args.worker)
         return 0
 
+    if args.combine:
+        return combine(args)
     from magnetar.testing import Cluster
 
     clients = list(CLIENTS) if args.client == "both" else [args.client]
+    out_dir = Path(args.out_dir)
     command = "python scripts/cluster_scenarios.py " + " ".join(sys.argv[1:])
     started = datetime.datetime.now(datetime.timezone.utc)
-    date_before, uptime_before, commit = subprocess.run(["date"], capture_output=True, text=True).stdout.strip(), \
-        _uptime(), _commit()
-    print(f"{date_before}; {uptime_before}; {commit}", flush=True)
+    meta: dict[str, Any] = {"command": command, "date": subprocess.run(["date"], capture_output=True,
+                                                                         text=True).stdout.strip(),
+                            "uptime_before": _uptime(), "commit": _commit(), "load_manager": args.load_manager,
+                            "messages": args.messages, "rate": args.rate, "ack_with_receipt": args.ack_with_receipt,
+                            "started": f"{started:%Y-%m-%d}"}
+    print(f"{meta['date']}; {meta['uptime_before']}; {meta['commit']}", flush=True)
     results: list[dict[str, Any]] = []
-    OUT_DIR.mkdir(parents=True, exist_ok=True)
+    out_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     with Cluster(brokers=2, load_manager=args.load_manager) as cluster:
         print(f"cluster up in {cluster.startup_seconds} s: {cluster.service_url} ({args.load_manager})", flush=True)
-        for k in range(1, args.runs + 1):
+        for k in range(args.first_run, args.first_run + args.runs):
             if args.max_minutes is not None and time.monotonic() - t0 > args.max_minutes * 60:
-                print(f"--max-minutes {args.max_minutes:g} reached: {k - 1} of {args.runs} rounds ran", flush=True)
+                print(f"--max-minutes {args.max_minutes:g} reached: {k - args.first_run} of {args.runs} rounds ran",
+                      flush=True)
                 break
             for s in args.scenario:
                 for c in clients:
@@ -650,22 +662,44 @@ def main() -> int:
                                     cluster.restart(i)
                     results.append(r)
                     print(run_line(r), flush=True)
-                    (OUT_DIR / "results.json").write_text(json.dumps(results, indent=1))
-    minutes = (time.monotonic() - t0) / 60
-    uptime_after = _uptime()
+                    (out_dir / "results.json").write_text(json.dumps(results, indent=1))
+    meta.update(minutes=round((time.monotonic() - t0) / 60), uptime_after=_uptime())
+    (out_dir / "meta.json").write_text(json.dumps(meta, indent=1))
     table = tables(results, args.scenario, clients)
     print()
     print(table)
     if not args.no_record:
-        text = (f"\n### {started:%Y-%m-%d}: cluster scenarios, {args.runs} run{'s' if args.runs != 1 else ''} each\n\n"
-                f"`{command}` ({args.load_manager} load manager, {args.messages} messages at {args.rate}/s, "
-                f"magnetar acks with {'ack_with_receipt, batch_index_ack' if args.ack_with_receipt else 'ack'}), "
-                f"{minutes:.0f} min, {commit}. `date`: {date_before}. `uptime` before: "
-                f"{uptime_before.split('load average:')[-1].strip()}; after: "
-                f"{uptime_after.split('load average:')[-1].strip()}.\n\n{table}\n")
-        with open(DOC, "a") as f:
-            f.write(text)
-        print(f"\nappended to {DOC.relative_to(ROOT)}")
+        _record(f"{args.runs} run{'s' if args.runs != 1 else ''} each", [meta], table)
+    return 0
+
+
+def _pass_line(m: dict[str, Any]) -> str:
+    return (f"`{m['command']}` ({m['load_manager']} load manager, {m['messages']} messages at {m['rate']}/s, "
+            f"magnetar acks with {'ack_with_receipt, batch_index_ack' if m['ack_with_receipt'] else 'ack'}), "
+            f"{m['minutes']} min, {m['commit']}. `date`: {m['date']}. `uptime` before: "
+            f"{m['uptime_before'].split('load average:')[-1].strip()}; after: "
+            f"{m['uptime_after'].split('load average:')[-1].strip()}.")
+
+
+def _record(title: str, metas: list[dict[str, Any]], table: str) -> None:
+    passes = "\n\n".join(_pass_line(m) for m in metas)
+    with open(DOC, "a") as f:
+        f.write(f"\n### {metas[0]['started']}: cluster scenarios, {title}\n\n{passes}\n\n{table}\n")
+    print(f"\nappended to {DOC.relative_to(ROOT)}")
+
+
+def combine(args: argparse.Namespace) -> int:
+    """One table from passes that ran side by side (each on a cluster of its own)."""
+    metas, results = [], []
+    for d in args.combine:
+        metas.append(json.loads((Path(d) / "meta.json").read_text()))
+        results += json.loads((Path(d) / "results.json").read_text())
+    clients = [c for c in CLIENTS if any(r["client"] == c for r in results)]
+    table = tables(results, [s for s in SCENARIOS if any(r["scenario"] == s for r in results)], clients)
+    print(table)
+    if not args.no_record:
+        _record(f"{len(metas)} passes side by side, on a cluster each", metas, table)
+    return 0
     return 0
 
 
