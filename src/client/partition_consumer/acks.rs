@@ -464,6 +464,7 @@ mod tests {
             subscription: "s".into(),
             opts,
             inbox: Arc::new(Inbox::new()),
+            paused: false,
         });
         assert!(actor.link.conn().is_none());
 
