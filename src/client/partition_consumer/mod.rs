@@ -38,6 +38,7 @@ mod ack_book;
 mod acked_ranges;
 mod acks;
 mod owed;
+mod permits;
 mod queries;
 mod receipts;
 mod receive;
@@ -160,14 +161,6 @@ impl PartitionShared {
         }
     }
 
-    /// Zero queue: the application wants a message and none is queued. Asks the broker for
-    /// one, unless a permit is already out.
-    pub fn want_one(&self) {
-        if self.zero_queue && !self.asked.swap(true, Ordering::AcqRel) {
-            let _ = self.tx.send(Command::Flow(1));
-        }
-    }
-
     /// The application acked `ids` (`cumulative`: everything up to each): a copy of one of
     /// them that the broker resent after a reconnect, still queued, must never be handed out
     /// after the ack. Costs one atomic load until this partition has reconnected once.
@@ -234,25 +227,6 @@ impl PartitionShared {
         let dropped = inbox.drop_origin(self.index) as u32;
         self.return_permits(dropped);
         epoch
-    }
-
-    fn return_permits(&self, n: u32) {
-        if self.zero_queue {
-            // Never refilled ahead of the application: `want_one` asks for each message.
-            return;
-        }
-        // Saturating: a hostile entry may declare up to i32::MAX messages.
-        let before = self
-            .dequeued
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |d| Some(d.saturating_add(n)))
-            .unwrap_or(0);
-        let total = before.saturating_add(n);
-        if total >= self.threshold {
-            let granted = self.dequeued.swap(0, Ordering::AcqRel);
-            if granted > 0 {
-                let _ = self.tx.send(Command::Flow(granted));
-            }
-        }
     }
 }
 
