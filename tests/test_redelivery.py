@@ -241,6 +241,8 @@ def test_a_zero_queue_consumer_never_prefetches(api, topic):
 def test_a_zero_queue_consumer_refuses_batches_and_several_topics(client, topic):
     with pytest.raises(magnetar.InvalidConfiguration, match="one topic"):
         client.subscribe([topic, topic + "-b"], _sub(), receiver_queue_size=0)
+    with pytest.raises(magnetar.InvalidConfiguration, match="reader"):
+        client.create_reader(topic, receiver_queue_size=0)
     zero = client.subscribe(topic, _sub(), receiver_queue_size=0)
     client.create_producer(topic, batching=True).send(b"batched")
     with pytest.raises(magnetar.InvalidConfiguration, match="batched"):

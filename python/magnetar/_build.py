@@ -162,6 +162,10 @@ def reader(topic: str, start: Any, options: Mapping[str, Any]) -> tuple[tuple[st
     """``create_reader``'s engine arguments (a non-durable subscription) and the publish time
     to seek to when the reader starts at a time."""
     opts = resolve(ReaderOptions, options, "create_reader")
+    size = opts["receiver_queue_size"]
+    if isinstance(size, int) and not isinstance(size, bool) and size < 1:
+        # Zero queues are for consumers (subscribe): a reader reads ahead.
+        raise InvalidConfiguration(f"receiver_queue_size of a reader must be at least 1, got {size}")
     start_id, at_time = reader_start(start)
     engine = {
         "subscription_type": "exclusive",

@@ -77,14 +77,8 @@ impl Consumer {
             (now + delay).as_millis() as i64
         });
         let out = OutgoingMessage {
-            payload: msg.payload.clone(),
-            key: msg.key().map(str::to_string),
-            key_b64: msg.key_is_b64(),
-            ordering_key: msg.ordering_key().map(<[u8]>::to_vec),
-            properties,
             deliver_at,
-            null_value: msg.null_value(),
-            ..Default::default()
+            ..OutgoingMessage::copy_of(msg, properties)
         };
         let sent = match self.retry_producer(slot, topic).await {
             Ok(p) => p.send(out).await.map(drop),
