@@ -80,7 +80,7 @@ def test_invalid_producer_options_fail_before_connecting(client, topic, kwargs):
     [
         {"subscription_type": "fanout"},
         {"initial_position": "middle"},
-        {"receiver_queue_size": 0},
+        {"receiver_queue_size": -1},
         {"ack_timeout": 0.5},
         {"max_redeliver_count": 0},
     ],

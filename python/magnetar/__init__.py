@@ -22,6 +22,7 @@ from ._core import EncryptionContext, Message, MessageId, SendFuture, __version_
 from ._async import AsyncClient, AsyncConsumer, AsyncProducer, AsyncReader
 from ._client import Client, Consumer, Producer, Reader
 from . import _traced  # noqa: F401  (registers the traced twins with magnetar.telemetry)
+from ._backoff import Backoff
 from ._config import ClientConfig
 from ._crypto import CryptoKeyReader
 from ._table_view import AsyncTableView, TableView
@@ -79,6 +80,7 @@ __all__ = [
     "AuthenticationError",
     "AuthorizationError",
     "AutoClusterFailover",
+    "Backoff",
     "BatchingType",
     "Client",
     "ClientConfig",

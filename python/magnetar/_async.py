@@ -9,7 +9,7 @@ taken from the queue by the coroutine that returns them.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Self, Sequence
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Mapping, Self, Sequence
 
 from . import _build, _core
 from ._aio import call
@@ -151,6 +151,12 @@ class AsyncConsumer(_AsyncReceiving, ConsumerHandle[Awaitable[None]]):
         """Acknowledges and returns once the broker confirms it (see
         :meth:`magnetar.Consumer.ack_with_receipt`)."""
         await call(self._core.ack_with_receipt, message, cumulative)
+
+    async def reconsume_later(self, message: Message, delay: Seconds = 0.0,
+                              properties: Mapping[str, str] | None = None) -> None:
+        """Has ``message`` come again after ``delay`` seconds through the retry letter topic,
+        as :meth:`magnetar.Consumer.reconsume_later`."""
+        await call(self._core.reconsume_later, message, delay, properties)
 
     async def stats(self) -> list[dict[str, Any]]:
         """The broker's statistics per covered topic (see :meth:`magnetar.Consumer.stats`)."""

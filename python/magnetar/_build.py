@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any, Mapping, Sequence
 
+from ._backoff import Backoff
 from ._core import MessageId
 from ._options import (
     Authentication,
@@ -146,6 +147,11 @@ def consumer(
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise InvalidConfiguration("listener_concurrency must be an int >= 1")
     check_topic(topic)
+    for name in ("nack_backoff", "ack_timeout_backoff"):
+        backoff = opts[name]
+        if backoff is not None and not isinstance(backoff, Backoff):
+            raise InvalidConfiguration(f"{name} must be a magnetar.Backoff, not {backoff!r}")
+        opts[name] = backoff._engine() if backoff is not None else None
     pattern = opts.pop("pattern")
     schema = _schema(opts.pop("schema"))
     topics = topic if isinstance(topic, str) else list(topic)
@@ -156,6 +162,10 @@ def reader(topic: str, start: Any, options: Mapping[str, Any]) -> tuple[tuple[st
     """``create_reader``'s engine arguments (a non-durable subscription) and the publish time
     to seek to when the reader starts at a time."""
     opts = resolve(ReaderOptions, options, "create_reader")
+    size = opts["receiver_queue_size"]
+    if isinstance(size, int) and not isinstance(size, bool) and size < 1:
+        # Zero queues are for consumers (subscribe): a reader reads ahead.
+        raise InvalidConfiguration(f"receiver_queue_size of a reader must be at least 1, got {size}")
     start_id, at_time = reader_start(start)
     engine = {
         "subscription_type": "exclusive",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Self, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Self, Sequence
 
 from . import _build, _core
 from ._core import Message, MessageId, SendFuture
@@ -202,6 +202,17 @@ class Consumer(_Receiving, ConsumerHandle[None]):
         :class:`~magnetar.Timeout` otherwise). Part of a batch is confirmed once the whole
         batch is acknowledged, unless ``batch_index_ack`` is on."""
         self._core.ack_with_receipt(message, cumulative)
+
+    def reconsume_later(self, message: Message, delay: Seconds = 0.0,
+                        properties: Mapping[str, str] | None = None) -> None:
+        """Has ``message`` come again after ``delay`` seconds through the retry letter topic
+        (the consumer needs ``enable_retry=True``): a copy with ``properties`` added and the
+        Java client's retry properties (``RECONSUMETIMES``, ``DELAY_TIME``, ``REAL_TOPIC``,
+        ``ORIGIN_MESSAGE_ID``) is published there, delivered after the delay, and the message is
+        acknowledged. Once retried ``max_redeliver_count`` times it goes to the dead letter topic
+        instead. Waits for the broker's receipt; if the publish fails the message is redelivered
+        and the error raised."""
+        self._core.reconsume_later(message, delay, properties)
 
     def stats(self) -> list[dict[str, Any]]:
         """The broker's statistics for this consumer, one dict per covered topic (rates,

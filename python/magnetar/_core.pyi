@@ -411,6 +411,9 @@ class _Consumer:
         """Negative acknowledgement."""
     def redeliver_unacknowledged(self) -> None:
         """Redelivers every unacked message."""
+    def reconsume_later(self, message: Message, delay: Any, properties: Any = None, *,
+                        future: _Future | None = None) -> None:
+        """Publishes to the retry letter topic, then acknowledges."""
     def pause(self) -> None:
         """Stops granting permits."""
     def resume(self) -> None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Awaitable, Callable, Mapping, NamedTuple, Sequence, TypedDict, Union
 
 from ._auth import Authentication
+from ._backoff import Backoff
 from ._crypto import CryptoKeyReader
 from ._core import Message, MessageId
 from .exceptions import InvalidConfiguration
@@ -28,6 +29,7 @@ from .schema import Schema
 __all__ = [
     "AccessMode",
     "Authentication",
+    "Backoff",
     "BatchingType",
     "ClientOptions",
     "ClusterOptions",
@@ -252,7 +254,9 @@ class ConsumerOptions(TypedDict, total=False):
     initial_position: Annotated[Union[InitialPosition, str], Opt(InitialPosition.LATEST, "Where a new subscription starts: ``latest`` or ``earliest``.", aliases=("subscriptionInitialPosition",))]
     pattern: Annotated[bool, Opt(False, "``topic`` is a regular expression; every matching topic of its namespace is consumed.")]
     consumer_name: Annotated[Union[str, None], Opt(None, "Name shown in the broker's stats.", aliases=("consumerName",))]
-    receiver_queue_size: Annotated[int, Opt(1000, "Messages fetched ahead of the application.", aliases=("receiverQueueSize",))]
+    receiver_queue_size: Annotated[int, Opt(1000, "Messages fetched ahead of the application; 0: none (a zero-queue consumer asks the broker for one message per receive; one topic, not partitioned).", aliases=("receiverQueueSize",))]
+    max_total_receiver_queue_size_across_partitions: Annotated[int, Opt(50000, "A consumer of several partitions or topics: the receiver queues of all together; each gets ``min(receiver_queue_size, this / count)``.", aliases=("maxTotalReceiverQueueSizeAcrossPartitions",))]
+    start_paused: Annotated[bool, Opt(False, "Subscribe without asking the broker for messages until ``resume()``.", aliases=("startPaused",))]
     nack_redelivery_delay: Annotated[Seconds, Opt(60.0, "Delay before a negatively acked message comes back.", "s", ("negativeAckRedeliveryDelayMicros",))]
     ack_timeout: Annotated[Seconds, Opt(0.0, "Unacked messages are redelivered after this; 0 or None: never.", "s", ("ackTimeoutMillis",))]
     ack_group_time: Annotated[Seconds, Opt(0.1, "Acks are grouped and sent within this; 0 sends each at once.", "s", ("acknowledgementsGroupTimeMicros",))]
@@ -266,6 +270,10 @@ class ConsumerOptions(TypedDict, total=False):
     discovery_period: Annotated[Seconds, Opt(60.0, "How often a pattern or a partitioned topic is looked at again.", "s", ("patternAutoDiscoveryPeriod",))]
     max_redeliver_count: Annotated[Union[int, None], Opt(None, "Deliveries before a message is dead-lettered (with ``dead_letter_topic``, or ``<topic>-<subscription>-DLQ``).", aliases=("maxRedeliverCount",))]
     dead_letter_topic: Annotated[Union[str, None], Opt(None, "Where messages go after ``max_redeliver_count`` deliveries, and unreadable ones.", aliases=("deadLetterTopic",))]
+    enable_retry: Annotated[bool, Opt(False, "A retry letter topic: the consumer subscribes to it too, and ``reconsume_later(msg, delay)`` publishes the message there to come back after ``delay``, dead-lettered after ``max_redeliver_count`` retries (16 when not given).", aliases=("retryEnable",))]
+    retry_letter_topic: Annotated[Union[str, None], Opt(None, "With ``enable_retry``: the retry letter topic (default ``<topic>-<subscription>-RETRY``; the dead letter topic then defaults to ``<topic>-<subscription>-DLQ`` for every topic of the consumer).", aliases=("retryLetterTopic",))]
+    nack_backoff: Annotated[Union[Backoff, None], Opt(None, "A :class:`~magnetar.Backoff`: a negatively acknowledged message comes back after a delay growing with its redelivery count, instead of ``nack_redelivery_delay``.", aliases=("negativeAckRedeliveryBackoff",))]
+    ack_timeout_backoff: Annotated[Union[Backoff, None], Opt(None, "A :class:`~magnetar.Backoff`: a message not acknowledged within ``ack_timeout`` (which must be on) is redelivered after a further delay growing with its redelivery count.", aliases=("ackTimeoutRedeliveryBackoff",))]
     chunk_expiry: Annotated[Seconds, Opt(60.0, "A chunked message incomplete after this is given up (its chunks acked); None: never.", "s", ("expireTimeOfIncompleteChunkedMessageMs",))]
     max_pending_chunked_messages: Annotated[int, Opt(10, "Chunked messages in progress at once; the oldest beyond is given up.", aliases=("maxPendingChunkedMessage",))]
     listener: Annotated[Union[Callable[[Message], Union[object, Awaitable[object]]], None], Opt(None, "Handler each message is pushed to (a coroutine function on AsyncClient); acked when it returns, negatively acked when it raises.")]
@@ -328,7 +336,7 @@ class Declared:
     def textual(self) -> bool:
         """Whether a text value can give this option (a command-line flag, an environment
         variable, a Spark option): not callables, mappings, credentials or transactions."""
-        return not any(t in str(self.type) for t in ("Callable", "Mapping", "Sequence", "Authentication", "Schema",
+        return not any(t in str(self.type) for t in ("Callable", "Mapping", "Sequence", "Authentication", "Schema", "Backoff",
                                                      "TransactionHandle", "CryptoKeyReader"))
 
     def kind(self) -> type:

@@ -25,6 +25,7 @@ use super::topic::TopicName;
 use crate::net::lookup;
 
 mod acks;
+mod retry;
 
 /// What a consumer subscribes to.
 #[derive(Debug, Clone)]
@@ -50,6 +51,10 @@ struct ConsumerShared {
     selected: std::sync::Mutex<Vec<TopicName>>,
     pattern: Option<(String, Regex)>,
     closed: AtomicBool,
+    /// Paused (`set_paused`, or `start_paused`): partitions found later start paused too.
+    paused: AtomicBool,
+    /// With `enable_retry`: the producers of the retry and dead letter topics (`reconsume_later`).
+    retry: retry::RetryProducers,
 }
 
 tracked_through_handle!(ConsumerShared, Consumer, super::stats::consumer_line);
@@ -83,7 +88,8 @@ impl Consumer {
         subscription: String,
         opts: ConsumerOptions,
     ) -> Result<Consumer> {
-        let (topics, pattern) = match selection {
+        let mut opts = opts;
+        let (mut topics, pattern) = match selection {
             TopicSelection::One(t) => (vec![TopicName::parse(&t)?], None),
             TopicSelection::Many(ts) => {
                 if ts.is_empty() {
@@ -114,10 +120,39 @@ impl Consumer {
                 (Vec::new(), Some((full, regex)))
             }
         };
+        if opts.enable_retry {
+            let Some(first) = topics.first() else {
+                return Err(Error::invalid(
+                    "enable_retry needs topic names: a pattern subscription has no topic to name the retry topic after",
+                ));
+            };
+            let base = first.as_str().to_string();
+            let retry = opts
+                .retry_letter_topic
+                .get_or_insert_with(|| format!("{base}-{subscription}-RETRY"))
+                .clone();
+            // As the Java client: one dead letter topic for every topic of the consumer, the
+            // retry topic included, and 16 retries unless told.
+            opts.dead_letter_topic
+                .get_or_insert_with(|| format!("{base}-{subscription}-DLQ"));
+            opts.max_redeliver_count.get_or_insert(retry::MAX_RECONSUME_TIMES);
+            let retry = TopicName::parse(&retry)?;
+            if !topics.contains(&retry) {
+                topics.push(retry);
+            }
+        }
+        if opts.receiver_queue_size == 0 && (pattern.is_some() || topics.len() > 1) {
+            return Err(Error::invalid(
+                "receiver_queue_size=0 (a zero-queue consumer) takes one topic, not a list or a pattern",
+            ));
+        }
+        let paused = AtomicBool::new(opts.start_paused);
         let consumer = Consumer {
             inner: Arc::new(ConsumerShared {
                 client: client.clone(),
                 subscription,
+                retry: retry::RetryProducers::default(),
+                paused,
                 opts,
                 inbox: Arc::new(Inbox::new()),
                 parts: RwLock::new(Vec::new()),
@@ -191,6 +226,17 @@ impl Consumer {
                 }
             }
         }
+        if inner.opts.receiver_queue_size == 0 && wanted.len() > 1 {
+            return Err(Error::invalid(
+                "receiver_queue_size=0 (a zero-queue consumer) takes one topic, not a partitioned one",
+            ));
+        }
+        let mut opts = inner.opts.clone();
+        if wanted.len() > 1 {
+            // The Java client's maxTotalReceiverQueueSizeAcrossPartitions, shared out.
+            let share = (inner.opts.max_total_receiver_queue_size / wanted.len()).max(1);
+            opts.receiver_queue_size = opts.receiver_queue_size.min(share);
+        }
         for topic in wanted {
             if inner.covered.lock().expect("covered lock").contains(&topic) {
                 continue;
@@ -204,8 +250,9 @@ impl Consumer {
                 topic: topic.clone(),
                 index,
                 subscription: inner.subscription.clone(),
-                opts: inner.opts.clone(),
+                opts: opts.clone(),
                 inbox: inner.inbox.clone(),
+                paused: inner.paused.load(Ordering::Acquire),
             })
             .await?;
             inner.parts.write().expect("parts lock").push(part);
@@ -288,8 +335,21 @@ impl Consumer {
             Take::Ended(e) => Err(e),
             Take::Empty => match self.end_state() {
                 Some(e) => Err(e),
-                None => Ok(None),
+                None => {
+                    self.ask_for_one();
+                    Ok(None)
+                }
             },
+        }
+    }
+
+    /// A zero-queue consumer asks the broker for one message when the application wants one
+    /// and none is queued (once until it comes: the Java client's ZeroQueueConsumerImpl).
+    fn ask_for_one(&self) {
+        if self.inner.opts.receiver_queue_size == 0 {
+            if let Some(p) = self.parts().first() {
+                p.want_one();
+            }
         }
     }
 
@@ -337,6 +397,7 @@ impl Consumer {
             if let Some(e) = ended.or_else(|| self.end_state()) {
                 return Err(e);
             }
+            self.ask_for_one();
         }
         self.taken(&msgs);
         Ok(msgs)
@@ -366,6 +427,7 @@ impl Consumer {
 
     /// Stops (`true`) or restarts (`false`) granting permits; queued messages stay available.
     pub fn set_paused(&self, paused: bool) {
+        self.inner.paused.store(paused, Ordering::Release);
         for p in self.parts() {
             let _ = p.tx.send(if paused { Command::Pause } else { Command::Resume });
         }
@@ -442,6 +504,7 @@ impl Consumer {
                 let _ = rx.await;
             }
         }
+        self.inner.retry.close().await;
         self.inner.inbox.end(Error::closed("consumer"));
         Ok(())
     }

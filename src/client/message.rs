@@ -46,6 +46,20 @@ impl OutgoingMessage {
         }
     }
 
+    /// A copy of a received message to publish elsewhere (a dead letter or retry letter
+    /// topic): its payload, keys and null flag, with `properties` instead of its own.
+    pub fn copy_of(msg: &Message, properties: Vec<(String, String)>) -> Self {
+        OutgoingMessage {
+            payload: msg.payload.clone(),
+            key: msg.key().map(str::to_string),
+            key_b64: msg.key_is_b64(),
+            ordering_key: msg.ordering_key().map(<[u8]>::to_vec),
+            properties,
+            null_value: msg.null_value(),
+            ..Default::default()
+        }
+    }
+
     /// Rough byte footprint, for the batch size limit and the memory limit.
     pub fn footprint(&self) -> usize {
         self.payload.len()

@@ -258,6 +258,59 @@ pub struct ConsumerOptions {
     pub allow_out_of_order_delivery: bool,
     /// Which topics a pattern subscription looks at: persistent, non-persistent, or both.
     pub pattern_domains: TopicDomains,
+    /// The retry letter topic (the Java client's `enableRetry`): the consumer subscribes to it
+    /// too, and `reconsume_later` publishes there. Default when on: `<topic>-<subscription>-RETRY`.
+    pub enable_retry: bool,
+    /// The retry letter topic's name, when not the default.
+    pub retry_letter_topic: Option<String>,
+    /// The delay of a negatively acked message from its redelivery count, instead of
+    /// `nack_redelivery_delay`.
+    pub nack_backoff: Option<RedeliveryBackoff>,
+    /// The ack timeout of a message from its redelivery count, instead of `ack_timeout`
+    /// (which must be on).
+    pub ack_timeout_backoff: Option<RedeliveryBackoff>,
+    /// Subscribe without granting the broker any permit until `set_paused(false)`.
+    pub start_paused: bool,
+    /// The receiver queues of a consumer of several partitions or topics together: each gets
+    /// `min(receiver_queue_size, this / count)` (at least 1).
+    pub max_total_receiver_queue_size: usize,
+}
+
+/// A redelivery delay growing with the redelivery count, as the Java client's
+/// `MultiplierRedeliveryBackoff`: `min * multiplier^count`, within `min..=max`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RedeliveryBackoff {
+    /// The delay of a first delivery (redelivery count 0).
+    pub min: Duration,
+    /// The longest delay.
+    pub max: Duration,
+    /// The growth per redelivery (above 1).
+    pub multiplier: f64,
+}
+
+impl RedeliveryBackoff {
+    /// The delay for a message delivered `redelivery_count` times before.
+    pub fn next(&self, redelivery_count: u32) -> Duration {
+        if redelivery_count == 0 || self.min.is_zero() {
+            return self.min;
+        }
+        let grown = self.min.as_secs_f64() * self.multiplier.powi(redelivery_count.min(1024) as i32);
+        if !grown.is_finite() || grown >= self.max.as_secs_f64() {
+            return self.max;
+        }
+        Duration::from_secs_f64(grown).clamp(self.min, self.max)
+    }
+
+    /// Checks the bounds and the multiplier.
+    pub fn validate(&self, what: &str) -> Result<()> {
+        if self.max < self.min {
+            return Err(Error::invalid(format!("{what}: max_delay must be at least min_delay")));
+        }
+        if !(self.multiplier.is_finite() && self.multiplier >= 1.0) {
+            return Err(Error::invalid(format!("{what}: multiplier must be a number >= 1")));
+        }
+        Ok(())
+    }
 }
 
 impl Default for ConsumerOptions {
@@ -294,6 +347,13 @@ impl Default for ConsumerOptions {
             key_shared_ranges: Vec::new(),
             allow_out_of_order_delivery: false,
             pattern_domains: TopicDomains::Persistent,
+            enable_retry: false,
+            retry_letter_topic: None,
+            nack_backoff: None,
+            ack_timeout_backoff: None,
+            start_paused: false,
+            // The Java client's maxTotalReceiverQueueSizeAcrossPartitions.
+            max_total_receiver_queue_size: 50_000,
         }
     }
 }
@@ -304,8 +364,29 @@ pub const KEY_HASH_MAX: i32 = 65535;
 impl ConsumerOptions {
     /// Checks value ranges.
     pub fn validate(&self) -> Result<()> {
-        if self.receiver_queue_size == 0 {
-            return Err(Error::invalid("receiver_queue_size must be at least 1"));
+        if self.max_total_receiver_queue_size == 0 {
+            return Err(Error::invalid(
+                "max_total_receiver_queue_size_across_partitions must be at least 1",
+            ));
+        }
+        if self.receiver_queue_size == 0 && self.enable_retry {
+            return Err(Error::invalid(
+                "receiver_queue_size=0 (a zero-queue consumer) takes one topic; enable_retry subscribes to the retry topic too",
+            ));
+        }
+        if let Some(b) = &self.nack_backoff {
+            b.validate("nack_backoff")?;
+        }
+        if let Some(b) = &self.ack_timeout_backoff {
+            b.validate("ack_timeout_backoff")?;
+            if self.ack_timeout.is_zero() {
+                return Err(Error::invalid(
+                    "ack_timeout_backoff needs ack_timeout on: it replaces the ack timeout of redelivered messages",
+                ));
+            }
+        }
+        if self.retry_letter_topic.is_some() && !self.enable_retry {
+            return Err(Error::invalid("retry_letter_topic needs enable_retry=True"));
         }
         if !self.ack_timeout.is_zero() && self.ack_timeout < Duration::from_secs(1) {
             return Err(Error::invalid("ack_timeout must be 0 (off) or at least 1 second"));
@@ -422,6 +503,25 @@ mod tests {
             ..Default::default()
         };
         assert!(shared_out_of_order.validate().is_err());
+    }
+
+    #[test]
+    fn a_backoff_grows_from_min_to_max() {
+        let b = RedeliveryBackoff {
+            min: Duration::from_millis(100),
+            max: Duration::from_secs(1),
+            multiplier: 2.0,
+        };
+        let ms: Vec<u128> = (0..6).map(|n| b.next(n).as_millis()).collect();
+        assert_eq!(ms, [100, 200, 400, 800, 1000, 1000]);
+        assert_eq!(b.next(u32::MAX), Duration::from_secs(1));
+        assert!(RedeliveryBackoff { multiplier: 0.5, ..b }.validate("b").is_err());
+        assert!(RedeliveryBackoff {
+            max: Duration::ZERO,
+            ..b
+        }
+        .validate("b")
+        .is_err());
     }
 
     #[test]

@@ -219,7 +219,50 @@ impl PyConsumer {
 
     fn nack(&self, message: &Bound<'_, PyAny>) -> PyResult<()> {
         self.guard.check()?;
-        self.inner.nack(&message_id_of(message)?).map_err(to_pyerr)
+        // A message says how often it came before (for `nack_backoff`); a bare id, never.
+        let redelivery_count = message
+            .cast::<PyMessage>()
+            .map_or(0, |m| m.get().inner.redelivery_count);
+        self.inner
+            .nack(&message_id_of(message)?, redelivery_count)
+            .map_err(to_pyerr)
+    }
+
+    /// Publishes `message` to the retry letter topic to come back after `delay` seconds (to
+    /// the dead letter topic once retried `max_redeliver_count` times), then acknowledges it.
+    #[pyo3(signature = (message, delay, properties=None, *, future=None))]
+    fn reconsume_later(
+        &self,
+        py: Python<'_>,
+        message: &Bound<'_, PyAny>,
+        delay: &Bound<'_, PyAny>,
+        properties: Option<&Bound<'_, PyAny>>,
+        future: Option<Py<PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let msg = message
+            .cast::<PyMessage>()
+            .map_err(|_| pyo3::exceptions::PyTypeError::new_err("reconsume_later takes a received Message"))?
+            .get()
+            .inner
+            .clone();
+        let delay = match convert::span(Some(delay), "delay")? {
+            convert::Span::Within(d) => d,
+            convert::Span::Unlimited => {
+                return Err(invalid(
+                    "delay must be a finite number of seconds: the message would never come back",
+                ))
+            }
+        };
+        let custom = match properties.filter(|p| !p.is_none()) {
+            Some(p) => convert::string_pairs(p, "properties")?,
+            None => Vec::new(),
+        };
+        self.call(
+            py,
+            future,
+            |c| async move { c.reconsume_later(&msg, delay, custom).await },
+            none,
+        )
     }
 
     fn redeliver_unacknowledged(&self) -> PyResult<()> {

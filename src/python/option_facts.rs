@@ -123,6 +123,13 @@ pub fn _engine_option_facts(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     consumer.set_item("key_shared_mode", name_of(KEY_SHARED_MODE_NAMES, &o.key_shared_mode))?;
     consumer.set_item("allow_out_of_order_delivery", o.allow_out_of_order_delivery)?;
     consumer.set_item("pattern_topics", name_of(PATTERN_TOPICS_NAMES, &o.pattern_domains))?;
+    consumer.set_item("enable_retry", o.enable_retry)?;
+    consumer.set_item("retry_letter_topic", o.retry_letter_topic)?;
+    consumer.set_item("start_paused", o.start_paused)?;
+    consumer.set_item(
+        "max_total_receiver_queue_size_across_partitions",
+        o.max_total_receiver_queue_size,
+    )?;
 
     let defaults = PyDict::new(py);
     defaults.set_item("client", client)?;

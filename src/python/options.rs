@@ -12,7 +12,7 @@ use super::auth::PySupplier;
 use super::convert::{duration_option, get, payload, string_pairs, NoLimit};
 use super::errors::invalid;
 use crate::client::crypto::{CryptoFailureAction, KeyReader};
-use crate::client::options::{TlsOptions, TopicDomains};
+use crate::client::options::{RedeliveryBackoff, TlsOptions, TopicDomains};
 use crate::client::{ClientOptions, ConsumerOptions, HashingScheme, InitialPosition, ProducerOptions, RoutingMode};
 use crate::net::url::ServiceUrl;
 use crate::net::{AuthProvider, StaticAuth, TokenFile};
@@ -121,6 +121,12 @@ pub(super) const CONSUMER_KEYS: &[&str] = &[
     "key_shared_ranges",
     "allow_out_of_order_delivery",
     "pattern_topics",
+    "enable_retry",
+    "retry_letter_topic",
+    "nack_backoff",
+    "ack_timeout_backoff",
+    "start_paused",
+    "max_total_receiver_queue_size_across_partitions",
 ];
 
 /// The values of `access_mode`.
@@ -404,9 +410,25 @@ pub fn consumer_options(d: &Bound<'_, PyDict>) -> PyResult<ConsumerOptions> {
     if let Some(v) = get::<String>(d, "consumer_name")? {
         o.name = Some(v);
     }
-    if let Some(v) = positive(get::<i64>(d, "receiver_queue_size")?, "receiver_queue_size")? {
-        o.receiver_queue_size = v;
+    if let Some(v) = get::<i64>(d, "receiver_queue_size")? {
+        if v < 0 {
+            return Err(invalid(format!(
+                "receiver_queue_size must be at least 0 (0: a zero-queue consumer), got {v}"
+            )));
+        }
+        o.receiver_queue_size = v as usize;
     }
+    if let Some(v) = positive(
+        get::<i64>(d, "max_total_receiver_queue_size_across_partitions")?,
+        "max_total_receiver_queue_size_across_partitions",
+    )? {
+        o.max_total_receiver_queue_size = v;
+    }
+    set(d, "enable_retry", &mut o.enable_retry)?;
+    o.retry_letter_topic = get::<String>(d, "retry_letter_topic")?;
+    o.nack_backoff = backoff_option(d, "nack_backoff")?;
+    o.ack_timeout_backoff = backoff_option(d, "ack_timeout_backoff")?;
+    set(d, "start_paused", &mut o.start_paused)?;
     if let Some(v) = duration_option(
         d,
         "nack_redelivery_delay",
@@ -489,6 +511,30 @@ pub fn consumer_options(d: &Bound<'_, PyDict>) -> PyResult<ConsumerOptions> {
     choice(d, "pattern_topics", PATTERN_TOPICS_NAMES, &mut o.pattern_domains)?;
     o.validate().map_err(super::errors::to_pyerr)?;
     Ok(o)
+}
+
+/// A `magnetar.Backoff` as `magnetar._build` hands it over: `(min_delay, max_delay,
+/// multiplier)`, seconds; the class has checked them, this is the engine's own check.
+fn backoff_option(d: &Bound<'_, PyDict>, key: &str) -> PyResult<Option<RedeliveryBackoff>> {
+    let Some((min, max, multiplier)) = get::<(f64, f64, f64)>(d, key)? else {
+        return Ok(None);
+    };
+    let secs = |v: f64, what: &str| {
+        if v.is_finite() && (0.0..=(1u64 << 31) as f64).contains(&v) {
+            Ok(std::time::Duration::from_secs_f64(v))
+        } else {
+            Err(invalid(format!(
+                "{key}: {what} must be a number of seconds >= 0, got {v}"
+            )))
+        }
+    };
+    let b = RedeliveryBackoff {
+        min: secs(min, "min_delay")?,
+        max: secs(max, "max_delay")?,
+        multiplier,
+    };
+    b.validate(key).map_err(super::errors::to_pyerr)?;
+    Ok(Some(b))
 }
 
 fn key_reader_option(d: &Bound<'_, PyDict>) -> PyResult<Option<KeyReader>> {

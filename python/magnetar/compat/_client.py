@@ -288,9 +288,9 @@ class Client:
         options: dict[str, Any] = {
             "subscription_type": _SUBSCRIPTION[consumer_type],
             "initial_position": "earliest" if initial_position == InitialPosition.Earliest else "latest",
-            # The engine prefetches at least one message; the official zero queue fetches one
-            # on each receive.
-            "pattern": pattern, "consumer_name": consumer_name, "receiver_queue_size": max(receiver_queue_size, 1),
+            # 0: a zero-queue consumer, which asks the broker for one message per receive.
+            "pattern": pattern, "consumer_name": consumer_name, "receiver_queue_size": receiver_queue_size,
+            "max_total_receiver_queue_size_across_partitions": max_total_receiver_queue_size_across_partitions,
             "start_inclusive": start_message_id_inclusive,
             "nack_redelivery_delay": negative_ack_redelivery_delay_ms / 1000,
             "ack_timeout": (unacked_messages_timeout_ms or 0) / 1000, "read_compacted": is_read_compacted,

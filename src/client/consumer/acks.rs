@@ -16,7 +16,7 @@ use crate::protocol::pb::command_subscribe::SubType;
 
 impl Consumer {
     /// The partition `id` belongs to, while the consumer is open.
-    fn open_part_for(&self, id: &MessageId) -> Result<Arc<PartitionShared>> {
+    pub(super) fn open_part_for(&self, id: &MessageId) -> Result<Arc<PartitionShared>> {
         if self.inner.closed.load(Ordering::Acquire) {
             return Err(Error::closed("consumer"));
         }
@@ -173,9 +173,10 @@ impl Consumer {
         }
     }
 
-    /// Asks for redelivery of one message after the negative-ack delay.
-    pub fn nack(&self, id: &MessageId) -> Result<()> {
-        self.command(id, Command::Nack(id.clone()))
+    /// Asks for redelivery of one message after the negative-ack delay (with `nack_backoff`,
+    /// the delay for `redelivery_count`, the times it was delivered before).
+    pub fn nack(&self, id: &MessageId, redelivery_count: u32) -> Result<()> {
+        self.command(id, Command::Nack(id.clone(), redelivery_count))
     }
 
     /// Redelivers every unacknowledged message now.

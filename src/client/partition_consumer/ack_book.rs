@@ -47,6 +47,10 @@ pub(super) struct AckBook {
     cumulative: Option<MessageId>,
     /// The highest entry any ack here touches: arrivals beyond it need no lookup.
     highest: Option<EntryKey>,
+    /// Batch-index acks: where in `held_individual` the held (unsent) ack of part of an entry
+    /// is. A later ack of the same entry updates it rather than adding one: a consumer acking a
+    /// batch of 1000 message by message sends one ack of it per flush, not 999.
+    held_partial: HashMap<EntryKey, usize, KeyHash>,
 }
 
 impl AckBook {
@@ -91,13 +95,28 @@ impl AckBook {
             }
             if bits.iter().all(|w| *w == 0) {
                 self.batches.remove(&key);
-                self.hold_entry(id.entry_data());
+                match self.held_partial.remove(&key) {
+                    // The held ack of part of it becomes the ack of all of it.
+                    Some(at) => {
+                        self.held_individual[at] = id.entry_data();
+                        self.unpend_partial(key);
+                        *self.pending_entries.entry(key).or_insert(0) += 1;
+                    }
+                    None => self.hold_entry(id.entry_data()),
+                }
             } else if batch_index_ack {
-                let mut data = id.entry_data();
-                data.ack_set = bits.iter().map(|w| *w as i64).collect();
-                data.batch_size = Some(id.batch_size);
-                *self.pending_partial.entry(key).or_insert(0) += 1;
-                self.held_individual.push(data);
+                let ack_set = bits.iter().map(|w| *w as i64).collect();
+                match self.held_partial.get(&key) {
+                    Some(&at) => self.held_individual[at].ack_set = ack_set,
+                    None => {
+                        let mut data = id.entry_data();
+                        data.ack_set = ack_set;
+                        data.batch_size = Some(id.batch_size);
+                        *self.pending_partial.entry(key).or_insert(0) += 1;
+                        self.held_partial.insert(key, self.held_individual.len());
+                        self.held_individual.push(data);
+                    }
+                }
             }
         } else {
             self.hold_entry(id.entry_data());
@@ -125,6 +144,15 @@ impl AckBook {
         }
     }
 
+    fn unpend_partial(&mut self, key: EntryKey) {
+        if let Some(n) = self.pending_partial.get_mut(&key) {
+            *n -= 1;
+            if *n == 0 {
+                self.pending_partial.remove(&key);
+            }
+        }
+    }
+
     /// Whether acks wait to be sent.
     pub fn has_held(&self) -> bool {
         !self.held_individual.is_empty() || self.held_cumulative.is_some()
@@ -137,6 +165,7 @@ impl AckBook {
 
     /// Everything held, as the commands to send; they become unconfirmed with [`AckBook::sent`].
     pub fn take_held(&mut self) -> AckBatch {
+        self.held_partial.clear();
         let mut out = Vec::new();
         if !self.held_individual.is_empty() {
             out.push((AckType::Individual, std::mem::take(&mut self.held_individual)));
@@ -591,5 +620,34 @@ mod tests {
         book.record(&id(1, 0, 2), false, false);
         assert!(!book.has_held(), "nothing to send");
         assert!(book.confirmed(&id(1, 0, 2), false, false));
+    }
+
+    #[test]
+    fn batch_index_acks_of_one_entry_go_as_one_until_sent() {
+        let mut book = AckBook::default();
+        for i in 0..3 {
+            book.record(&id(1, i, 4), false, true);
+        }
+        assert_eq!(book.held_len(), 1, "one ack of the entry, updated");
+        let acks = book.take_held();
+        assert_eq!(acks[0].1[0].ack_set, vec![0b1000]);
+        book.sent(1, acks);
+        book.record(&id(1, 3, 4), false, true);
+        let acks = book.take_held();
+        assert!(acks[0].1[0].ack_set.is_empty(), "the last index acks the whole entry");
+        book.sent(2, acks);
+        book.settled(1, true);
+        book.settled(2, true);
+        assert!(book.confirmed(&id(1, 0, 4), false, true) && book.acked_before(&id(1, 2, 4)));
+
+        for i in 0..4 {
+            book.record(&id(2, i, 4), false, true);
+        }
+        let acks = book.take_held();
+        assert_eq!(acks[0].1.len(), 1, "completed before sending: one whole-entry ack");
+        assert!(acks[0].1[0].ack_set.is_empty());
+        book.sent(3, acks);
+        book.settled(3, true);
+        assert!(book.confirmed(&id(2, 1, 4), false, true));
     }
 }

@@ -359,14 +359,8 @@ impl Actor {
                 format!("{}:{}:{}", m.id.ledger_id, m.id.entry_id, m.id.partition),
             ));
             let out = OutgoingMessage {
-                payload: m.payload.clone(),
-                key: m.key().map(str::to_string),
-                key_b64: m.key_is_b64(),
-                ordering_key: m.ordering_key().map(<[u8]>::to_vec),
-                properties,
                 event_time: m.event_time(),
-                null_value: m.null_value(),
-                ..Default::default()
+                ..OutgoingMessage::copy_of(&m, properties)
             };
             match dlq.send(out).await {
                 Ok(_) => {
@@ -464,6 +458,7 @@ mod tests {
             subscription: "s".into(),
             opts,
             inbox: Arc::new(Inbox::new()),
+            paused: false,
         });
         assert!(actor.link.conn().is_none());
 

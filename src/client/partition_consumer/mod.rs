@@ -38,6 +38,7 @@ mod ack_book;
 mod acked_ranges;
 mod acks;
 mod owed;
+mod permits;
 mod queries;
 mod receipts;
 mod receive;
@@ -79,8 +80,10 @@ pub(crate) enum Command {
         token: u64,
         confirmed: bool,
     },
-    Nack(MessageId),
-    Delivered(MessageId),
+    /// A negative ack, with the message's redelivery count (for `nack_backoff`).
+    Nack(MessageId, u32),
+    /// The application took a message (ack timeout on), with its redelivery count.
+    Delivered(MessageId, u32),
     RedeliverAll,
     Seek(SeekTarget, oneshot::Sender<Result<()>>),
     LastMessageId(oneshot::Sender<Result<MessageId>>),
@@ -123,6 +126,11 @@ pub(crate) struct PartitionShared {
     /// it and on subscribe; the broker stamps what it dispatches after it, so a message sent
     /// before (a copy of one that comes again) is dropped on arrival (the Java client's epoch).
     pub redelivery_epoch: std::sync::atomic::AtomicU64,
+    /// A zero-queue consumer (`receiver_queue_size=0`): permits are asked for one at a time,
+    /// when the application wants a message ([`PartitionShared::want_one`]).
+    zero_queue: bool,
+    /// Zero queue: a permit was asked for and its message not yet taken.
+    asked: AtomicBool,
 }
 
 impl PartitionShared {
@@ -140,7 +148,7 @@ impl PartitionShared {
                 taken.lock().expect("taken lock").push(msg.id.clone());
             }
             if self.track_delivered {
-                let _ = self.tx.send(Command::Delivered(msg.id.clone()));
+                let _ = self.tx.send(Command::Delivered(msg.id.clone(), msg.redelivery_count));
             }
             last = Some(msg);
         }
@@ -148,6 +156,7 @@ impl PartitionShared {
             *self.last_dequeued.lock().expect("last_dequeued lock") = Some(m.id.clone());
         }
         if count > 0 {
+            self.asked.store(false, Ordering::Release);
             self.return_permits(count);
         }
     }
@@ -219,21 +228,6 @@ impl PartitionShared {
         self.return_permits(dropped);
         epoch
     }
-
-    fn return_permits(&self, n: u32) {
-        // Saturating: a hostile entry may declare up to i32::MAX messages.
-        let before = self
-            .dequeued
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |d| Some(d.saturating_add(n)))
-            .unwrap_or(0);
-        let total = before.saturating_add(n);
-        if total >= self.threshold {
-            let granted = self.dequeued.swap(0, Ordering::AcqRel);
-            if granted > 0 {
-                let _ = self.tx.send(Command::Flow(granted));
-            }
-        }
-    }
 }
 
 /// What one partition's actor is made of: the consumer's client, subscription, options and
@@ -245,6 +239,8 @@ pub(crate) struct Placement {
     pub subscription: String,
     pub opts: ConsumerOptions,
     pub inbox: Arc<Inbox>,
+    /// Start without granting permits (the consumer is paused).
+    pub paused: bool,
 }
 
 /// Creates the actor for one partition and attaches it before returning.
@@ -284,6 +280,7 @@ fn unattached(placement: Placement) -> Actor {
         subscription,
         opts,
         inbox,
+        paused,
     } = placement;
     let (tx, rx) = mpsc::unbounded_channel();
     let queue = opts.receiver_queue_size as u32;
@@ -304,6 +301,8 @@ fn unattached(placement: Placement) -> Actor {
         stale_guard: AtomicBool::new(false),
         pending_acks: Mutex::new(Vec::new()),
         redelivery_epoch: Default::default(),
+        zero_queue: queue == 0,
+        asked: AtomicBool::new(false),
     });
     let name = opts.name.clone().unwrap_or_else(random_name);
     let chunk_limits = ChunkLimits {
@@ -332,7 +331,7 @@ fn unattached(placement: Placement) -> Actor {
         acks_due: None,
         nacks: Vec::new(),
         unacked: HashMap::new(),
-        paused: false,
+        paused,
         held_permits: 0,
         dlq: None,
         closing: None,
@@ -449,13 +448,21 @@ impl Actor {
             Command::TakeAcks => {}
             Command::AcksSettled { token, confirmed } => self.acks_settled(token, confirmed),
             Command::AckWithReceipt { id, cumulative, reply } => self.ack_with_receipt(id, cumulative, reply),
-            Command::Nack(id) => {
+            Command::Nack(id, redelivery_count) => {
                 self.inbox.counters.nacked();
                 self.unacked.remove(&(id.ledger_id, id.entry_id));
-                self.nacks.push((Instant::now() + self.opts.nack_redelivery_delay, id));
+                let delay = match &self.opts.nack_backoff {
+                    Some(b) => b.next(redelivery_count),
+                    None => self.opts.nack_redelivery_delay,
+                };
+                self.nacks.push((Instant::now() + delay, id));
             }
-            Command::Delivered(id) => {
-                let deadline = Instant::now() + self.opts.ack_timeout;
+            Command::Delivered(id, redelivery_count) => {
+                // With a backoff, as the Java client's UnAckedMessageRedeliveryTracker: the
+                // ack timeout, then the backoff's delay for the message's redelivery count.
+                let extra =
+                    (self.opts.ack_timeout_backoff.as_ref()).map_or(Duration::ZERO, |b| b.next(redelivery_count));
+                let deadline = Instant::now() + self.opts.ack_timeout + extra;
                 self.unacked
                     .entry((id.ledger_id, id.entry_id))
                     .or_insert((deadline, id));

@@ -99,6 +99,9 @@ impl Actor {
         base.partition = topic_partition(&self.shared.topic);
         base.topic = Some(self.shared.topic.clone());
         let batched = meta.num_messages_in_batch.is_some() && !still_encrypted;
+        if batched && self.shared.zero_queue {
+            return self.refuse_batch();
+        }
         let batch_size = entries.len() as i32;
         let acked_by_broker = |i: usize| batch_index_acked(&cmd.ack_set, i);
         let mut out = Vec::with_capacity(entries.len());
@@ -172,6 +175,21 @@ impl Actor {
             self.queued_high = Some(base_key);
         }
         self.inbox.push_many(out);
+    }
+
+    /// A zero-queue consumer got a batch: it cannot hold the batch's other messages, so, as
+    /// the Java client's ZeroQueueConsumerImpl, it closes and receivers get the error. The
+    /// entry stays unacknowledged for the subscription's other consumers.
+    fn refuse_batch(&mut self) {
+        log::error!(
+            "{}: a batched message reached a consumer with receiver_queue_size=0; closing it",
+            self.shared.topic
+        );
+        self.inbox.end(Error::invalid(
+            "a consumer with receiver_queue_size=0 cannot take batched messages (produce with batching=False, \
+             or give the consumer a receiver queue); it is closed",
+        ));
+        self.closing = Some((oneshot::channel().0, false));
     }
 
     /// Exclusive and Failover: drops from `out` the messages of entry `key` that this consumer

@@ -127,5 +127,9 @@ impl Actor {
         let queue = self.opts.receiver_queue_size as u32;
         self.held_permits = 0;
         self.grant(queue);
+        if self.shared.zero_queue && self.shared.asked.load(Ordering::Acquire) {
+            // The permit asked for on the last connection went with it.
+            self.grant(1);
+        }
     }
 }
