@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import uuid
 from collections.abc import Iterator
@@ -100,7 +101,7 @@ def test_clusters_tenants_and_namespaces(admin: Twin) -> None:
     assert admin.namespaces.retention(ns) == {"size_mb": 1024, "time_minutes": 60 * 24}
     admin.topics.create(f"persistent://{ns}/in")
     assert admin.namespaces.topics(ns) == [f"persistent://{ns}/in"]
-    with pytest.raises(PreconditionFailed, match="not empty|has topics|active"):
+    with pytest.raises(Conflict, match="active namespaces"):
         admin.tenants.delete(tenant)
     admin.namespaces.delete(ns, force=True)
     admin.tenants.delete(tenant)
@@ -149,7 +150,12 @@ def test_topics_created_listed_and_deleted(admin: Twin, namespace: str) -> None:
     assert plain in listed and f"{parted}-partition-4" in listed
     with pytest.raises(Conflict):
         admin.topics.create(plain)
-    assert admin.topics.stats(parted)["metadata"] == {"partitions": 5}
+    with pytest.raises(PreconditionFailed):
+        admin.topics.create(f"persistent://{namespace}/x-partition-1", partitions=2)
+    with pytest.raises(AdminError, match="can't be less than the current partitions") as info:
+        admin.topics.update_partitions(parted, 2)
+    assert info.value.status == 422
+    assert admin.topics.stats(parted)["metadata"]["partitions"] == 5
     assert admin.topics.lookup(plain)["brokerUrl"].startswith("pulsar://")
     admin.topics.delete(parted)
     admin.topics.delete(plain)
@@ -181,10 +187,20 @@ def test_subscriptions_backlog_peek_and_cursor(admin: Twin, broker: Standalone, 
     assert admin.topics.backlog(topic, "from-end") == 5
     admin.topics.skip_all(topic, "from-start")
     assert admin.topics.backlog(topic, "from-start") == 0
-    admin.topics.expire(topic, "live", 0)
-    assert wait_until(lambda: admin.topics.backlog(topic, "live") == 0, 30)
-    admin.topics.expire(topic, None, 0)
-    assert wait_until(lambda: admin.topics.backlog(topic, "from-end") == 0, 30)
+    admin.topics.reset_cursor(topic, "from-start", to=magnetar.MessageId.earliest)
+    assert admin.topics.backlog(topic, "from-start") == 5
+
+    def expired(subscription: str | None, watched: list[str]) -> bool:
+        # Messages more than a second old expire (0 would mean never, as a TTL of 0 does); the
+        # broker refuses (409) while an expiry it started is still running.
+        with contextlib.suppress(Conflict):
+            admin.topics.expire(topic, subscription, 1)
+        return all(admin.topics.backlog(topic, s) == 0 for s in watched)
+
+    assert wait_until(lambda: expired("live", ["live"]), 30, period=0.5)
+    assert admin.topics.backlog(topic, "from-end") == 5
+    admin.topics.reset_cursor(topic, "live", to=magnetar.MessageId.earliest)
+    assert wait_until(lambda: expired(None, ["live", "from-start", "from-end"]), 30, period=0.5)
     admin.topics.delete_subscription(topic, "from-end")
     assert "from-end" not in admin.topics.subscriptions(topic)
     with pytest.raises(NotFound):
@@ -198,7 +214,7 @@ def test_unload_compact_and_terminate(admin: Twin, broker: Standalone, namespace
     admin.topics.compact(topic)
     assert wait_until(lambda: admin.topics.compaction_status(topic)["status"] == "SUCCESS", 60)
     last = admin.topics.terminate(topic)
-    assert last["entryId"] == 2, last
+    assert {"ledgerId", "entryId"} <= set(last), last
     with magnetar.Client(broker.service_url) as client:
         with pytest.raises(magnetar.TopicTerminated):
             client.create_producer(topic).send(b"late")
@@ -245,7 +261,7 @@ def test_errors_carry_the_brokers_reason_and_bad_input_says_why(admin: Twin) -> 
         admin.topics.subscriptions(f"persistent://public/{unique('nope')}/t")
     err = info.value
     assert isinstance(err, AdminError) and isinstance(err, magnetar.PulsarError)
-    assert err.status == 404 and err.method == "GET" and "does not exist" in err.reason, err
+    assert err.status == 404 and err.method == "GET" and "Namespace not found" in err.reason, err
     with pytest.raises(magnetar.InvalidConfiguration, match="not a topic name"):
         admin.topics.stats("persistent://only/two")
     with pytest.raises(magnetar.InvalidConfiguration, match="not a namespace name"):

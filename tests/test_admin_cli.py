@@ -21,7 +21,7 @@ def test_topics_created_listed_described_and_deleted(broker: Standalone) -> None
     assert json.loads(ok(cli("admin", "topics", "list-partitioned", ns, *url))) == [topic]
     assert json.loads(ok(cli("admin", "topics", "partitions", topic, *url))) == 2
     stats = json.loads(ok(cli("admin", "topics", "stats", topic, *url)))
-    assert stats["metadata"] == {"partitions": 2}
+    assert stats["metadata"]["partitions"] == 2
     table = ok(cli("admin", "topics", "list", ns, "--table", *url)).decode().splitlines()
     assert table == [f"{topic}-partition-0", f"{topic}-partition-1"]
     ok(cli("admin", "topics", "create-subscription", topic, "audit", "--start", "earliest", *url))

@@ -20,7 +20,15 @@ from typing import TYPE_CHECKING, Any, Self
 
 from ._call import AsyncCore, SyncCore
 from ._cluster import Brokers, Clusters, Schemas, Tenants
-from ._errors import AdminError, BadRequest, Conflict, NotAuthorized, NotFound, PreconditionFailed, ServiceUnavailable
+from ._errors import (
+    AdminError,
+    BadRequest,
+    Conflict,
+    NotAuthorized,
+    NotFound,
+    PreconditionFailed,
+    ServiceUnavailable,
+)
 from ._namespaces import Namespaces
 from ._topics import Topics
 from ._types import (

@@ -15,7 +15,7 @@ import json
 import time
 import urllib.parse
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Concatenate, Generator, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Concatenate, Generator, NoReturn, ParamSpec, TypeVar
 
 from .. import _build, _core
 from .._aio import call as _aio_call
@@ -97,6 +97,13 @@ class _Base:
             )
         self.service_url = service_url
         self._core = _core._Client(service_url.rstrip("/"), _build.connection(dict(options)))
+
+    def __repr__(self) -> str:
+        return f"<magnetar.admin.{type(self).__name__} {self.service_url!r}>"
+
+    def __reduce__(self) -> NoReturn:
+        raise TypeError(f"magnetar.admin.{type(self).__name__} cannot be pickled: it owns network connections. "
+                        "Make one in each process from its URL and options.")
 
 
 class SyncCore(_Base):

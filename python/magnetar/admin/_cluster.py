@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import builtins
-
 import base64
 from typing import Any, cast
 
 from ..exceptions import InvalidConfiguration
 from ..schema import Schema
 from ..schema._schemas import SchemaType
-from ._call import Request, Steps, _Resource, admin_op, segment, topic_path
+from ._call import Request, Steps, _Resource, admin_op, segment, topic_name
 from ._types import ClusterData, LeaderBroker, SchemaEntry, TenantInfo
 
 __all__ = ["Brokers", "Clusters", "Schemas", "Tenants"]
@@ -81,6 +80,12 @@ class Brokers(_Resource):
         yield Request("GET", "/admin/v2/brokers/health", query={"topicVersion": "V2"})
 
 
+def _schema_path(topic: str, suffix: str = "/schema") -> str:
+    # The registry is per topic name without its domain: /admin/v2/schemas/{tenant}/{ns}/{topic}.
+    _, tenant, ns, name = topic_name(topic)
+    return f"/admin/v2/schemas/{segment(tenant, 'tenant')}/{segment(ns, 'namespace')}/{segment(name, 'topic')}{suffix}"
+
+
 _SCHEMA_TYPES = {SchemaType.JSON, SchemaType.AVRO, SchemaType.PROTOBUF, SchemaType.PROTOBUF_NATIVE}
 
 
@@ -91,7 +96,7 @@ class Schemas(_Resource):
     def get(self, topic: str, version: int | None = None) -> Steps[SchemaEntry | None]:
         """The topic's latest schema (or ``version``), None when it has none."""
         suffix = "/schema" if version is None else f"/schema/{int(version)}"
-        answer = yield Request("GET", topic_path(topic, suffix, "/admin/v2/schemas"), accept=(404,))
+        answer = yield Request("GET", _schema_path(topic, suffix), accept=(404,))
         return None if answer.status == 404 else cast(SchemaEntry, answer.json())
 
     @admin_op
@@ -110,7 +115,7 @@ class Schemas(_Resource):
         else:
             data = base64.b64encode(info.definition).decode()
         body = {"type": kind.name, "schema": data, "properties": dict(info.properties)}
-        answer = yield Request("POST", topic_path(topic, "/schema", "/admin/v2/schemas"), body)
+        answer = yield Request("POST", _schema_path(topic), body)
         got = answer.json() or {}
         version = got.get("version", {})
         return int(version.get("version", -1) if isinstance(version, dict) else version)
@@ -118,4 +123,4 @@ class Schemas(_Resource):
     @admin_op
     def delete(self, topic: str) -> Steps[None]:
         """Deletes the topic's schemas."""
-        yield Request("DELETE", topic_path(topic, "/schema", "/admin/v2/schemas"))
+        yield Request("DELETE", _schema_path(topic))

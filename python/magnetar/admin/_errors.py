@@ -46,12 +46,13 @@ class NotFound(AdminError):
 
 
 class Conflict(AdminError):
-    """409: it exists already, or is in a state that forbids the call."""
+    """409: it exists already, or is in a state that forbids the call (a tenant that still
+    has namespaces, a namespace that still has topics)."""
 
 
 class PreconditionFailed(AdminError):
-    """412: a precondition of the call does not hold (a namespace that is not empty, a
-    partition count that would shrink, a topic with active producers)."""
+    """412: a precondition of the call does not hold (a partitioned topic's name that ends in
+    ``-partition-N``, a topic with connected clients deleted without ``force``)."""
 
 
 class ServiceUnavailable(AdminError):

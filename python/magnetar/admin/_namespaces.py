@@ -4,7 +4,6 @@ them. A policy never set answers None (the broker's default applies)."""
 from __future__ import annotations
 
 import builtins
-
 from typing import Any, Literal, cast
 
 from ..exceptions import InvalidConfiguration

@@ -4,8 +4,9 @@ partitioned topic acts on every partition, as ``pulsar-admin`` does."""
 from __future__ import annotations
 
 import builtins
-
+import contextlib
 import datetime
+import json
 from typing import Any, cast
 
 from .._core import MessageId
@@ -51,7 +52,12 @@ def _stats(topic: str, per_partition: bool = False) -> Steps[TopicStats]:
 
 def _peeked(answer: Answer) -> PeekedMessage:
     headers = {k: v for k, v in answer.headers.items() if k.startswith("x-pulsar-")}
+    # Brokers send the properties as one JSON header; older ones as a header each (whose names
+    # HTTP does not keep the case of).
     properties = {k[len("x-pulsar-property-"):]: v for k, v in headers.items() if k.startswith("x-pulsar-property-")}
+    if "x-pulsar-property" in headers:
+        with contextlib.suppress(ValueError):
+            properties.update({str(k): str(v) for k, v in json.loads(headers["x-pulsar-property"]).items()})
     return PeekedMessage(headers.get("x-pulsar-message-id", ""), answer.body, properties, headers)
 
 
@@ -177,7 +183,10 @@ class Topics(_Resource):
     @admin_op
     def expire(self, topic: str, subscription: str | None, seconds: int) -> Steps[None]:
         """Acknowledges the messages older than ``seconds`` on ``subscription`` (None: on
-        every subscription)."""
+        every subscription). ``seconds`` must be positive: the broker reads 0 as "never", as it
+        reads a TTL of 0."""
+        if isinstance(seconds, bool) or not isinstance(seconds, int) or seconds <= 0:
+            raise InvalidConfiguration(f"seconds must be a positive int, not {seconds!r}")
         if subscription is None:
             path = topic_path(topic, f"/all_subscription/expireMessages/{int(seconds)}")
         else:

@@ -88,7 +88,7 @@ class TopicStats(TypedDict, total=False):
     subscriptions: dict[str, SubscriptionStats]
     replication: dict[str, Any]
     deduplicationStatus: str
-    metadata: dict[str, int]
+    metadata: dict[str, Any]
     partitions: dict[str, Any]
 
 
