@@ -3,6 +3,8 @@ subclasses, each a :class:`magnetar.PulsarError`."""
 
 from __future__ import annotations
 
+import contextlib
+import http
 import json
 
 from ..exceptions import PulsarError
@@ -70,21 +72,24 @@ _BY_STATUS: dict[int, type[AdminError]] = {
 }
 
 
-def reason_of(body: bytes) -> str:
+def reason_of(status: int, body: bytes) -> str:
     """The broker's reason: ``{"reason": ...}`` from Pulsar's REST resources, ``{"message":
-    ...}`` from its web server's filters, else the start of the body."""
-    text = body.decode("utf-8", "replace")
-    try:
+    ...}`` from its web server's filters, else the start of the body; with no body (the
+    authentication filter's refusal), the status's own phrase."""
+    text = body.decode("utf-8", "replace").strip()
+    with contextlib.suppress(ValueError):
         answer = json.loads(text)
-    except ValueError:
-        return text.strip()[:500]
-    if isinstance(answer, dict):
-        for key in ("reason", "message"):
-            if isinstance(answer.get(key), str):
-                return str(answer[key])
-    return text.strip()[:500]
+        if isinstance(answer, dict):
+            for key in ("reason", "message"):
+                if isinstance(answer.get(key), str) and answer[key]:
+                    return str(answer[key])
+    if text:
+        return text[:500]
+    with contextlib.suppress(ValueError):
+        return http.HTTPStatus(status).phrase
+    return "no reason given"
 
 
 def error_for(method: str, path: str, status: int, body: bytes) -> AdminError:
     """The error of a refused call, by its status (any other status is a plain AdminError)."""
-    return _BY_STATUS.get(status, AdminError)(method, path, status, reason_of(body))
+    return _BY_STATUS.get(status, AdminError)(method, path, status, reason_of(status, body))
