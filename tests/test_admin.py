@@ -235,7 +235,8 @@ def test_schemas_uploaded_read_and_deleted(admin: Twin, broker: Standalone, name
     got = admin.schemas.get(topic)
     assert got["type"] == "AVRO" and got["version"] == 0 and '"item"' in got["data"]
     with magnetar.Client(broker.service_url) as client:
-        assert client.get_schema(topic).definition_json["name"] == "Order"
+        registered = client.get_schema(topic)
+        assert registered is not None and registered.definition_json["name"] == "Order"
     admin.namespaces.set_schema_compatibility(namespace, "ALWAYS_INCOMPATIBLE")
     with pytest.raises(Conflict):
         admin.schemas.upload(topic, schema.JsonSchema(Order))
