@@ -86,6 +86,11 @@ __all__ = [
 ]
 
 
+def _resources(core: SyncCore | AsyncCore) -> tuple[Clusters, Tenants, Namespaces, Topics, Schemas, Brokers]:
+    """The resources of an admin handle: the same calls, run by its core."""
+    return Clusters(core), Tenants(core), Namespaces(core), Topics(core), Schemas(core), Brokers(core)
+
+
 class Admin(SyncCore):
     """The admin REST API of the broker at ``service_url`` (``http://host:8080`` or
     ``https://host:8443``), taking :class:`magnetar.Client`'s options (``authentication``,
@@ -94,12 +99,7 @@ class Admin(SyncCore):
 
     def __init__(self, service_url: str, **options: Unpack[ConnectionOptions]) -> None:
         super().__init__(service_url, **options)
-        self.clusters = Clusters(self)
-        self.tenants = Tenants(self)
-        self.namespaces = Namespaces(self)
-        self.topics = Topics(self)
-        self.schemas = Schemas(self)
-        self.brokers = Brokers(self)
+        self.clusters, self.tenants, self.namespaces, self.topics, self.schemas, self.brokers = _resources(self)
 
     def __enter__(self) -> Self:
         return self
@@ -123,12 +123,7 @@ class AsyncAdmin(AsyncCore):
 
     def __init__(self, service_url: str, **options: Unpack[ConnectionOptions]) -> None:
         super().__init__(service_url, **options)
-        self.clusters = Clusters(self)
-        self.tenants = Tenants(self)
-        self.namespaces = Namespaces(self)
-        self.topics = Topics(self)
-        self.schemas = Schemas(self)
-        self.brokers = Brokers(self)
+        self.clusters, self.tenants, self.namespaces, self.topics, self.schemas, self.brokers = _resources(self)
 
     async def __aenter__(self) -> Self:
         return self
