@@ -221,6 +221,20 @@ def test_unload_compact_and_terminate(admin: Twin, broker: Standalone, namespace
     admin.topics.delete(topic, force=True)
 
 
+def test_topic_level_policies(admin: Twin, namespace: str) -> None:
+    topic = f"persistent://{namespace}/{unique('p')}"
+    admin.topics.create(topic)
+    assert admin.topics.retention(topic) is None and admin.topics.message_ttl(topic) is None
+    admin.topics.set_retention(topic, size_mb=64, time_minutes=30)
+    admin.topics.set_message_ttl(topic, 120)
+    # The broker applies topic policies from its system topic, a moment after the call.
+    assert wait_until(lambda: admin.topics.retention(topic) == {"size_mb": 64, "time_minutes": 30}, 30)
+    assert wait_until(lambda: admin.topics.message_ttl(topic) == 120, 30)
+    admin.topics.remove_retention(topic)
+    admin.topics.remove_message_ttl(topic)
+    assert wait_until(lambda: admin.topics.retention(topic) is None and admin.topics.message_ttl(topic) is None, 30)
+
+
 @dataclass
 class Order:
     id: int

@@ -8,7 +8,7 @@ from typing import Any, Literal, cast
 
 from ..exceptions import InvalidConfiguration
 from ._call import Request, Steps, _Resource, admin_op, namespace_path, segment
-from ._types import AutoTopicCreation, BacklogQuota, DispatchRate, PublishRate, Retention
+from ._types import AutoTopicCreation, BacklogQuota, DispatchRate, PublishRate, Retention, retention_of
 
 __all__ = ["Namespaces"]
 
@@ -70,10 +70,7 @@ class Namespaces(_Resource):
     @admin_op
     def retention(self, namespace: str) -> Steps[Retention | None]:
         """The retention set, None when none is."""
-        got = (yield Request("GET", _path(namespace, "retention"))).json()
-        if not got:
-            return None
-        return Retention(size_mb=int(got["retentionSizeInMB"]), time_minutes=int(got["retentionTimeInMinutes"]))
+        return retention_of((yield Request("GET", _path(namespace, "retention"))).json())
 
     @admin_op
     def remove_retention(self, namespace: str) -> Steps[None]:

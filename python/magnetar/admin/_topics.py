@@ -12,7 +12,7 @@ from typing import Any, cast
 from .._core import MessageId
 from ..exceptions import InvalidConfiguration
 from ._call import Answer, Request, Steps, _Resource, admin_op, namespace_path, segment, topic_path
-from ._types import InternalStats, PeekedMessage, TopicLookup, TopicStats
+from ._types import InternalStats, PeekedMessage, Retention, TopicLookup, TopicStats, retention_of
 
 __all__ = ["Topics"]
 
@@ -146,6 +146,38 @@ class Topics(_Resource):
         first, else it must have none."""
         suffix = "/partitions" if (yield from _count(topic)) else ""
         yield Request("DELETE", topic_path(topic, suffix), query={"force": force})
+
+    # Topic-level policies: the broker keeps them in a system topic and applies them a moment
+    # after the call returns (a read straight after a set may still show the old value).
+
+    @admin_op
+    def set_retention(self, topic: str, *, size_mb: int, time_minutes: int) -> Steps[None]:
+        """The topic's own retention, over its namespace's (-1: no limit)."""
+        body = {"retentionSizeInMB": int(size_mb), "retentionTimeInMinutes": int(time_minutes)}
+        yield Request("POST", topic_path(topic, "/retention"), body)
+
+    @admin_op
+    def retention(self, topic: str) -> Steps[Retention | None]:
+        """The topic's own retention, None when it has none."""
+        return retention_of((yield Request("GET", topic_path(topic, "/retention"))).json())
+
+    @admin_op
+    def remove_retention(self, topic: str) -> Steps[None]:
+        yield Request("DELETE", topic_path(topic, "/retention"))
+
+    @admin_op
+    def set_message_ttl(self, topic: str, seconds: int) -> Steps[None]:
+        """The topic's own message TTL, over its namespace's."""
+        yield Request("POST", topic_path(topic, "/messageTTL"), query={"messageTTL": int(seconds)})
+
+    @admin_op
+    def message_ttl(self, topic: str) -> Steps[int | None]:
+        """The topic's own TTL in seconds, None when it has none."""
+        return cast("int | None", (yield Request("GET", topic_path(topic, "/messageTTL"))).json())
+
+    @admin_op
+    def remove_message_ttl(self, topic: str) -> Steps[None]:
+        yield Request("DELETE", topic_path(topic, "/messageTTL"))
 
     # Subscriptions
 

@@ -37,6 +37,13 @@ class Retention(TypedDict):
     time_minutes: int
 
 
+def retention_of(answer: Any) -> Retention | None:
+    """The broker's ``RetentionPolicies`` as a :class:`Retention`; None for none."""
+    if not answer:
+        return None
+    return Retention(size_mb=int(answer["retentionSizeInMB"]), time_minutes=int(answer["retentionTimeInMinutes"]))
+
+
 class TenantInfo(TypedDict, total=False):
     adminRoles: list[str]
     allowedClusters: list[str]
