@@ -11,6 +11,7 @@ import dataclasses
 import datetime
 import inspect
 import json
+import re
 import sys
 from typing import Any, Callable
 
@@ -78,7 +79,8 @@ def _converter(annotation: str) -> Callable[[str], Any]:
 
 
 def _add_call(actions: Any, resource: str, name: str, method: Callable[..., Any], common: argparse.ArgumentParser) -> None:
-    doc = inspect.getdoc(method) or ""
+    # The docstring as plain text: no reST roles or literal quotes.
+    doc = re.sub(r":\w+:`~?([^`]*)`", r"\1", inspect.getdoc(method) or "").replace("``", "")
     p = actions.add_parser(name.replace("_", "-"), parents=[common], help=doc.split("\n\n")[0].replace("\n", " ") or None,
                            description=doc or None)
     params = [q for q in inspect.signature(method).parameters.values() if q.name != "self"]
