@@ -26,7 +26,7 @@ import time
 import uuid
 from typing import Any
 
-__all__ = ["UnloadRun", "unload_run"]
+__all__ = ["Deliveries", "UnloadRun", "unload_run"]
 
 NAMESPACE = "public/stress-dedup"
 DEFAULT_UNLOADS = {"drain": 3, "live": 6}
@@ -68,37 +68,63 @@ class UnloadRun:
                 f", {self.seconds:.1f} s -> {'ok' if self.ok else 'FAIL'}")
 
 
+class Deliveries:
+    """What a consumer was handed, by index (each payload is its message's index as ASCII):
+    distinct indexes, deliveries with repeats, deliveries of an index the application had
+    already acked (``acked`` is the application's to set), and payloads that are no index.
+    One thread at a time; ``scripts/cluster_scenarios.py`` counts with it too."""
+
+    def __init__(self, messages: int) -> None:
+        self.messages = messages
+        self.received = bytearray(messages)
+        self.acked = bytearray(messages)
+        self.distinct = 0
+        self.deliveries = 0
+        self.after_ack = 0
+        self.first_after_ack: list[int] = []  # the first few of them
+        self.unexpected = 0
+
+    def book(self, data: bytes) -> int:
+        """Books one delivery: its index, or -1 for a payload that is no index of the run."""
+        self.deliveries += 1
+        try:
+            i = int(data)
+        except ValueError:
+            i = -1
+        if not 0 <= i < self.messages:
+            self.unexpected += 1
+            return -1
+        if self.acked[i]:
+            self.after_ack += 1
+            if len(self.first_after_ack) < 10:
+                self.first_after_ack.append(i)
+        if not self.received[i]:
+            self.received[i] = 1
+            self.distinct += 1
+        return i
+
+
 class _Tracker:
     """Receives, acks and classifies; one thread at a time calls :meth:`take`."""
 
     def __init__(self, consumer: Any, run: UnloadRun) -> None:
         self.consumer = consumer
         self.run = run
-        self.seen = bytearray(run.messages)
-        self.acked = bytearray(run.messages)
+        self.seen = Deliveries(run.messages)
         self.last_message_at = time.monotonic()
 
     def take(self, timeout: float) -> int:
         msgs = self.consumer.receive_many(1000, timeout=timeout)
-        run = self.run
+        seen = self.seen
         for m in msgs:
-            run.deliveries += 1
-            try:
-                i = int(m.data)
-            except ValueError:
-                i = -1
-            if not 0 <= i < run.messages:
-                run.unexpected += 1
-                continue
-            if self.acked[i]:
-                run.after_ack += 1
-                if len(run.first_after_ack) < 10:
-                    run.first_after_ack.append(i)
-            if not self.seen[i]:
-                self.seen[i] = 1
-                run.distinct += 1
-            self.consumer.ack(m)
-            self.acked[i] = 1
+            i = seen.book(m.data)
+            if i >= 0:
+                self.consumer.ack(m)
+                seen.acked[i] = 1
+        run = self.run
+        run.distinct, run.deliveries, run.after_ack, run.unexpected = (
+            seen.distinct, seen.deliveries, seen.after_ack, seen.unexpected)
+        run.first_after_ack = list(seen.first_after_ack)
         if msgs:
             self.last_message_at = time.monotonic()
         return len(msgs)
