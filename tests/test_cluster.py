@@ -17,6 +17,7 @@ from collections.abc import Iterator
 import pytest
 
 import magnetar
+import magnetar.admin
 from magnetar.testing import AdminError, Cluster
 
 from waiting import bounded, wait_until
@@ -100,6 +101,14 @@ def test_admin_calls_to_the_non_owner_follow_its_redirect(cluster: Cluster) -> N
         urllib.request.urlopen(unload, timeout=30)
     assert answer.value.code == 307
     other.unload_topic(topic)  # the same PUT through the helper, which follows it
+    # magnetar.admin at the broker that does not own the topic: a PUT with a body, a GET and a
+    # DELETE, each redirected to the owner.
+    other = cluster.brokers[1 - cluster.owner(topic)]
+    with magnetar.admin.Admin(other.web_url) as admin:
+        admin.topics.create_subscription(topic, "via-redirect", start=magnetar.MessageId.earliest)
+        assert admin.topics.subscriptions(topic) == ["via-redirect"]
+        admin.topics.delete_subscription(topic, "via-redirect")
+        assert admin.topics.subscriptions(topic) == []
 
 
 def test_a_topic_unloaded_to_the_other_broker_loses_and_repeats_nothing(

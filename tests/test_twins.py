@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 import magnetar
+import magnetar.admin
 from magnetar import _options
 from magnetar._handles import COMPLETED
 
@@ -20,6 +21,7 @@ PAIRS = [
     (magnetar.Consumer, magnetar.AsyncConsumer),
     (magnetar.Reader, magnetar.AsyncReader),
     (magnetar.Transaction, magnetar.AsyncTransaction),
+    (magnetar.admin.Admin, magnetar.admin.AsyncAdmin),
 ]
 
 # What only one side has, and why: the asyncio producer's send already returns an awaitable;

@@ -293,6 +293,10 @@ class _Client:
         """Partitions of ``topic`` (0 if not partitioned)."""
     def topics_of_namespace(self, namespace: str, *, future: _Future | None = None) -> Any:
         """The persistent topics of ``tenant/namespace``, partitions listed one by one."""
+    def web_request(
+        self, method: str, path: str, headers: list[tuple[str, str]], body: bytes, *, future: _Future | None = None
+    ) -> Any:
+        """``method path`` on the web service: ``(status, headers, body)``, redirects followed."""
     def get_schema(self, topic: str, version: bytes | None = None, *, future: _Future | None = None) -> Any:
         """The registry's schema of ``topic``: ``(name, type, definition, properties, version)`` or None."""
     def new_transaction(self, timeout: float | Any, *, future: _Future | None = None) -> Any:

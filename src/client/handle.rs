@@ -11,7 +11,7 @@ use super::shared::{ClientShared, ClientState};
 use super::topic::TopicName;
 use super::transaction::{Transaction, TxnId};
 use crate::net::url::ServiceUrl;
-use crate::net::{lookup, AuthProvider, TlsOptions};
+use crate::net::{http, lookup, AuthProvider, TlsOptions};
 
 /// A Pulsar client: shares connections among its producers and consumers.
 #[derive(Clone)]
@@ -111,6 +111,32 @@ impl Client {
             }
         }
         Ok(lookup::topics_of_namespace(&self.shared.pool, namespace, TopicDomains::Persistent).await?)
+    }
+
+    /// Sends `method path` to the web service of an `http://` or `https://` service URL with
+    /// the client's credentials and TLS, following redirects (the admin REST API's transport).
+    /// Every answer the service gives is returned, whatever its status.
+    pub async fn web_request(
+        &self,
+        method: &str,
+        path: &str,
+        headers: Vec<(String, String)>,
+        body: Vec<u8>,
+    ) -> Result<http::Answer> {
+        self.shared.check_open()?;
+        let method = hyper::Method::from_bytes(method.as_bytes())
+            .map_err(|_| Error::invalid(format!("{method:?} is not an HTTP method")))?;
+        if !path.starts_with('/') {
+            return Err(Error::invalid(format!("the path {path:?} must start with '/'")));
+        }
+        let mut view = self.shared.pool.view();
+        if !view.uses_http() {
+            return Err(Error::invalid(
+                "web service requests need an http:// or https:// service URL (the broker's web service port)",
+            ));
+        }
+        let pool = &self.shared.pool;
+        Ok(http::request(pool, &mut view, &method, path, &headers, body.into()).await?)
     }
 
     /// Closes every producer and consumer, then the connections. Idempotent.

@@ -16,8 +16,8 @@
 
 use base64::Engine;
 use bytes::Bytes;
-use http_body_util::{BodyExt, Empty};
-use hyper::{header, Request, StatusCode, Uri};
+use http_body_util::{BodyExt, Full};
+use hyper::{header, Method, Request, StatusCode, Uri};
 use hyper_util::rt::TokioIo;
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -141,36 +141,78 @@ fn encode(s: &str) -> String {
 /// next, as binary lookups do) and parses the JSON answer. Each attempt carries the
 /// credentials of the cluster it goes to (`view` follows a switch between attempts).
 async fn get_json(pool: &ConnectionPool, view: &mut ClusterView, path: &str) -> Result<Value, NetError> {
-    let body = pool
-        .on_service_hosts(view, |view, host| async move {
-            let headers = auth_headers(&view).await?;
-            get_following_redirects(pool, &view, host, path, &headers).await
-        })
-        .await?;
-    serde_json::from_slice(&body)
+    let answer = request(pool, view, &Method::GET, path, &[], Bytes::new()).await?;
+    if !(200..300).contains(&answer.status) {
+        let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        return Err(status_error(&answer.host, path, status, &answer.body));
+    }
+    serde_json::from_slice(&answer.body)
         .map_err(|e| NetError::UnexpectedResponse(format!("GET {path}: the answer is not JSON ({e})")))
 }
 
-/// One GET, following redirects (a broker that does not own the bundle redirects lookups to
-/// the one that does) up to the lookup limit.
-async fn get_following_redirects(
+/// The web service's answer to one request, redirects followed.
+#[derive(Debug)]
+pub struct Answer {
+    pub status: u16,
+    /// Header names in lower case, as hyper gives them.
+    pub headers: Vec<(String, String)>,
+    pub body: Bytes,
+    /// `host:port` that answered (the last of the redirects).
+    pub host: String,
+}
+
+/// Any request to the web service (the admin REST API as well as lookups): sent to the
+/// service's hosts in turn with the client's credentials, following redirects to the owning
+/// broker with the same method and body. Every other answer, an error status too, is the
+/// caller's to read: only the caller knows what a 404 or a 409 means for its call.
+pub async fn request(
+    pool: &ConnectionPool,
+    view: &mut ClusterView,
+    method: &Method,
+    path: &str,
+    headers: &[(String, String)],
+    body: Bytes,
+) -> Result<Answer, NetError> {
+    pool.on_service_hosts(view, |view, host| {
+        let body = body.clone();
+        async move {
+            let mut all = auth_headers(&view).await?;
+            all.extend(headers.iter().cloned());
+            follow_redirects(pool, &view, host, method, path, &all, body).await
+        }
+    })
+    .await
+}
+
+/// One request, following redirects (a broker that does not own the bundle redirects lookups
+/// and admin calls to the one that does) up to the lookup limit.
+async fn follow_redirects(
     pool: &ConnectionPool,
     view: &ClusterView,
     host: String,
+    method: &Method,
     path: &str,
-    headers: &[(&'static str, String)],
-) -> Result<Bytes, NetError> {
+    headers: &[(String, String)],
+    body: Bytes,
+) -> Result<Answer, NetError> {
     let (mut host, mut path) = (host, path.to_string());
     let limit = pool.options().operation_timeout;
     for _ in 0..MAX_REDIRECTS {
-        let (status, location, body) = tokio::time::timeout(limit, get_once(pool, view, &host, &path, headers))
+        let sent = send_once(pool, view, &host, method, &path, headers, body.clone());
+        let (status, answer_headers, answer_body) = tokio::time::timeout(limit, sent)
             .await
-            .map_err(|_| NetError::Timeout("HTTP lookup"))??;
-        if status.is_success() {
-            return Ok(body);
-        }
-        if !status.is_redirection() {
-            return Err(status_error(&host, &path, status, &body));
+            .map_err(|_| NetError::Timeout("HTTP request"))??;
+        let location = answer_headers
+            .iter()
+            .find(|(k, _)| k == "location")
+            .map(|(_, v)| v.clone());
+        if !status.is_redirection() || status == StatusCode::NOT_MODIFIED {
+            return Ok(Answer {
+                status: status.as_u16(),
+                headers: answer_headers,
+                body: answer_body,
+                host,
+            });
         }
         let to = location
             .and_then(|l| l.parse::<Uri>().ok())
@@ -182,7 +224,7 @@ async fn get_following_redirects(
                 ))
             })
             .ok_or_else(|| {
-                NetError::UnexpectedResponse(format!("GET {path} on {host}: {status} without a usable Location"))
+                NetError::UnexpectedResponse(format!("{method} {path} on {host}: {status} without a usable Location"))
             })?;
         let (authority, target, https) = to;
         let default_port = if https { 443 } else { 80 };
@@ -192,14 +234,18 @@ async fn get_following_redirects(
     Err(NetError::TooManyRedirects(path))
 }
 
-/// One request on a fresh connection: the status, the `Location` header and the body.
-async fn get_once(
+type RawAnswer = (StatusCode, Vec<(String, String)>, Bytes);
+
+/// One request on a fresh connection: the status, the headers and the body.
+async fn send_once(
     pool: &ConnectionPool,
     view: &ClusterView,
     addr: &str,
+    method: &Method,
     path: &str,
-    headers: &[(&'static str, String)],
-) -> Result<(StatusCode, Option<String>, Bytes), NetError> {
+    headers: &[(String, String)],
+    body: Bytes,
+) -> Result<RawAnswer, NetError> {
     let opts = pool.options();
     let tcp = tokio::time::timeout(opts.connect_timeout, opts.dial(addr, view.tls_connector().is_some()))
         .await
@@ -211,15 +257,17 @@ async fn get_once(
             },
             other => other,
         })?;
-    let mut request = Request::get(path)
+    let mut request = Request::builder()
+        .method(method.clone())
+        .uri(path)
         .header(header::HOST, addr)
         .header(header::ACCEPT, "application/json")
         .header(header::USER_AGENT, concat!("magnetar/", env!("CARGO_PKG_VERSION")));
     for (name, value) in headers {
-        request = request.header(*name, value);
+        request = request.header(name.as_str(), value.as_str());
     }
     let request = request
-        .body(Empty::<Bytes>::new())
+        .body(Full::new(body))
         .map_err(|e| NetError::UnexpectedResponse(format!("cannot build the request for {path}: {e}")))?;
     match view.tls_connector() {
         None => exchange(addr, tcp, request).await,
@@ -229,11 +277,7 @@ async fn get_once(
 
 /// Sends `request` over `stream` and reads the whole answer, driving the connection in the same
 /// future, so a timeout above drops the socket too.
-async fn exchange<S>(
-    addr: &str,
-    stream: S,
-    request: Request<Empty<Bytes>>,
-) -> Result<(StatusCode, Option<String>, Bytes), NetError>
+async fn exchange<S>(addr: &str, stream: S, request: Request<Full<Bytes>>) -> Result<RawAnswer, NetError>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -247,13 +291,13 @@ where
     let answer = async {
         let response = sender.send_request(request).await?;
         let status = response.status();
-        let location = response
+        let headers = response
             .headers()
-            .get(header::LOCATION)
-            .and_then(|v| v.to_str().ok())
-            .map(String::from);
+            .iter()
+            .filter_map(|(k, v)| Some((k.as_str().to_string(), v.to_str().ok()?.to_string())))
+            .collect();
         let body = response.into_body().collect().await?.to_bytes();
-        Ok::<_, hyper::Error>((status, location, body))
+        Ok::<_, hyper::Error>((status, headers, body))
     };
     tokio::pin!(answer, conn);
     let mut conn_done = false;
@@ -296,7 +340,7 @@ fn status_error(host: &str, path: &str, status: StatusCode, body: &[u8]) -> NetE
 }
 
 /// The headers that carry the client's credential over HTTP.
-async fn auth_headers(view: &ClusterView) -> Result<Vec<(&'static str, String)>, NetError> {
+async fn auth_headers(view: &ClusterView) -> Result<Vec<(String, String)>, NetError> {
     let Some(provider) = view.auth() else {
         return Ok(Vec::new());
     };
@@ -322,8 +366,8 @@ async fn auth_headers(view: &ClusterView) -> Result<Vec<(&'static str, String)>,
     };
     // The method name spares the broker trying each of its providers in turn.
     Ok(vec![
-        ("authorization", value),
-        ("x-pulsar-auth-method-name", method.to_string()),
+        ("authorization".to_string(), value),
+        ("x-pulsar-auth-method-name".to_string(), method.to_string()),
     ])
 }
 

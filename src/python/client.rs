@@ -151,6 +151,28 @@ impl PyClient {
         })
     }
 
+    /// `method path` on the web service (`magnetar.admin`'s transport): `(status, headers,
+    /// body)` of the answer, redirects followed, whatever the status.
+    #[pyo3(signature = (method, path, headers, body, *, future=None))]
+    fn web_request(
+        &self,
+        py: Python<'_>,
+        method: String,
+        path: String,
+        headers: Vec<(String, String)>,
+        body: Vec<u8>,
+        future: Option<Py<PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let send = |c: client::Client| async move { c.web_request(&method, &path, headers, body).await };
+        self.call(py, future, send, |py, answer| {
+            let body = pyo3::types::PyBytes::new(py, &answer.body);
+            Ok((answer.status, answer.headers, body)
+                .into_pyobject(py)?
+                .into_any()
+                .unbind())
+        })
+    }
+
     /// The registry's schema of `topic` at `version` (its bytes; None: the latest) as
     /// `(name, type, definition, properties, version)`, or None when there is none.
     #[pyo3(signature = (topic, version=None, *, future=None))]

@@ -22,13 +22,13 @@ EXIT_BROKEN_PIPE = 141  # what a shell reports for a process killed by SIGPIPE
 
 def build_parser() -> argparse.ArgumentParser:
     from .. import __version__
-    from . import broker, consume, perf, produce, topic
+    from . import admin, broker, consume, perf, produce, topic
 
     parser = Parser(prog="magnetar", description="A Pulsar client on the command line.",
                     epilog="Run `magnetar COMMAND --help` for a command's options.")
     parser.add_argument("--version", action="version", version=f"magnetar {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in (produce, consume, topic, perf, broker):
+    for module in (produce, consume, topic, perf, broker, admin):
         module.register(commands)
     return parser
 

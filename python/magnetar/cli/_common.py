@@ -24,6 +24,7 @@ __all__ = [
     "Output",
     "Parser",
     "add_client_arguments",
+    "connection_arguments",
     "env_name",
     "flag_name",
     "given_options",
@@ -161,11 +162,12 @@ def given_options(args: argparse.Namespace, declaration: type, skip: Collection[
 
 
 def add_client_arguments(parser: argparse.ArgumentParser, *declarations: tuple[type, str],
-                         skip: Collection[str] = (), extra_flags: Mapping[str, tuple[str, ...]] | None = None) -> None:
-    """``--url``, ``--token``, ``--log-level`` and the connection options, then each
-    ``(declaration, title)``'s options."""
+                         skip: Collection[str] = (), extra_flags: Mapping[str, tuple[str, ...]] | None = None,
+                         url: tuple[str, str] = ("MAGNETAR_URL", DEFAULT_URL)) -> None:
+    """``--url`` (``url``: its environment variable and default), ``--token``, ``--log-level``
+    and the connection options, then each ``(declaration, title)``'s options."""
     parser.add_argument("--url", default=None, metavar="URL",
-                        help=f"service URL (default: $MAGNETAR_URL or {DEFAULT_URL})")
+                        help=f"service URL (default: ${url[0]} or {url[1]})")
     parser.add_argument("--token", default=None, metavar="JWT",
                         help="token authentication (default: $MAGNETAR_TOKEN)")
     parser.add_argument("--log-level", default=None, choices=("debug", "info", "warning", "error"),
@@ -177,6 +179,14 @@ def add_client_arguments(parser: argparse.ArgumentParser, *declarations: tuple[t
 
 def open_client(args: argparse.Namespace, env: Mapping[str, str] = os.environ) -> magnetar.Client:
     """The client ``--url``, ``--token`` and the connection options describe."""
+    url, options = connection_arguments(args, ("MAGNETAR_URL", DEFAULT_URL), env)
+    return magnetar.Client(url, **options)
+
+
+def connection_arguments(args: argparse.Namespace, url: tuple[str, str],
+                         env: Mapping[str, str] = os.environ) -> tuple[str, dict[str, Any]]:
+    """The service URL and the connection options ``--url``, ``--token`` and the connection
+    flags describe (the logger set up at ``--log-level``)."""
     level = (args.log_level or env.get("MAGNETAR_LOG_LEVEL") or "error").upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise CliError(f"MAGNETAR_LOG_LEVEL: invalid value {level.lower()!r}: choose from debug, info, warning, error")
@@ -185,8 +195,7 @@ def open_client(args: argparse.Namespace, env: Mapping[str, str] = os.environ) -
     token = args.token or env.get("MAGNETAR_TOKEN")
     if token:
         options["authentication"] = magnetar.Authentication.token(token)
-    url = args.url or env.get("MAGNETAR_URL") or DEFAULT_URL
-    return magnetar.Client(url, **options)
+    return args.url or env.get(url[0]) or url[1], options
 
 
 def positive_int(text: str) -> int:

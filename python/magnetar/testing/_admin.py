@@ -1,19 +1,21 @@
-"""A minimal Pulsar admin REST client (urllib only) with the helpers tests use."""
+"""The admin helpers tests use, on :mod:`magnetar.admin`'s transport (the engine's HTTP, with
+its redirects and 503 retries) plus a raw ``request`` for calls the tests make by path."""
 
 from __future__ import annotations
 
 import json
-import urllib.error
+import os
 import urllib.parse
 import urllib.request
 from typing import Any
 
+from .. import Authentication
+from ..admin import Admin as _UserAdmin
+from ..admin import AdminError as _UserAdminError
+from ..admin._call import Request, Steps
 from ._errors import AdminError
 
 __all__ = ["Admin", "RedirectingAdmin"]
-
-_REDIRECTS = (301, 302, 303, 307, 308)
-_LOCAL_HOSTS = ("127.0.0.1", "localhost")
 
 
 def _split_topic(topic: str) -> tuple[str, str, str, str]:
@@ -45,8 +47,13 @@ def _answer(text: str) -> Any:
         return text
 
 
+def _raw(method: str, path: str, body: Any) -> Steps[Any]:
+    answer = yield Request(method, path, body)
+    return _answer(answer.body.decode("utf-8", "replace"))
+
+
 class Admin:
-    """Minimal Pulsar admin REST client (urllib only) with helpers for tests.
+    """Pulsar admin helpers for tests, over :class:`magnetar.admin.Admin`.
 
     Topic arguments take a full name (``persistent://tenant/ns/name``), ``tenant/ns/name``
     or a short name (``persistent://public/default/<name>``). Namespaces take
@@ -58,9 +65,12 @@ class Admin:
         self.timeout = timeout
         self.token = token
         """Bearer token for a broker with authentication enabled."""
+        self._admins: dict[tuple[int, str, str | None], _UserAdmin] = {}
 
-    def _new_request(self, url: str, data: bytes | None = None, method: str = "GET") -> urllib.request.Request:
-        req = urllib.request.Request(url, data=data, method=method)
+    def _new_request(self, url: str) -> urllib.request.Request:
+        """A bare urllib GET with the token: the start-up probe polls a JVM that is not
+        listening yet, which the engine's connect retries would only slow down."""
+        req = urllib.request.Request(url)
         if self.token:
             req.add_header("Authorization", f"Bearer {self.token}")
         return req
@@ -70,24 +80,30 @@ class Admin:
         """Base HTTP URL of the admin API, e.g. ``http://127.0.0.1:8080``."""
         return self._admin_url
 
+    def _base_url(self) -> str:
+        return self.admin_url
+
+    def admin(self) -> _UserAdmin:
+        """The :class:`magnetar.admin.Admin` these helpers use (one per process, URL and token:
+        an engine client does not survive a fork)."""
+        key = (os.getpid(), self._base_url(), self.token)
+        if key not in self._admins:
+            auth = Authentication.token(self.token) if self.token else None
+            self._admins[key] = _UserAdmin(key[1], authentication=auth, operation_timeout=self.timeout)
+        return self._admins[key]
+
     def request(self, method: str, path: str, body: Any = None) -> Any:
-        """Send ``method path`` (``path`` starts with ``/admin/...``) with an optional JSON body.
+        """Send ``method path`` (``path`` starts with ``/admin/...``) with an optional JSON body,
+        following redirects to the owning broker for every method.
 
         Returns the decoded JSON reply, the raw text if it is not JSON, or None if empty.
         Raises :class:`AdminError` on an HTTP error status.
         """
-        url = self.admin_url + path
-        data = None if body is None else json.dumps(body).encode()
-        req = self._new_request(url, data, method)
-        req.add_header("Accept", "application/json")
-        if data is not None:
-            req.add_header("Content-Type", "application/json")
+        admin = self.admin()
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                text = resp.read().decode("utf-8", "replace")
-        except urllib.error.HTTPError as exc:
-            raise AdminError(method, url, exc.code, exc.read().decode("utf-8", "replace")) from None
-        return _answer(text)
+            return admin.run(_raw(method, path, body))
+        except _UserAdminError as exc:
+            raise AdminError(method, admin.service_url + path, exc.status, exc.reason) from None
 
     def _topic(self, topic: str, suffix: str = "") -> str:
         d, t, ns, name = _split_topic(topic)
@@ -148,42 +164,6 @@ class Admin:
         self.request("POST", f"/admin/v2/namespaces/{_ns_path(namespace)}/deduplication", bool(enabled))
 
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    # urllib follows 307 only for GET and HEAD; we follow every method ourselves, alike.
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-
-_OPENER = urllib.request.build_opener(_NoRedirect)
-
-
 class RedirectingAdmin(Admin):
-    """:class:`Admin` whose calls follow redirects for every method, to loopback only: a
-    broker that does not own a topic answers 307 to the one that does."""
-
-    def _base_url(self) -> str:
-        return self.admin_url
-
-    def request(self, method: str, path: str, body: Any = None) -> Any:
-        url = self._base_url() + path
-        data = None if body is None else json.dumps(body).encode()
-        for _ in range(8):
-            req = self._new_request(url, data, method)
-            req.add_header("Accept", "application/json")
-            if data is not None:
-                req.add_header("Content-Type", "application/json")
-            try:
-                with _OPENER.open(req, timeout=self.timeout) as resp:
-                    text = resp.read().decode("utf-8", "replace")
-                break
-            except urllib.error.HTTPError as exc:
-                location = exc.headers.get("Location")
-                if exc.code not in _REDIRECTS or not location:
-                    raise AdminError(method, url, exc.code, exc.read().decode("utf-8", "replace")) from None
-                target = urllib.parse.urljoin(url, location)
-                if urllib.parse.urlsplit(target).hostname not in _LOCAL_HOSTS:
-                    raise AdminError(method, url, exc.code, f"redirect off this machine: {target}") from None
-                url = target
-        else:
-            raise AdminError(method, url, 310, "too many redirects")
-        return _answer(text)
+    """:class:`Admin` whose base URL a subclass may move (``_base_url``: a cluster's first live
+    broker); redirects are followed as by every :class:`Admin`."""
