@@ -22,6 +22,8 @@ from ._core import EncryptionContext, Message, MessageId, SendFuture, __version_
 from ._async import AsyncClient, AsyncConsumer, AsyncProducer, AsyncReader
 from ._client import Client, Consumer, Producer, Reader
 from . import _traced  # noqa: F401  (registers the traced twins with magnetar.telemetry)
+from . import _intercepted  # noqa: F401  (registers the intercepted twins)
+from ._interceptors import ConsumerEventListener, ConsumerInterceptor, ProducerInterceptor
 from ._config import ClientConfig
 from ._crypto import CryptoKeyReader
 from ._table_view import AsyncTableView, TableView
@@ -37,6 +39,7 @@ from ._options import (
     KeySharedMode,
     PatternTopics,
     RoutingMode,
+    SubscriptionMode,
     SubscriptionType,
 )
 from .exceptions import (
@@ -86,6 +89,8 @@ __all__ = [
     "ConnectError",
     "Consumer",
     "ConsumerBusy",
+    "ConsumerEventListener",
+    "ConsumerInterceptor",
     "CryptoError",
     "CryptoFailureAction",
     "CryptoKeyReader",
@@ -101,6 +106,7 @@ __all__ = [
     "PatternTopics",
     "Producer",
     "ProducerBusy",
+    "ProducerInterceptor",
     "ProducerQueueFull",
     "ProtocolError",
     "PulsarError",
@@ -109,6 +115,7 @@ __all__ = [
     "SchemaDecodeError",
     "SchemaEncodeError",
     "SendFuture",
+    "SubscriptionMode",
     "SubscriptionType",
     "TableView",
     "Timeout",
