@@ -18,7 +18,7 @@ from magnetar import _options
 from magnetar._table_view import TableViewOptions
 
 pulsar = pytest.importorskip("pulsar")
-import pulsar.asyncio  # noqa: E402
+pulsar_asyncio = pytest.importorskip("pulsar.asyncio")
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "migrating.md"
 ROW = re.compile(r"^\| `([\w.]+)` \| `(\w+)` \| ([^|]+) \| ([^|]+) \|$")
@@ -57,7 +57,7 @@ def test_every_official_option_has_a_row() -> None:
         for p in params:
             assert (call, p) in listed, f"{call}({p}=) is missing from docs/migrating.md"
     for name in ("subscribe", "create_reader", "create_producer"):
-        for p in parameters(getattr(pulsar.asyncio.Client, name)):
+        for p in parameters(getattr(pulsar_asyncio.Client, name)):
             assert (name, p) in listed or (f"asyncio.{name}", p) in listed, f"pulsar.asyncio {name}({p}=)"
 
 
@@ -78,7 +78,7 @@ def test_compat_keeps_the_official_positional_orders() -> None:
     assert parameters(magnetar.compat.Client.__init__) == parameters(pulsar.Client.__init__)
     orders = {"subscribe": magnetar.compat.asyncio._SUBSCRIBE_ORDER, "create_reader": magnetar.compat.asyncio._READER_ORDER}
     for name, order in orders.items():
-        official = parameters(getattr(pulsar.asyncio.Client, name))
+        official = parameters(getattr(pulsar_asyncio.Client, name))
         assert list(order) == official[official.index(order[0]):], name
 
 
@@ -86,9 +86,9 @@ NATIVE = {"ClientBuilder": (_options.ClientOptions,), "ProducerBuilder": (_optio
           "ConsumerBuilder": (_options.ConsumerOptions,), "ReaderBuilder": (_options.ReaderOptions,)}
 
 
-# Native names in the tables that are calls or their arguments rather than keyword options.
+# Native names in the tables that are calls, their arguments or the logger rather than keyword options.
 CALLS = {"service_url", "switch_service", "topic", "subscription", "start", "pattern", "receive_many",
-         "ack_with_receipt"}
+         "ack_with_receipt", "magnetar"}
 DECLARED = {n for d in (_options.ClientOptions, _options.ProducerOptions, _options.ConsumerOptions,
                         _options.ReaderOptions, TableViewOptions) for n in _options.declared(d)}
 

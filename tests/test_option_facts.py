@@ -67,9 +67,10 @@ def test_a_readers_options_are_consumer_keys() -> None:
 
 def _choices() -> list[tuple[str, type[enum.Enum]]]:
     out: dict[str, type[enum.Enum]] = {}
+    python_only = {n for names in PYTHON_ONLY.values() for n in names}
     for decl in (*DECLARATIONS.values(), o.ReaderOptions):
         for name, d in o.declared(decl).items():
-            if d.choice is not None:
+            if d.choice is not None and name not in python_only:
                 out[name] = d.choice
     return sorted(out.items())
 

@@ -15,7 +15,7 @@ from . import _build, _core, _interceptors
 from ._aio import call
 from ._core import Message, MessageId
 from ._handles import COMPLETED, ClientHandle, ConsumerHandle, ProducerHandle, ReaderHandle, documented
-from ._listener import AsyncListenerRunner
+from ._listener import AsyncListenerRunner, AsyncReaderListener
 from ._options import ConsumerOptions, MessageFields, ProducerOptions, ReaderOptions, Seconds, SendManyColumns, TimeLike, seek_target
 from ._table_view import AsyncTableView, TableViewOptions
 from ._transaction import AsyncTransaction, OpeningTransaction

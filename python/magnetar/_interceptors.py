@@ -17,6 +17,7 @@ import weakref
 from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 from ._core import MessageId
+from .exceptions import InvalidConfiguration
 
 __all__ = ["ConsumerEventListener", "ConsumerInterceptor", "ConsumerHooks", "ProducerInterceptor", "make", "twin"]
 
@@ -88,17 +89,10 @@ def check(items: Any, kind: type, option: str) -> tuple[Any, ...]:
     """The interceptors of an option as a tuple (empty when None), or a clear error."""
     if items is None:
         return ()
-    if isinstance(items, kind) or not isinstance(items, Sequence):
-        items = (items,) if isinstance(items, kind) else items
-    try:
-        out = tuple(items)
-    except TypeError:
-        out = (items,)
+    out = (items,) if isinstance(items, kind) or not isinstance(items, Sequence) else tuple(items)
     for i in out:
         if not isinstance(i, kind):
-            from .exceptions import InvalidConfiguration
-
-            raise InvalidConfiguration(f"{option} must hold magnetar.{kind.__name__} objects, not {i!r}")
+            raise InvalidConfiguration(f"{option} must be a list of magnetar.{kind.__name__} objects, not {i!r}")
     return out
 
 
@@ -124,7 +118,7 @@ def make(base: type, interceptors: tuple[Any, ...], core: Any, *args: Any) -> An
     """A ``base`` handle of ``core``: its intercepted twin when there are interceptors."""
     if not interceptors:
         return base(core, *args)
-    cls = INTERCEPTED[base]
+    cls: Any = INTERCEPTED[base]
     handle = cls.__new__(cls)
     handle._interceptors = interceptors
     cls.__init__(handle, core, *args)

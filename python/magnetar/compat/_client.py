@@ -431,6 +431,8 @@ class Client:
 
 def _threads_and_logs(io_threads: int, concurrent_lookup_requests: int, log_conf_file_path: str | None) -> None:
     """The client options that set the process's machinery rather than this client's."""
+    if io_threads < 1:
+        raise ValueError(f"io_threads must be at least 1, not {io_threads}")
     if io_threads != 1:
         running = _core._io_threads(io_threads)
         if running != io_threads:
