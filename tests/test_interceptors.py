@@ -197,11 +197,11 @@ async def _until(pred: Any) -> None:
 
 def test_interceptors_must_be_interceptor_objects(client: magnetar.Client, topic: str) -> None:
     with pytest.raises(magnetar.InvalidConfiguration, match="interceptors"):
-        client.create_producer(topic, interceptors=[object()])
+        client.create_producer(topic, interceptors=[object()])  # type: ignore[list-item]
     with pytest.raises(magnetar.InvalidConfiguration, match="interceptors"):
-        client.subscribe(topic, "s", interceptors=[magnetar.ProducerInterceptor()])
+        client.subscribe(topic, "s", interceptors=[magnetar.ProducerInterceptor()])  # type: ignore[list-item]
     with pytest.raises(magnetar.InvalidConfiguration, match="consumer_event_listener"):
-        client.subscribe(topic, "s", consumer_event_listener=print)
+        client.subscribe(topic, "s", consumer_event_listener=print)  # type: ignore[arg-type]
 
 
 class Events(magnetar.ConsumerEventListener):

@@ -35,6 +35,7 @@ __all__ = [
     "_engine_option_facts",
     "_error_class_names",
     "_inject_actor_panic",
+    "_io_threads",
     "_key_hash",
     "_panic_in_engine",
     "_producer_stats",
