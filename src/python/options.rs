@@ -361,7 +361,10 @@ pub fn producer_options(d: &Bound<'_, PyDict>) -> PyResult<ProducerOptions> {
     if let Some(v) = positive(get::<i64>(d, "max_pending")?, "max_pending")? {
         o.max_pending = v;
     }
-    if let Some(v) = positive(get::<i64>(d, "max_pending_across_partitions")?, "max_pending_across_partitions")? {
+    if let Some(v) = positive(
+        get::<i64>(d, "max_pending_across_partitions")?,
+        "max_pending_across_partitions",
+    )? {
         o.max_pending_across_partitions = Some(v);
     }
     set(d, "block_if_full", &mut o.block_if_full)?;
@@ -475,7 +478,11 @@ pub fn consumer_options(d: &Bound<'_, PyDict>) -> PyResult<ConsumerOptions> {
         }
         o.max_pending_chunked_messages = v as usize;
     }
-    set(d, "auto_ack_oldest_chunked_message", &mut o.auto_ack_oldest_chunked_message)?;
+    set(
+        d,
+        "auto_ack_oldest_chunked_message",
+        &mut o.auto_ack_oldest_chunked_message,
+    )?;
     o.crypto_key_reader = key_reader_option(d)?;
     choice(
         d,

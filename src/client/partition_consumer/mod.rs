@@ -563,7 +563,10 @@ impl Actor {
                     self.disconnect(Duration::ZERO);
                 }
                 Ok(Type::ActiveConsumerChange) => {
-                    let active = f.command.active_consumer_change.is_some_and(|c| c.is_active.unwrap_or(false));
+                    let active = f
+                        .command
+                        .active_consumer_change
+                        .is_some_and(|c| c.is_active.unwrap_or(false));
                     if let Some(hook) = &self.opts.event_hook {
                         let topic = self.shared.topic.to_string();
                         hook.call(ConsumerEvent::ActiveChanged { topic, active });
