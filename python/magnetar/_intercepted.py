@@ -115,14 +115,18 @@ class _Acks:
     _core: Any
     _done: Any
 
-    def ack(self, message: Message | MessageId, txn: Any = None) -> Any:
+    def _reported(self, hook: str, call: Callable[..., Any], message: Any, *args: Any) -> Any:
+        """``call(message, *args)``, then ``hook`` told how it went."""
         try:
-            self._core.ack(message, txn)
+            call(message, *args)
         except BaseException as e:
-            _acked(self, "on_acknowledge", message, e)
+            _acked(self, hook, message, e)
             raise
-        _acked(self, "on_acknowledge", message, None)
+        _acked(self, hook, message, None)
         return self._done
+
+    def ack(self, message: Message | MessageId, txn: Any = None) -> Any:
+        return self._reported("on_acknowledge", self._core.ack, message, txn)
 
     def ack_many(self, messages: Iterable[Message | MessageId]) -> Any:
         messages = list(messages)
@@ -137,13 +141,7 @@ class _Acks:
         return self._done
 
     def ack_cumulative(self, message: Message | MessageId, txn: Any = None) -> Any:
-        try:
-            self._core.ack_cumulative(message, txn)
-        except BaseException as e:
-            _acked(self, "on_acknowledge_cumulative", message, e)
-            raise
-        _acked(self, "on_acknowledge_cumulative", message, None)
-        return self._done
+        return self._reported("on_acknowledge_cumulative", self._core.ack_cumulative, message, txn)
 
 
 @twin(Consumer)
@@ -165,12 +163,7 @@ class _InterceptedConsumer(_Acks, Consumer):
 
     def ack_with_receipt(self, message: Message | MessageId, *, cumulative: bool = False) -> None:
         hook = "on_acknowledge_cumulative" if cumulative else "on_acknowledge"
-        try:
-            self._core.ack_with_receipt(message, cumulative)
-        except BaseException as e:
-            _acked(self, hook, message, e)
-            raise
-        _acked(self, hook, message, None)
+        self._reported(hook, self._core.ack_with_receipt, message, cumulative)
 
 
 @twin(AsyncConsumer)
