@@ -2,7 +2,7 @@
 official ``pulsar-client`` (docs/resilience.md, "A cluster on one machine").
 
     python scripts/cluster_scenarios.py --runs 5 [--client magnetar|official|both]
-        [--scenario unload unload-partitioned kill split] [--messages 5000] [--rate 1000]
+        [--scenario unload unload-partitioned kill restart split] [--messages 5000] [--rate 1000]
         [--load-manager modular|extensible] [--ack-with-receipt] [--no-record]
 
 (also ``scripts/dev cluster --scenarios ...``). One :class:`magnetar.testing.Cluster` (2 brokers)
@@ -18,6 +18,8 @@ process applies the fault:
 - ``unload-partitioned``: the same on a 4-partition topic, bundle by bundle (partitions in one
   bundle move together), every partition's new owner verified;
 - ``kill``: the owner killed with ``kill -9`` once, mid-run; restarted after the run;
+- ``restart``: the owner stopped gracefully (SIGTERM: it hands its bundles over as it shuts
+  down) once, mid-run; restarted after the run;
 - ``split``: ``split_bundle`` of the topic's bundle, mid-run.
 
 A run ends when every index the producer got a receipt for was received and nothing arrived
@@ -52,7 +54,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "resilience.md"
 OUT_DIR = ROOT / "target" / "cluster-scenarios"
-SCENARIOS = ("unload", "unload-partitioned", "kill", "split")
+SCENARIOS = ("unload", "unload-partitioned", "kill", "restart", "split")
 CLIENTS = ("magnetar", "official")
 PARTITIONS = 4
 
@@ -346,6 +348,7 @@ class _Fault:
         self.moves_verified = 0
         self.errors: list[str] = []
         self.killed: int | None = None
+        self.longest_move = 0.0  # s from the fault's call until the topic's new owner answers
         self.log: Any = None
         self.thread = threading.Thread(target=self._run, daemon=True, name="fault")
 
@@ -387,6 +390,7 @@ class _Fault:
                 waits = [_wait_owner(c, m, 1 - src, timeout=3.0) for m in members]
                 if all(w is not None for w in waits):
                     self.moves_verified += 1
+                    self.longest_move = max(self.longest_move, time.monotonic() - t)
                     self._note(f"{len(members)} topic(s) moved {src}->{1 - src} in {time.monotonic() - t:.2f}s"
                                + (" (unloaded twice)" if attempt == 2 else ""))
                 elif attempt == 1:
@@ -435,11 +439,26 @@ class _Fault:
     def _kill(self) -> None:
         self._at(0.5)
         o = self.cluster.owner(self.topic)
+        t = time.monotonic()
         self.cluster.kill(o)
         self.killed = o
         self._note(f"broker {o} killed")
         w = _wait_owner(self.cluster, self.topic, 1 - o, timeout=90)
         self._note(f"owner {1 - o} after {w:.1f}s" if w is not None else "no new owner in 90 s")
+        self.longest_move = time.monotonic() - t
+
+    def _restart(self) -> None:
+        """A graceful stop: the owner hands its bundles over as it shuts down, so the survivor
+        takes the topic over at once (no session timeout to wait for, as after kill -9)."""
+        self._at(0.5)
+        o = self.cluster.owner(self.topic)
+        t = time.monotonic()
+        self.cluster.stop_broker(o)
+        self.killed = o
+        self._note(f"broker {o} stopped in {time.monotonic() - t:.1f}s")
+        w = _wait_owner(self.cluster, self.topic, 1 - o, timeout=90)
+        self._note(f"owner {1 - o} after {w:.1f}s" if w is not None else "no new owner in 90 s")
+        self.longest_move = time.monotonic() - t
 
     def _split(self) -> None:
         self._at(0.5)
@@ -468,8 +487,9 @@ def one_run(cluster: Any, args: argparse.Namespace, scenario: str, client: str, 
     params = {"client": client, "topic": topic, "partitions": partitions, "service_url": cluster.service_url,
               "messages": args.messages, "rate": args.rate, "deadline": args.deadline, "quiet": args.quiet,
               "send_timeout": args.send_timeout, "ack_with_receipt": args.ack_with_receipt, "debug": args.debug}
-    OUT_DIR.mkdir(parents=True, exist_ok=True)
-    log_path = OUT_DIR / f"{scenario}-{client}-{k}.log"
+    out_dir = Path(args.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    log_path = out_dir / f"{scenario}-{client}-{k}.log"
     fault = _Fault(cluster, scenario, topic, partitions, args.messages / args.rate)
     result: dict[str, Any] = {}
     with open(log_path, "w") as log, open(log_path.with_suffix(".fault.log"), "w") as fault.log:
@@ -502,7 +522,8 @@ def one_run(cluster: Any, args: argparse.Namespace, scenario: str, client: str, 
     if not result:
         result = {"crashed": f"worker exit {proc.returncode}; see {log_path.relative_to(ROOT)}"}
     result.update(scenario=scenario, client=client, run=k, topic=topic, fault_notes=fault.notes,
-                  fault_errors=fault.errors, moves=fault.moves, moves_verified=fault.moves_verified)
+                  fault_errors=fault.errors, moves=fault.moves, moves_verified=fault.moves_verified,
+                  longest_move=round(fault.longest_move, 2))
     return result
 
 
@@ -532,8 +553,9 @@ def run_line(r: dict[str, Any]) -> str:
 
 def tables(results: list[dict[str, Any]], scenarios: list[str], clients: list[str]) -> str:
     out = ["| scenario | client | runs | complete | lost | stored twice | after_ack per run | undelivered "
-           "| longest silence median / max | send failures | acked_before per run | moves verified |",
-           "| --- | --- | ---: | ---: | ---: | ---: | --- | ---: | --- | ---: | --- | --- |"]
+           "| longest silence median / max | longest move median / max | send failures | acked_before per run "
+           "| moves verified |",
+           "| --- | --- | ---: | ---: | ---: | ---: | --- | ---: | --- | --- | ---: | --- | --- |"]
     for s in scenarios:
         for c in clients:
             rs = [r for r in results if r["scenario"] == s and r["client"] == c]
@@ -542,6 +564,8 @@ def tables(results: list[dict[str, Any]], scenarios: list[str], clients: list[st
             ok = [r for r in rs if "crashed" not in r]
             crashed = len(rs) - len(ok)
             sil = [r["silence"] for r in ok]
+            mv = [r.get("longest_move", 0.0) for r in ok]
+            move = f"{statistics.median(mv):.2f} / {max(mv):.2f} s" if s != "split" else "-"
             fails = sum(sum(r["send_failures"].values()) for r in ok)
             ab = ", ".join(str(r["acked_before"]) for r in ok) if c == "magnetar" else "-"
             unread = sum(1 for r in ok if r["lost"] is None)
@@ -554,8 +578,8 @@ def tables(results: list[dict[str, Any]], scenarios: list[str], clients: list[st
                 f"| {sum(1 for r in ok if r['complete'])} | {lost} "
                 f"| {twice} | {', '.join(str(r['after_ack']) for r in ok)} "
                 f"| {sum(r['undelivered'] for r in ok)} "
-                f"| {statistics.median(sil):.2f} / {max(sil):.2f} s | {fails} | {ab} | {moves} |"
-                if ok else f"| {s} | {c} | {len(rs)} ({crashed} crashed) | 0 | - | - | - | - | - | - | - | - |")
+                f"| {statistics.median(sil):.2f} / {max(sil):.2f} s | {move} | {fails} | {ab} | {moves} |"
+                if ok else f"| {s} | {c} | {len(rs)} ({crashed} crashed) | 0 |" + " - |" * 9)
     return "\n".join(out)
 
 
@@ -590,25 +614,41 @@ def main() -> int:
     ap.add_argument("--debug", action="store_true", help="magnetar's DEBUG log in each run's log")
     ap.add_argument("--load-manager", choices=("modular", "extensible"), default="modular")
     ap.add_argument("--no-record", action="store_true", help="do not append to docs/resilience.md")
+    ap.add_argument("--out-dir", default=str(OUT_DIR), help="the runs' logs, results.json and meta.json")
+    ap.add_argument("--first-run", type=int, default=1, help="the number of the first round (passes in parallel)")
+    ap.add_argument("--combine", nargs="+", metavar="OUT_DIR",
+                    help="no runs: record one table from the results of these passes' --out-dir")
+    ap.add_argument("--max-minutes", type=float, default=None,
+                    help="start no new round after this long; the record says how many rounds ran")
     args = ap.parse_args()
     if args.worker:
         worker_main(args.worker)
         return 0
 
+    if args.combine:
+        return combine(args)
     from magnetar.testing import Cluster
 
     clients = list(CLIENTS) if args.client == "both" else [args.client]
+    out_dir = Path(args.out_dir)
     command = "python scripts/cluster_scenarios.py " + " ".join(sys.argv[1:])
     started = datetime.datetime.now(datetime.timezone.utc)
-    date_before, uptime_before, commit = subprocess.run(["date"], capture_output=True, text=True).stdout.strip(), \
-        _uptime(), _commit()
-    print(f"{date_before}; {uptime_before}; {commit}", flush=True)
+    meta: dict[str, Any] = {"command": command, "date": subprocess.run(["date"], capture_output=True,
+                                                                         text=True).stdout.strip(),
+                            "uptime_before": _uptime(), "commit": _commit(), "load_manager": args.load_manager,
+                            "messages": args.messages, "rate": args.rate, "ack_with_receipt": args.ack_with_receipt,
+                            "started": f"{started:%Y-%m-%d}"}
+    print(f"{meta['date']}; {meta['uptime_before']}; {meta['commit']}", flush=True)
     results: list[dict[str, Any]] = []
-    OUT_DIR.mkdir(parents=True, exist_ok=True)
+    out_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     with Cluster(brokers=2, load_manager=args.load_manager) as cluster:
         print(f"cluster up in {cluster.startup_seconds} s: {cluster.service_url} ({args.load_manager})", flush=True)
-        for k in range(1, args.runs + 1):
+        for k in range(args.first_run, args.first_run + args.runs):
+            if args.max_minutes is not None and time.monotonic() - t0 > args.max_minutes * 60:
+                print(f"--max-minutes {args.max_minutes:g} reached: {k - args.first_run} of {args.runs} rounds ran",
+                      flush=True)
+                break
             for s in args.scenario:
                 for c in clients:
                     try:
@@ -622,22 +662,44 @@ def main() -> int:
                                     cluster.restart(i)
                     results.append(r)
                     print(run_line(r), flush=True)
-                    (OUT_DIR / "results.json").write_text(json.dumps(results, indent=1))
-    minutes = (time.monotonic() - t0) / 60
-    uptime_after = _uptime()
+                    (out_dir / "results.json").write_text(json.dumps(results, indent=1))
+    meta.update(minutes=round((time.monotonic() - t0) / 60), uptime_after=_uptime())
+    (out_dir / "meta.json").write_text(json.dumps(meta, indent=1))
     table = tables(results, args.scenario, clients)
     print()
     print(table)
     if not args.no_record:
-        text = (f"\n### {started:%Y-%m-%d}: cluster scenarios, {args.runs} run{'s' if args.runs != 1 else ''} each\n\n"
-                f"`{command}` ({args.load_manager} load manager, {args.messages} messages at {args.rate}/s, "
-                f"magnetar acks with {'ack_with_receipt, batch_index_ack' if args.ack_with_receipt else 'ack'}), "
-                f"{minutes:.0f} min, {commit}. `date`: {date_before}. `uptime` before: "
-                f"{uptime_before.split('load average:')[-1].strip()}; after: "
-                f"{uptime_after.split('load average:')[-1].strip()}.\n\n{table}\n")
-        with open(DOC, "a") as f:
-            f.write(text)
-        print(f"\nappended to {DOC.relative_to(ROOT)}")
+        _record(f"{args.runs} run{'s' if args.runs != 1 else ''} each", [meta], table)
+    return 0
+
+
+def _pass_line(m: dict[str, Any]) -> str:
+    return (f"`{m['command']}` ({m['load_manager']} load manager, {m['messages']} messages at {m['rate']}/s, "
+            f"magnetar acks with {'ack_with_receipt, batch_index_ack' if m['ack_with_receipt'] else 'ack'}), "
+            f"{m['minutes']} min, {m['commit']}. `date`: {m['date']}. `uptime` before: "
+            f"{m['uptime_before'].split('load average:')[-1].strip()}; after: "
+            f"{m['uptime_after'].split('load average:')[-1].strip()}.")
+
+
+def _record(title: str, metas: list[dict[str, Any]], table: str) -> None:
+    passes = "\n\n".join(_pass_line(m) for m in metas)
+    with open(DOC, "a") as f:
+        f.write(f"\n### {metas[0]['started']}: cluster scenarios, {title}\n\n{passes}\n\n{table}\n")
+    print(f"\nappended to {DOC.relative_to(ROOT)}")
+
+
+def combine(args: argparse.Namespace) -> int:
+    """One table from passes that ran side by side (each on a cluster of its own)."""
+    metas, results = [], []
+    for d in args.combine:
+        metas.append(json.loads((Path(d) / "meta.json").read_text()))
+        results += json.loads((Path(d) / "results.json").read_text())
+    clients = [c for c in CLIENTS if any(r["client"] == c for r in results)]
+    table = tables(results, [s for s in SCENARIOS if any(r["scenario"] == s for r in results)], clients)
+    print(table)
+    if not args.no_record:
+        _record(f"{len(metas)} passes side by side, on a cluster each", metas, table)
+    return 0
     return 0
 
 

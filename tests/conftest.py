@@ -21,7 +21,7 @@ from waiting import bounded
 # The multi-broker cluster's scenarios start four JVMs of their own, and so does the Spark
 # standalone cluster: `pytest tests` leaves them out; `scripts/dev cluster` and `scripts/dev
 # spark-cluster` name the file, and a file named on the command line is collected.
-collect_ignore = ["test_cluster.py", "test_spark_cluster.py"]
+collect_ignore = ["test_cluster.py", "test_cluster_migration.py", "test_spark_cluster.py"]
 
 
 @pytest.fixture(scope="session")

@@ -2,7 +2,8 @@
 two workers of one core each, their executors running Python in a virtualenv of their own into
 which the built wheel was installed with pip, as a cluster is deployed; the driver is this
 process. Batch and streaming reads and writes, the exactly-once sink, producing inside
-``mapInArrow``, and a worker killed (kill -9, with its executor) in the middle of a job.
+``mapInArrow``, and a worker killed (kill -9, with its executor) in the middle of a job (a batch
+write, a read, a streaming write).
 
 Not part of ``pytest tests`` (four JVMs and a virtualenv): ``scripts/dev spark-cluster``."""
 
@@ -295,4 +296,30 @@ def test_worker_killed_during_read(session: Any, cluster: SparkCluster, broker: 
     rows = df.collect()
     killed = _killed(t, box)
     assert Counter(bytes(r.value) for r in rows) == _values(N)
+    cluster.restart_worker(killed)
+
+
+def test_worker_killed_during_exactly_once_stream_write(session: Any, cluster: SparkCluster, broker: Any,
+                                                        tmp_path: Path) -> None:
+    """kill -9 of the worker running a task of a streaming copy into the exactly-once sink: the
+    micro-batch's task runs again on the other worker, and the destination holds every row of the
+    source exactly once (the killed task's open transaction never commits)."""
+    src, dst = new_topic("cluster-stream-kill-src"), new_topic("cluster-stream-kill-dst")
+    broker.create_partitioned_topic(src, 2)
+    _write(_source(session, N), broker.service_url, src)
+    wait_executors(session, 2)
+    marker = tmp_path / "gate"
+    marker.mkdir()
+    os.chmod(marker, 0o777)
+    t, box = _killer(cluster, marker)
+    run_available_now(lambda: session.readStream.format("pulsar").option("service.url", broker.service_url)
+                      .option("topic", src).option("startingOffsets", "earliest")
+                      .option("maxMessagesPerTrigger", str(N // 2)).load().select("key", "value")
+                      .mapInArrow(_gate(str(marker), ["key", "value"]), "key string, value binary")
+                      .writeStream.format("pulsar").option("service.url", broker.service_url).option("topic", dst)
+                      .option("exactlyOnce", "true").option("transactionTimeoutMs", TXN_TIMEOUT_MS)
+                      .option("checkpointLocation", str(tmp_path / "ck"))
+                      .trigger(availableNow=True).start())
+    killed = _killed(t, box)
+    assert _final_values(broker.service_url, dst) == _values(N)
     cluster.restart_worker(killed)

@@ -6,6 +6,7 @@
 //! An attempt runs as a branch of the actor's loop ([`Link::next`]), so the actor still handles
 //! its commands (a close above all) while the broker is unreachable.
 
+use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -14,16 +15,18 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::error::{ErrorKind, Result};
+use super::error::{Error, ErrorKind, Result};
 use super::shared::ClientShared;
 use super::timer::sleep_until_opt;
 use crate::net::backoff::Backoff;
 use crate::net::{lookup, Connection, Event, HandlerId};
 use crate::protocol::frame::Frame;
+use crate::protocol::pb::base_command::Type;
 use crate::protocol::pb::BaseCommand;
 
-/// Builds the attach command for a request id.
-pub(crate) type AttachRequest = Box<dyn FnOnce(u64) -> BaseCommand + Send>;
+/// Builds the attach command for a request id (again for a second attempt, when the topic
+/// migrated to another cluster before the broker answered the first).
+pub(crate) type AttachRequest = Arc<dyn Fn(u64) -> BaseCommand + Send + Sync>;
 
 /// The topic's new owner as a broker named it when it closed the producer or consumer (plain
 /// and TLS URLs; see [`lookup::assigned_broker`]).
@@ -40,13 +43,22 @@ impl Assigned {
     }
 }
 
-type Attaching = Pin<Box<dyn Future<Output = Result<Attached>> + Send>>;
+type Attaching = Pin<Box<dyn Future<Output = Attempt> + Send>>;
+
+/// How an attempt ended, and the cluster the broker said the topic migrated to, if it did
+/// while the attempt waited for its answer.
+struct Attempt {
+    outcome: Result<Attached>,
+    migrated: Option<Assigned>,
+}
 
 /// A registration that succeeded, with the broker's answer to the attach request.
 struct Attached {
     conn: Connection,
     events: mpsc::UnboundedReceiver<Event>,
     reply: Frame,
+    /// Events for the registration that came before the answer, handed on first.
+    early: Vec<Event>,
 }
 
 /// What [`Link::next`] saw.
@@ -61,6 +73,9 @@ pub(crate) enum LinkEvent {
     Retrying,
     /// An attempt failed for good.
     Failed(super::error::Error),
+    /// The broker said the topic migrated to another cluster (PIP-188); it closes the
+    /// registration next, and the reattach looks the topic up there.
+    Migrated,
 }
 
 /// One producer's or consumer's registration, attached or on its way back.
@@ -72,11 +87,15 @@ pub(crate) struct Link {
     busy: ErrorKind,
     conn: Option<Connection>,
     events: Option<mpsc::UnboundedReceiver<Event>>,
+    /// Events that came with the attach answer, before `events`.
+    early: VecDeque<Event>,
     backoff: Backoff,
     retry_at: Option<Instant>,
     attaching: Option<Attaching>,
     /// Where the next attempt goes without a lookup (the new owner a close named), once.
     assigned: Option<Assigned>,
+    /// The cluster the topic migrated to (PIP-188): every later lookup asks it.
+    migrated: Option<Arc<Assigned>>,
 }
 
 impl Link {
@@ -96,16 +115,40 @@ impl Link {
             busy,
             conn: None,
             events: None,
+            early: VecDeque::new(),
             retry_at: None,
             attaching: None,
             assigned: None,
+            migrated: None,
         }
     }
 
     /// Attaches now and waits for it (creating a producer or consumer fails fast).
     pub async fn attach(&mut self, request: AttachRequest) -> Result<Frame> {
-        let a = attach(self.client.clone(), self.topic.clone(), self.id, None, request).await?;
-        Ok(self.install(a))
+        let mut attempt = attach(
+            self.client.clone(),
+            self.topic.clone(),
+            self.id,
+            None,
+            None,
+            request.clone(),
+        )
+        .await;
+        if attempt.migrated.is_some() {
+            // Created on a cluster the topic has left: create it in the new one.
+            self.note_migration(attempt.migrated.take());
+            let migrated = self.migrated.clone();
+            attempt = attach(
+                self.client.clone(),
+                self.topic.clone(),
+                self.id,
+                None,
+                migrated,
+                request,
+            )
+            .await;
+        }
+        Ok(self.install(attempt.outcome?))
     }
 
     /// Starts another attempt; [`Link::next`] reports how it ends.
@@ -116,6 +159,7 @@ impl Link {
             self.topic.clone(),
             self.id,
             self.assigned.take(),
+            self.migrated.clone(),
             request,
         )));
     }
@@ -132,6 +176,7 @@ impl Link {
             conn.unregister(self.id);
         }
         self.events = None;
+        self.early.clear();
         self.retry_at = Some(Instant::now() + delay);
     }
 
@@ -155,6 +200,7 @@ impl Link {
     /// Takes the connection for a final close; the link stays detached for good.
     pub fn take_conn(&mut self) -> Option<Connection> {
         self.events = None;
+        self.early.clear();
         self.stop_retrying();
         self.conn.take()
     }
@@ -177,16 +223,24 @@ impl Link {
 
     /// Waits for the connection's next event, the retry deadline, or the attempt's outcome.
     pub async fn next(&mut self) -> LinkEvent {
-        let outcome = tokio::select! {
-            ev = next_event(&mut self.events) => return LinkEvent::Connection(ev),
+        if let Some(ev) = self.early.pop_front() {
+            return self.on_event(Some(ev));
+        }
+        let attempt = tokio::select! {
+            ev = next_event(&mut self.events) => return self.on_event(ev),
             _ = sleep_until_opt(self.retry_at) => {
                 self.retry_at = None;
                 return LinkEvent::RetryDue;
             }
-            outcome = attach_done(&mut self.attaching) => outcome,
+            attempt = attach_done(&mut self.attaching) => attempt,
         };
         self.attaching = None;
-        match outcome {
+        if attempt.migrated.is_some() {
+            self.note_migration(attempt.migrated);
+            self.retry_at = Some(Instant::now());
+            return LinkEvent::Migrated;
+        }
+        match attempt.outcome {
             Ok(a) => LinkEvent::Attached(Box::new(self.install(a))),
             // Fenced is for good: a newer exclusive producer owns the topic.
             Err(e) if e.is_retriable() || (e.kind() == self.busy && !e.is_fenced()) => {
@@ -199,23 +253,46 @@ impl Link {
         }
     }
 
+    fn on_event(&mut self, ev: Option<Event>) -> LinkEvent {
+        match ev {
+            Some(Event::Frame(f)) if f.command.r#type == Type::TopicMigrated as i32 => {
+                self.note_migration(migrated_to(&f));
+                LinkEvent::Migrated
+            }
+            ev => LinkEvent::Connection(ev),
+        }
+    }
+
+    fn note_migration(&mut self, to: Option<Assigned>) {
+        if let Some(to) = to {
+            log::info!(
+                "{}: the topic migrated to another cluster ({to:?}); looking it up there",
+                self.topic
+            );
+            self.migrated = Some(Arc::new(to));
+        }
+    }
+
     fn install(&mut self, a: Attached) -> Frame {
         self.backoff.reset();
         self.conn = Some(a.conn);
         self.events = Some(a.events);
+        self.early = a.early.into();
         a.reply
     }
 }
 
-/// Looks the topic up (or goes to the broker a close `assigned`), registers `id` on the
+/// Looks the topic up (in the cluster it `migrated` to, if it did; or goes to the broker a close
+/// `assigned`), registers `id` on the
 /// connection that serves it, and sends the attach request; on failure nothing stays registered.
 async fn attach(
     client: Arc<ClientShared>,
     topic: Arc<str>,
     id: HandlerId,
     assigned: Option<Assigned>,
+    migrated: Option<Arc<Assigned>>,
     request: AttachRequest,
-) -> Result<Attached> {
+) -> Attempt {
     let direct = match &assigned {
         Some(a) => match lookup::assigned_broker(&client.pool, a.plain.as_deref(), a.tls.as_deref()).await {
             Ok(conn) => Some(conn),
@@ -226,21 +303,79 @@ async fn attach(
         },
         None => None,
     };
-    let conn = match direct {
-        Some(conn) => conn,
-        None => lookup::lookup_topic(&client.pool, &topic).await?,
+    let looked_up = match (direct, migrated) {
+        (Some(conn), _) => Ok(conn),
+        (None, Some(m)) => lookup::lookup_topic_in(&client.pool, m.plain.as_deref(), m.tls.as_deref(), &topic).await,
+        (None, None) => lookup::lookup_topic(&client.pool, &topic).await,
     };
-    let events = conn.register(id)?;
-    match conn.request(request).await {
-        Ok(reply) => Ok(Attached { conn, events, reply }),
+    let conn = match looked_up {
+        Ok(conn) => conn,
+        Err(e) => {
+            return Attempt {
+                outcome: Err(e.into()),
+                migrated: None,
+            }
+        }
+    };
+    let mut events = match conn.register(id) {
+        Ok(events) => events,
+        Err(e) => {
+            return Attempt {
+                outcome: Err(e.into()),
+                migrated: None,
+            }
+        }
+    };
+    // A broker whose topic migrated answers the attach request with `TopicMigrated` for the
+    // registration (and closes it) instead of a reply: waiting for the reply would take the
+    // whole operation timeout.
+    let mut early = Vec::new();
+    let mut events_open = true;
+    let outcome = {
+        let request = conn.request(|rid| request(rid));
+        tokio::pin!(request);
+        loop {
+            tokio::select! {
+                reply = &mut request => break reply,
+                ev = events.recv(), if events_open => match ev {
+                    Some(Event::Frame(f)) if f.command.r#type == Type::TopicMigrated as i32 => {
+                        conn.unregister(id);
+                        let e = Error::new(ErrorKind::Connect, "the topic migrated to another cluster");
+                        return Attempt { outcome: Err(e), migrated: migrated_to(&f) };
+                    }
+                    Some(ev) => early.push(ev),
+                    None => events_open = false,
+                },
+            }
+        }
+    };
+    match outcome {
+        Ok(reply) => Attempt {
+            outcome: Ok(Attached {
+                conn,
+                events,
+                reply,
+                early,
+            }),
+            migrated: None,
+        },
         Err(e) => {
             conn.unregister(id);
-            Err(e.into())
+            Attempt {
+                outcome: Err(e.into()),
+                migrated: None,
+            }
         }
     }
 }
 
-async fn attach_done(f: &mut Option<Attaching>) -> Result<Attached> {
+/// The cluster a `TopicMigrated` frame names.
+fn migrated_to(f: &Frame) -> Option<Assigned> {
+    let m = f.command.topic_migrated.clone().unwrap_or_default();
+    Assigned::of(m.broker_service_url, m.broker_service_url_tls)
+}
+
+async fn attach_done(f: &mut Option<Attaching>) -> Attempt {
     match f {
         Some(f) => f.await,
         None => std::future::pending().await,

@@ -34,7 +34,36 @@ async fn lookup_topic_uncounted(pool: &ConnectionPool, topic: &str) -> Result<Co
         let broker = http::lookup(pool, &mut view, topic).await?;
         return pool.get(&view, &broker).await;
     }
-    let mut conn = pool.get_service(&mut view).await?;
+    let conn = pool.get_service(&mut view).await?;
+    lookup_from(pool, &view, conn, topic).await
+}
+
+/// Finds the broker that owns `topic` in the cluster a broker named when it said the topic had
+/// migrated there (PIP-188's `TopicMigrated`: its service URL, plain and TLS), asking that URL
+/// with the credentials of the cluster the client is on.
+pub async fn lookup_topic_in(
+    pool: &ConnectionPool,
+    plain: Option<&str>,
+    tls: Option<&str>,
+    topic: &str,
+) -> Result<Connection, NetError> {
+    let view = pool.view();
+    let conn = named_broker(pool, &view, plain, tls).await?;
+    let found = lookup_from(pool, &view, conn, topic).await;
+    bump(&pool.counters().lookups);
+    if found.is_err() {
+        bump(&pool.counters().lookups_failed);
+    }
+    found
+}
+
+/// The binary lookup of `topic`, starting at `conn` and following redirects.
+async fn lookup_from(
+    pool: &ConnectionPool,
+    view: &ClusterView,
+    mut conn: Connection,
+    topic: &str,
+) -> Result<Connection, NetError> {
     let mut authoritative = false;
     for _ in 0..MAX_REDIRECTS {
         let listener = pool.options().listener_name.as_deref();
@@ -49,11 +78,11 @@ async fn lookup_topic_uncounted(pool: &ConnectionPool, topic: &str) -> Result<Co
         let proxy = (resp.proxy_through_service_url == Some(true)).then(|| conn.addr().to_string());
         match LookupType::try_from(resp.response.unwrap_or(LookupType::Failed as i32)) {
             Ok(LookupType::Connect) => {
-                return pool.get_via(&view, &broker_of(&view, &resp)?, proxy.as_deref()).await;
+                return pool.get_via(view, &broker_of(view, &resp)?, proxy.as_deref()).await;
             }
             Ok(LookupType::Redirect) => {
                 authoritative = resp.authoritative.unwrap_or(false);
-                conn = pool.get_via(&view, &broker_of(&view, &resp)?, proxy.as_deref()).await?;
+                conn = pool.get_via(view, &broker_of(view, &resp)?, proxy.as_deref()).await?;
             }
             _ => return Err(NetError::refused(resp.error, resp.message, "lookup failed")),
         }
@@ -69,10 +98,19 @@ pub async fn assigned_broker(
     plain: Option<&str>,
     tls: Option<&str>,
 ) -> Result<Connection, NetError> {
-    let view = pool.view();
+    named_broker(pool, &pool.view(), plain, tls).await
+}
+
+/// A connection to a broker a broker named by its URLs (the TLS one when the client uses TLS).
+async fn named_broker(
+    pool: &ConnectionPool,
+    view: &ClusterView,
+    plain: Option<&str>,
+    tls: Option<&str>,
+) -> Result<Connection, NetError> {
     let url = if view.uses_tls() { tls } else { plain };
-    let url = url.ok_or_else(|| NetError::UnexpectedResponse("no assigned broker URL for this scheme".into()))?;
-    pool.get(&view, &broker_address(url, view.uses_tls())?).await
+    let url = url.ok_or_else(|| NetError::UnexpectedResponse("no broker URL for this scheme".into()))?;
+    pool.get(view, &broker_address(url, view.uses_tls())?).await
 }
 
 /// `host:port` of the broker a lookup answer names: its TLS URL when the client uses TLS.

@@ -39,6 +39,35 @@ pub struct ConsumerStats {
 }
 
 impl Actor {
+    /// The subscription's old positions mean nothing any more (a seek moved it; the topic
+    /// migrated to another cluster, whose message ids are unrelated): acks, redeliveries and
+    /// receipts of them are dropped.
+    pub(super) fn forget_positions(&mut self) {
+        self.chunks.clear();
+        self.book.clear();
+        self.seek_ends_receipts();
+        if let Some(owed) = self.owed.as_mut() {
+            owed.clear();
+        }
+        self.unacked.clear();
+        self.nacks.clear();
+    }
+
+    /// The topic migrated to another cluster (PIP-188): the old cluster let it go once this
+    /// subscription had acked everything there, so nothing of it is owed; the new cluster's
+    /// message ids may equal old ones, which must not count as acked there.
+    pub(super) fn migrated(&mut self) {
+        self.forget_positions();
+        *self.shared.last_dequeued.lock().expect("last_dequeued lock") = None;
+        // The old cluster ended the topic because it goes on in the new one.
+        self.shared.reached_end.store(false, Ordering::Release);
+        if !self.opts.durable {
+            // A reader read everything the old cluster had: all the new one has comes after.
+            self.opts.start_message_id = Some(MessageId::EARLIEST);
+            self.opts.start_inclusive = true;
+        }
+    }
+
     pub(super) async fn seek(&mut self, target: SeekTarget) -> Result<()> {
         let conn = self.connection("not connected; cannot seek now")?;
         self.flush_acks();
@@ -56,14 +85,7 @@ impl Actor {
             .await?;
         // The broker disconnects the consumer after a seek; drop what was queued before it.
         self.epoch_bump();
-        self.chunks.clear();
-        self.book.clear();
-        self.seek_ends_receipts();
-        if let Some(owed) = self.owed.as_mut() {
-            owed.clear();
-        }
-        self.unacked.clear();
-        self.nacks.clear();
+        self.forget_positions();
         *self.shared.last_dequeued.lock().expect("last_dequeued lock") = end.filter(|e| e.entry_id >= 0);
         // A non-durable cursor does not outlive the reconnect the broker forces after a seek,
         // so the reader must ask for the new position itself.

@@ -21,6 +21,7 @@ impl Actor {
                 }
             }
             LinkEvent::Retrying => {}
+            LinkEvent::Migrated => self.migrated(),
             LinkEvent::Failed(e) => {
                 log::error!("{}: consumer cannot resubscribe: {e}", self.shared.topic);
                 self.inbox.end(e);
@@ -41,8 +42,8 @@ impl Actor {
     /// The `Subscribe` command for the current position.
     pub(super) fn subscribe_request(&mut self) -> AttachRequest {
         let cmd = self.prepare_subscribe();
-        Box::new(move |rid| {
-            let mut cmd = cmd;
+        Arc::new(move |rid| {
+            let mut cmd = cmd.clone();
             if let Some(s) = cmd.subscribe.as_mut() {
                 s.request_id = rid;
             }

@@ -391,7 +391,8 @@ impl Actor {
                     }
                 }
             }
-            LinkEvent::Retrying => {}
+            // The broker closes the producer next; the reattach goes to the other cluster.
+            LinkEvent::Retrying | LinkEvent::Migrated => {}
             LinkEvent::Failed(e) => {
                 log::error!("{}: producer cannot reattach: {e}", self.topic);
                 self.fail_all(e);
@@ -469,15 +470,15 @@ impl Actor {
             commands::key_values(&self.opts.properties),
         );
         let schema = self.opts.schema.as_ref().map(|s| s.to_pb());
-        Box::new(move |rid| {
+        Arc::new(move |rid| {
             let mut cmd = commands::producer(&topic, producer_id, rid);
             let p = cmd.producer.as_mut().expect("producer body");
-            p.producer_name = (!name.is_empty()).then_some(name);
+            p.producer_name = (!name.is_empty()).then(|| name.clone());
             p.user_provided_producer_name = Some(user_named);
             p.epoch = Some(epoch);
             p.topic_epoch = topic_epoch;
             p.producer_access_mode = Some(access_mode);
-            p.metadata = properties;
+            p.metadata = properties.clone();
             p.schema = schema.clone();
             cmd
         })

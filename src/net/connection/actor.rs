@@ -11,6 +11,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::*;
 use crate::net::auth::AuthFuture;
+use crate::protocol::pb::command_topic_migrated::ResourceType;
 
 /// The task that owns the socket: writes what the handles post, routes what the broker
 /// sends to the request waiting for it or the handler registered for it, and keeps the
@@ -198,7 +199,10 @@ impl Actor {
             Type::ReachedEndOfTopic => cmd.reached_end_of_topic.as_ref().map(|c| Consumer(c.consumer_id)),
             Type::CloseConsumer => cmd.close_consumer.as_ref().map(|c| Consumer(c.consumer_id)),
             Type::ActiveConsumerChange => cmd.active_consumer_change.as_ref().map(|c| Consumer(c.consumer_id)),
-            Type::TopicMigrated => None,
+            Type::TopicMigrated => cmd.topic_migrated.as_ref().map(|c| match c.resource_type() {
+                ResourceType::Producer => Producer(c.resource_id),
+                ResourceType::Consumer => Consumer(c.resource_id),
+            }),
             // Commands only a client sends (also what an empty command decodes as): a broker
             // sending one is not speaking the protocol.
             Type::Connect
