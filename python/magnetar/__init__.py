@@ -23,6 +23,8 @@ from ._async import AsyncClient, AsyncConsumer, AsyncProducer, AsyncReader
 from ._client import Client, Consumer, Producer, Reader
 from . import _traced  # noqa: F401  (registers the traced twins with magnetar.telemetry)
 from ._backoff import Backoff
+from . import _intercepted  # noqa: F401  (registers the intercepted twins)
+from ._interceptors import ConsumerEventListener, ConsumerInterceptor, ProducerInterceptor
 from ._config import ClientConfig
 from ._crypto import CryptoKeyReader
 from ._table_view import AsyncTableView, TableView
@@ -38,6 +40,7 @@ from ._options import (
     KeySharedMode,
     PatternTopics,
     RoutingMode,
+    SubscriptionMode,
     SubscriptionType,
 )
 from .exceptions import (
@@ -88,6 +91,8 @@ __all__ = [
     "ConnectError",
     "Consumer",
     "ConsumerBusy",
+    "ConsumerEventListener",
+    "ConsumerInterceptor",
     "CryptoError",
     "CryptoFailureAction",
     "CryptoKeyReader",
@@ -103,6 +108,7 @@ __all__ = [
     "PatternTopics",
     "Producer",
     "ProducerBusy",
+    "ProducerInterceptor",
     "ProducerQueueFull",
     "ProtocolError",
     "PulsarError",
@@ -111,6 +117,7 @@ __all__ = [
     "SchemaDecodeError",
     "SchemaEncodeError",
     "SendFuture",
+    "SubscriptionMode",
     "SubscriptionType",
     "TableView",
     "Timeout",

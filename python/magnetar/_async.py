@@ -11,11 +11,11 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Mapping, Self, Sequence
 
-from . import _build, _core
+from . import _build, _core, _interceptors
 from ._aio import call
 from ._core import Message, MessageId
 from ._handles import COMPLETED, ClientHandle, ConsumerHandle, ProducerHandle, ReaderHandle, documented
-from ._listener import AsyncListenerRunner
+from ._listener import AsyncListenerRunner, AsyncReaderListener
 from ._options import ConsumerOptions, MessageFields, ProducerOptions, ReaderOptions, Seconds, SendManyColumns, TimeLike, seek_target
 from ._table_view import AsyncTableView, TableViewOptions
 from ._transaction import AsyncTransaction, OpeningTransaction
@@ -176,7 +176,11 @@ class AsyncConsumer(_AsyncReceiving, ConsumerHandle[Awaitable[None]]):
 
 class AsyncReader(_AsyncReceiving, ReaderHandle):
     __doc__ = ReaderHandle.__doc__
-    __slots__ = ()
+    __slots__ = ("_listener",)
+
+    def __init__(self, core: _core._Consumer, listener: Callable[[Message], Awaitable[object]] | None = None) -> None:
+        super().__init__(core)
+        self._listener = AsyncReaderListener(self, listener) if listener else None
 
     async def read_next(self, timeout: float | None = None) -> Message:
         """The next message; raises :class:`~magnetar.Timeout` after ``timeout`` seconds."""
@@ -196,7 +200,9 @@ class AsyncReader(_AsyncReceiving, ReaderHandle):
         return await call(self._core.has_message_available)
 
     async def close(self) -> None:
-        """Detaches the reader."""
+        """Stops the listener and detaches the reader."""
+        if self._listener is not None:
+            await self._listener.stop()
         await call(self._core.close)
 
 
@@ -207,29 +213,31 @@ class AsyncClient(ClientHandle):
     async def create_producer(self, topic: str, **options: Unpack[ProducerOptions]) -> AsyncProducer:
         """Creates a producer; the topic is looked up and the producer attached before this
         returns, so a missing topic or a refused permission raises here."""
-        args = _build.producer(topic, options)
+        args, interceptors = _build.producer(topic, options)
         if _build.needs_topic_schema(args[3]):
             args = (*args[:3], args[3]._bind(await self.get_schema(topic)))
-        return AsyncProducer(await call(self._core.create_producer, *args))
+        return _interceptors.make(AsyncProducer, interceptors, await call(self._core.create_producer, *args))
 
     @documented(ConsumerOptions)
     async def subscribe(self, topic: str | Sequence[str], subscription: str,
                         **options: Unpack[ConsumerOptions]) -> AsyncConsumer:
         """As :meth:`magnetar.Client.subscribe`; a ``listener`` here is a coroutine function,
         run as up to ``listener_concurrency`` tasks, in order per key."""
-        args, listener, concurrency = _build.consumer(topic, subscription, options)
-        return AsyncConsumer(await call(self._core.subscribe, *args), listener, concurrency)
+        s = _build.consumer(topic, subscription, options)
+        core = await call(self._core.subscribe, *s.args, **s.engine_kwargs)
+        handle = _interceptors.make(AsyncConsumer, s.interceptors, core, s.listener, s.concurrency)
+        return s.hooks.bind(handle) if s.hooks is not None else handle
 
     @documented(ReaderOptions)
     async def create_reader(self, topic: str, start: MessageId | TimeLike = MessageId.earliest,
                             **options: Unpack[ReaderOptions]) -> AsyncReader:
         """A reader of ``topic`` starting at a message id (``MessageId.earliest`` /
         ``MessageId.latest`` / an id) or at a publish time."""
-        args, at_time = _build.reader(topic, start, options)
+        args, at_time, listener = _build.reader(topic, start, options)
         core = await call(self._core.subscribe, *args)
         if at_time is not None:
             await call(core.seek, at_time)
-        return AsyncReader(core)
+        return AsyncReader(core, listener)
 
     @documented(TableViewOptions)
     async def create_table_view(self, topic: str, **options: Unpack[TableViewOptions]) -> AsyncTableView:

@@ -44,18 +44,27 @@ class Authentication:
     Make one with a class method: :meth:`token` (a JWT, or a callable returning the current
     one), :meth:`token_file`, :meth:`basic`, :meth:`tls` or :meth:`oauth2`; or from the
     official clients' text form with :meth:`from_params`. ``Authentication(method, data)``
-    sends fixed data under any method name.
+    sends data under any method name (a custom provider of the broker): fixed ``bytes``/``str``,
+    or a callable returning the current data, called on every connect and every challenge (as
+    a token supplier is).
 
     Equal credentials compare equal; all but a callable supplier pickle.
     """
 
-    def __init__(self, method: str, data: bytes | str = b"") -> None:
+    def __init__(self, method: str, data: bytes | str | TokenSupplier = b"") -> None:
         if not method or not isinstance(method, str):
             raise InvalidConfiguration("authentication method must not be empty")
         self.method = method
-        self.data = data.encode() if isinstance(data, str) else bytes(data)
         self._kind = "static"
-        self._spec: tuple[Any, ...] = (method, self.data)
+        if callable(data):
+            self.data = b""
+            self._kind = "supplier"
+            self._spec: tuple[Any, ...] = (data,)
+        elif isinstance(data, (bytes, bytearray, memoryview, str)):
+            self.data = data.encode() if isinstance(data, str) else bytes(data)
+            self._spec = (method, self.data)
+        else:
+            raise InvalidConfiguration(f"authentication data must be bytes, str or a callable returning them, not {data!r}")
         # The header form for web services when it is not the method's (magnetar.compat's
         # basic credential under a custom method name).
         self._http_method: str | None = None
@@ -180,6 +189,8 @@ class Authentication:
     def _http_authorization(self) -> str | None:
         """The ``Authorization`` header of the admin REST API for these credentials (None for
         TLS, whose credential is the certificate, and for unknown methods)."""
+        if self._kind == "supplier" and self.method != "token":
+            return None
         if self._kind in ("supplier", "oauth2"):
             value = self._spec[0]()
             return "Bearer " + (value.decode() if isinstance(value, bytes) else value)

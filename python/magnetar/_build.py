@@ -10,7 +10,7 @@ and the engine checks the rest (types, ranges, durations) in one place
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, NamedTuple, Sequence
 
 from ._backoff import Backoff
 from ._core import MessageId
@@ -26,6 +26,8 @@ from ._options import (
     reader_start,
     resolve,
 )
+from ._interceptors import ConsumerEventListener, ConsumerHooks, ConsumerInterceptor, ProducerInterceptor, check
+from ._options import SubscriptionMode
 from .exceptions import InvalidConfiguration
 from .schema import AutoConsumeSchema, AutoProduceBytesSchema, BytesSchema, Schema
 
@@ -107,13 +109,15 @@ def client(options: Mapping[str, Any]) -> tuple[dict[str, Any], Any]:
     return connection(given), on_state_change
 
 
-def producer(topic: str, options: Mapping[str, Any]) -> tuple[str, dict[str, Any], Any, Any]:
-    """``create_producer``'s engine arguments: topic, options, router, schema."""
+def producer(topic: str, options: Mapping[str, Any]) -> tuple[tuple[str, dict[str, Any], Any, Any], tuple[Any, ...]]:
+    """``create_producer``'s engine arguments (topic, options, router, schema) and the
+    interceptors."""
     opts = resolve(ProducerOptions, options, "create_producer")
     router = opts.pop("router")
     if router is not None and not callable(router):
         raise InvalidConfiguration("router must be a callable (key, num_partitions) -> partition")
-    return topic, opts, router, _schema(opts.pop("schema"), producing=True)
+    interceptors = check(opts.pop("interceptors"), ProducerInterceptor, "interceptors")
+    return (topic, opts, router, _schema(opts.pop("schema"), producing=True)), interceptors
 
 
 def _schema(schema: Any, producing: bool = False) -> Any:
@@ -135,12 +139,30 @@ def needs_topic_schema(schema: Any) -> bool:
     return isinstance(schema, AutoProduceBytesSchema) and not schema._bound
 
 
-def consumer(
-    topic: str | Sequence[str], subscription: str, options: Mapping[str, Any]
-) -> tuple[tuple[Any, str, dict[str, Any], bool, Any], Any, int]:
-    """``subscribe``'s engine arguments (topic, subscription, options, pattern, schema), the
-    listener and its concurrency."""
+class Subscription(NamedTuple):
+    """What ``subscribe`` makes of its arguments."""
+
+    args: tuple[Any, str, dict[str, Any], bool, Any]
+    """The engine's: topic, subscription, options, pattern, schema."""
+    listener: Any
+    concurrency: int
+    interceptors: tuple[Any, ...]
+    hooks: Any
+    """A :class:`magnetar._intercepted.ConsumerHooks` when consumer events are wanted, else None."""
+
+    @property
+    def engine_kwargs(self) -> dict[str, Any]:
+        return {} if self.hooks is None else {"event_hook": self.hooks}
+
+
+def consumer(topic: str | Sequence[str], subscription: str, options: Mapping[str, Any]) -> Subscription:
+    """``subscribe``'s arguments, checked and split between the engine and Python."""
     opts = resolve(ConsumerOptions, options, "subscribe")
+    interceptors = check(opts.pop("interceptors"), ConsumerInterceptor, "interceptors")
+    events = opts.pop("consumer_event_listener")
+    if events is not None and not isinstance(events, ConsumerEventListener):
+        raise InvalidConfiguration(f"consumer_event_listener must be a magnetar.ConsumerEventListener, not {events!r}")
+    opts["durable"] = opts.pop("subscription_mode") is not SubscriptionMode.NON_DURABLE
     listener, concurrency = opts.pop("listener"), opts.pop("listener_concurrency")
     if listener is not None and not callable(listener):
         raise InvalidConfiguration("listener must be a callable taking a Message")
@@ -155,17 +177,26 @@ def consumer(
     pattern = opts.pop("pattern")
     schema = _schema(opts.pop("schema"))
     topics = topic if isinstance(topic, str) else list(topic)
-    return (topics, subscription, opts, pattern, schema), listener, concurrency
+    hooks = None
+    if interceptors or events is not None:
+        hooks = ConsumerHooks(interceptors, events)
+    return Subscription((topics, subscription, opts, pattern, schema), listener, concurrency, interceptors, hooks)
 
 
-def reader(topic: str, start: Any, options: Mapping[str, Any]) -> tuple[tuple[str, str, dict[str, Any], bool, Any], int | None]:
-    """``create_reader``'s engine arguments (a non-durable subscription) and the publish time
-    to seek to when the reader starts at a time."""
+def reader(topic: str, start: Any, options: Mapping[str, Any]) -> tuple[tuple[str, str, dict[str, Any], bool, Any], int | None, Any]:
+    """``create_reader``'s engine arguments (a non-durable subscription), the publish time
+    to seek to when the reader starts at a time, and the listener."""
     opts = resolve(ReaderOptions, options, "create_reader")
     size = opts["receiver_queue_size"]
     if isinstance(size, int) and not isinstance(size, bool) and size < 1:
         # Zero queues are for consumers (subscribe): a reader reads ahead.
         raise InvalidConfiguration(f"receiver_queue_size of a reader must be at least 1, got {size}")
+    listener, prefix, name = opts["listener"], opts["subscription_role_prefix"], opts["subscription_name"]
+    if listener is not None and not callable(listener):
+        raise InvalidConfiguration("listener must be a callable taking a Message")
+    for option, value in (("subscription_role_prefix", prefix), ("subscription_name", name)):
+        if value is not None and (not isinstance(value, str) or not value):
+            raise InvalidConfiguration(f"{option} must be a non-empty str, not {value!r}")
     start_id, at_time = reader_start(start)
     engine = {
         "subscription_type": "exclusive",
@@ -181,4 +212,6 @@ def reader(topic: str, start: Any, options: Mapping[str, Any]) -> tuple[tuple[st
         "crypto_key_reader": opts["crypto_key_reader"],
         "crypto_failure_action": opts["crypto_failure_action"],
     }
-    return (topic, f"reader-{os.urandom(5).hex()}", engine, False, _schema(opts["schema"])), at_time
+    if name is None:  # as the Java reader names its subscription
+        name = f"{prefix}-reader-{os.urandom(5).hex()}" if prefix else f"reader-{os.urandom(5).hex()}"
+    return (topic, name, engine, False, _schema(opts["schema"])), at_time, listener

@@ -12,10 +12,10 @@ import logging
 import os
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Self, Sequence
 
-from . import _build, _core
+from . import _build, _core, _interceptors
 from ._core import Message, MessageId, SendFuture
 from ._handles import ClientHandle, ConsumerHandle, ProducerHandle, ReaderHandle, documented
-from ._listener import ListenerRunner
+from ._listener import ListenerRunner, ReaderListener
 from ._options import ConsumerOptions, MessageFields, SendManyColumns, ProducerOptions, ReaderOptions, Seconds, TimeLike, seek_target
 from ._table_view import TableView, TableViewOptions
 from ._transaction import Transaction
@@ -237,7 +237,11 @@ class Consumer(_Receiving, ConsumerHandle[None]):
 
 class Reader(_Receiving, ReaderHandle):
     __doc__ = ReaderHandle.__doc__
-    __slots__ = ()
+    __slots__ = ("_listener",)
+
+    def __init__(self, core: _core._Consumer, listener: Callable[[Message], object] | None = None) -> None:
+        super().__init__(core)
+        self._listener = ReaderListener(self, listener) if listener else None
 
     def read_next(self, timeout: float | None = None) -> Message:
         """The next message; raises :class:`~magnetar.Timeout` after ``timeout`` seconds."""
@@ -256,7 +260,9 @@ class Reader(_Receiving, ReaderHandle):
         return self._core.has_message_available()
 
     def close(self) -> None:
-        """Detaches the reader."""
+        """Stops the listener (waiting for a running handler) and detaches the reader."""
+        if self._listener is not None:
+            self._listener.stop()
         self._core.close()
 
 
@@ -267,10 +273,10 @@ class Client(ClientHandle):
     def create_producer(self, topic: str, **options: Unpack[ProducerOptions]) -> Producer:
         """Creates a producer; the topic is looked up and the producer attached before this
         returns, so a missing topic or a refused permission raises here."""
-        args = _build.producer(topic, options)
+        args, interceptors = _build.producer(topic, options)
         if _build.needs_topic_schema(args[3]):
             args = (*args[:3], args[3]._bind(self.get_schema(topic)))
-        return Producer(self._core.create_producer(*args))
+        return _interceptors.make(Producer, interceptors, self._core.create_producer(*args))
 
     @documented(ConsumerOptions)
     def subscribe(self, topic: str | Sequence[str], subscription: str, **options: Unpack[ConsumerOptions]) -> Consumer:
@@ -288,19 +294,21 @@ class Client(ClientHandle):
         A chunked message still incomplete after ``chunk_expiry`` seconds (``None``: never),
         or the oldest beyond ``max_pending_chunked_messages`` in progress, is given up and
         its chunks acked."""
-        args, listener, concurrency = _build.consumer(topic, subscription, options)
-        return Consumer(self._core.subscribe(*args), listener, concurrency)
+        s = _build.consumer(topic, subscription, options)
+        handle = _interceptors.make(Consumer, s.interceptors, self._core.subscribe(*s.args, **s.engine_kwargs),
+                                    s.listener, s.concurrency)
+        return s.hooks.bind(handle) if s.hooks is not None else handle
 
     @documented(ReaderOptions)
     def create_reader(self, topic: str, start: MessageId | TimeLike = MessageId.earliest,
                       **options: Unpack[ReaderOptions]) -> Reader:
         """A reader of ``topic`` starting at a message id (``MessageId.earliest`` /
         ``MessageId.latest`` / an id) or at a publish time."""
-        args, at_time = _build.reader(topic, start, options)
+        args, at_time, listener = _build.reader(topic, start, options)
         core = self._core.subscribe(*args)
         if at_time is not None:
             core.seek(at_time)
-        return Reader(core)
+        return Reader(core, listener)
 
     @documented(TableViewOptions)
     def create_table_view(self, topic: str, **options: Unpack[TableViewOptions]) -> TableView:

@@ -35,6 +35,7 @@ __all__ = [
     "_engine_option_facts",
     "_error_class_names",
     "_inject_actor_panic",
+    "_io_threads",
     "_key_hash",
     "_panic_in_engine",
     "_producer_stats",
@@ -287,8 +288,10 @@ class _Client:
     def create_producer(self, topic: str, options: Mapping[str, Any], router: Callable[..., int] | None = None, schema: Any = None, *, router_payload: bool = False, future: _Future | None = None) -> Any:
         """Creates a producer: a ``_Producer``; with ``router_payload`` the router is called as
         ``router(key, payload, num_partitions)``."""
-    def subscribe(self, topic: str | Sequence[str], subscription: str, options: Mapping[str, Any], pattern: bool = False, schema: Any = None, *, future: _Future | None = None) -> Any:
-        """Subscribes: a ``_Consumer``."""
+    def subscribe(self, topic: str | Sequence[str], subscription: str, options: Mapping[str, Any], pattern: bool = False, schema: Any = None, *, future: _Future | None = None, event_hook: Callable[[str, str | None, list[MessageId] | None], object] | None = None) -> Any:
+        """Subscribes: a ``_Consumer``. ``event_hook(kind, topic, ids)`` is called on the
+        dispatch thread with ``("active"|"inactive", topic, None)`` or
+        ``("nacks_sent"|"ack_timeout", None, ids)``."""
     def partition_count(self, topic: str, *, future: _Future | None = None) -> Any:
         """Partitions of ``topic`` (0 if not partitioned)."""
     def topics_of_namespace(self, namespace: str, *, future: _Future | None = None) -> Any:
@@ -443,6 +446,10 @@ def _protocol_version() -> int:
 
 def _key_hash(key: str, scheme: str = "java_string") -> int:
     """The default router's key hash."""
+
+def _io_threads(threads: int) -> int:
+    """Asks for ``threads`` engine I/O threads; returns the count in use (only a request before
+    the engine starts takes effect)."""
 
 def _panic_in_engine() -> None:
     """Panics inside an engine task (tests only): raises PulsarError."""

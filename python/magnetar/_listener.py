@@ -15,7 +15,7 @@ from . import telemetry
 from ._core import Message
 from .exceptions import AlreadyClosed, TopicTerminated
 
-__all__ = ["AsyncListenerRunner", "ListenerRunner"]
+__all__ = ["AsyncListenerRunner", "AsyncReaderListener", "ListenerRunner", "ReaderListener"]
 
 _log = logging.getLogger("magnetar")
 
@@ -156,3 +156,65 @@ class AsyncListenerRunner:
             pass
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+class ReaderListener:
+    """Feeds a blocking reader's messages, in order, to ``handler`` on a thread of its own;
+    a handler that raises is logged and reading goes on (a reader acknowledges nothing)."""
+
+    def __init__(self, reader: Any, handler: Callable[[Message], object]) -> None:
+        self._reader, self._handler = reader, handler
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._pump, name="magnetar-reader-listener", daemon=True)
+        self._thread.start()
+
+    def _pump(self) -> None:
+        while not self._stop.is_set():
+            try:
+                batch = self._reader.read_many(100, 0.2)
+            except (AlreadyClosed, TopicTerminated):
+                return
+            except Exception:
+                _log.exception("reader listener: read failed; retrying")
+                continue
+            for msg in batch:
+                try:
+                    self._handler(msg)
+                except Exception:
+                    _log.exception("reader listener raised for %s; reading on", msg.message_id)
+
+    def stop(self) -> None:
+        """Stops reading and waits for the running handler."""
+        self._stop.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
+
+
+class AsyncReaderListener:
+    """The asyncio form of :class:`ReaderListener`: a task awaiting the coroutine ``handler``
+    for each message, in order."""
+
+    def __init__(self, reader: Any, handler: Callable[[Message], Awaitable[object]]) -> None:
+        self._reader, self._handler = reader, handler
+        self._task = asyncio.get_running_loop().create_task(self._pump())
+
+    async def _pump(self) -> None:
+        while True:
+            try:
+                msgs = await self._reader.read_many(100, 0.2)
+            except (AlreadyClosed, TopicTerminated):
+                return
+            for msg in msgs:
+                try:
+                    await self._handler(msg)
+                except Exception:
+                    _log.exception("reader listener raised for %s; reading on", msg.message_id)
+
+    async def stop(self) -> None:
+        if self._task is asyncio.current_task():
+            return
+        self._task.cancel()
+        try:
+            await self._task
+        except asyncio.CancelledError:
+            pass

@@ -21,6 +21,7 @@ from typing import Annotated, Any, Awaitable, Callable, Mapping, NamedTuple, Seq
 from ._auth import Authentication
 from ._backoff import Backoff
 from ._crypto import CryptoKeyReader
+from ._interceptors import ConsumerEventListener, ConsumerInterceptor, ProducerInterceptor
 from ._core import Message, MessageId
 from .exceptions import InvalidConfiguration
 from ._transaction import TransactionHandle
@@ -49,6 +50,7 @@ __all__ = [
     "SendManyColumns",
     "RoutingMode",
     "Seconds",
+    "SubscriptionMode",
     "SubscriptionType",
     "TimeLike",
     "declared",
@@ -81,6 +83,16 @@ class SubscriptionType(_Choice):
     """One active consumer per partition; the others stand by."""
     KEY_SHARED = "key_shared"
     """Messages with the same key always go to the same consumer."""
+
+
+class SubscriptionMode(_Choice):
+    """Whether the broker keeps a subscription's position when its consumers leave."""
+
+    DURABLE = "durable"
+    """Kept until unsubscribed: consumers resume where acknowledgements left off."""
+    NON_DURABLE = "non_durable"
+    """Gone once its last consumer leaves (nothing stays in the backlog); a consumer that
+    reconnects resumes after the last message it took."""
 
 
 class InitialPosition(_Choice):
@@ -218,6 +230,7 @@ class ProducerOptions(TypedDict, total=False):
     batch_max_delay: Annotated[Seconds, Opt(0.01, "Longest a batch waits to fill.", "s", ("batchingMaxPublishDelayMicros",))]
     compression: Annotated[Union[Compression, str, None], Opt(None, "Batch codec: ``lz4``, ``zlib``, ``zstd``, ``snappy`` or None.", aliases=("compressionType",))]
     max_pending: Annotated[int, Opt(1000, "Messages awaiting a receipt before sends wait (or fail, see ``block_if_full``).", aliases=("maxPendingMessages",))]
+    max_pending_across_partitions: Annotated[Union[int, None], Opt(None, "Of a partitioned topic: messages awaiting a receipt over all partitions, shared out when the producer starts (each partition takes ``min(max_pending, this // partitions)``); None: ``max_pending`` per partition.", aliases=("maxPendingMessagesAcrossPartitions",))]
     block_if_full: Annotated[bool, Opt(True, "Wait for room when ``max_pending`` is reached, else raise ProducerQueueFull.", aliases=("blockIfQueueFull",))]
     send_timeout: Annotated[Seconds, Opt(30.0, "A message without a receipt by then fails; None or 0: never.", "s", ("sendTimeoutMs",))]
     initial_sequence_id: Annotated[Union[int, None], Opt(None, "Sequence id of the first message (default: the broker's last + 1).", aliases=("initialSequenceId",))]
@@ -233,6 +246,7 @@ class ProducerOptions(TypedDict, total=False):
     schema: Annotated[Union[Schema[Any], None], Opt(None, "A :mod:`magnetar.schema` object: registered with the broker, and ``send`` takes values it encodes (default: bytes).")]
     encryption_keys: Annotated[Union[Sequence[str], None], Opt(None, "Names of the RSA public keys (from ``crypto_key_reader``) that each message's data key is encrypted for; end-to-end encryption is on when given.", aliases=("encryptionKeys",))]
     crypto_key_reader: Annotated[Union[CryptoKeyReader, None], Opt(None, "Supplies the keys of ``encryption_keys`` (see :class:`~magnetar.CryptoKeyReader`).", aliases=("cryptoKeyReader",))]
+    interceptors: Annotated[Union[Sequence[ProducerInterceptor], None], Opt(None, "Each :class:`~magnetar.ProducerInterceptor` sees every message before it is sent (and may replace its payload) and its receipt or failure, in order.")]
 
 
 class ReaderOptions(TypedDict, total=False):
@@ -245,6 +259,9 @@ class ReaderOptions(TypedDict, total=False):
     schema: Annotated[Union[Schema[Any], None], Opt(None, "A :mod:`magnetar.schema` object that ``msg.value`` decodes with (default: bytes).")]
     crypto_key_reader: Annotated[Union[CryptoKeyReader, None], Opt(None, "Supplies the private keys that decrypt end-to-end encrypted messages (see :class:`~magnetar.CryptoKeyReader`).", aliases=("cryptoKeyReader",))]
     crypto_failure_action: Annotated[Union[CryptoFailureAction, str], Opt(CryptoFailureAction.FAIL, "A message that cannot be decrypted: ``fail`` (not delivered, left unacknowledged), ``discard`` (acknowledged and dropped) or ``consume`` (delivered encrypted).", aliases=("cryptoFailureAction",))]
+    listener: Annotated[Union[Callable[[Message], Union[object, Awaitable[object]]], None], Opt(None, "Handler each message is pushed to, in order, on a thread of its own (a coroutine function on AsyncClient, run as a task); a handler that raises is logged and reading goes on.", aliases=("readerListener",))]
+    subscription_role_prefix: Annotated[Union[str, None], Opt(None, "Prefix of the reader's subscription name (``<prefix>-reader-<random>``), for brokers whose authorization looks at it.", aliases=("subscriptionRolePrefix",))]
+    subscription_name: Annotated[Union[str, None], Opt(None, "The reader's (non-durable) subscription name instead of a random one (it must not be in use on the topic).", aliases=("subscriptionName",))]
 
 
 class ConsumerOptions(TypedDict, total=False):
@@ -276,6 +293,10 @@ class ConsumerOptions(TypedDict, total=False):
     ack_timeout_backoff: Annotated[Union[Backoff, None], Opt(None, "A :class:`~magnetar.Backoff`: a message not acknowledged within ``ack_timeout`` (which must be on) is redelivered after a further delay growing with its redelivery count.", aliases=("ackTimeoutRedeliveryBackoff",))]
     chunk_expiry: Annotated[Seconds, Opt(60.0, "A chunked message incomplete after this is given up (its chunks acked); None: never.", "s", ("expireTimeOfIncompleteChunkedMessageMs",))]
     max_pending_chunked_messages: Annotated[int, Opt(10, "Chunked messages in progress at once; the oldest beyond is given up.", aliases=("maxPendingChunkedMessage",))]
+    auto_ack_oldest_chunked_message: Annotated[bool, Opt(True, "The chunked message given up for ``max_pending_chunked_messages`` is acknowledged (True), or left unacknowledged so the broker sends it again (False, the Java client's default).", aliases=("autoAckOldestChunkedMessageOnQueueFull",))]
+    subscription_mode: Annotated[Union[SubscriptionMode, str], Opt(SubscriptionMode.DURABLE, "``durable``, or ``non_durable``: the subscription ends with its last consumer and keeps no backlog.", aliases=("subscriptionMode",))]
+    interceptors: Annotated[Union[Sequence[ConsumerInterceptor], None], Opt(None, "Each :class:`~magnetar.ConsumerInterceptor` sees every message received (and may replace it), every acknowledgement, negative acknowledgement and ack-timeout redelivery, in order.")]
+    consumer_event_listener: Annotated[Union[ConsumerEventListener, None], Opt(None, "A :class:`~magnetar.ConsumerEventListener`: told when the broker makes this consumer the active one of a Failover subscription (per partition), and when it stops being.", aliases=("consumerEventListener",))]
     listener: Annotated[Union[Callable[[Message], Union[object, Awaitable[object]]], None], Opt(None, "Handler each message is pushed to (a coroutine function on AsyncClient); acked when it returns, negatively acked when it raises.")]
     listener_concurrency: Annotated[int, Opt(1, "Handlers running at once (in order per key).")]
     schema: Annotated[Union[Schema[Any], None], Opt(None, "A :mod:`magnetar.schema` object, sent to the broker on subscribe; ``msg.value`` decodes with it (default: bytes).")]
@@ -337,7 +358,7 @@ class Declared:
         """Whether a text value can give this option (a command-line flag, an environment
         variable, a Spark option): not callables, mappings, credentials or transactions."""
         return not any(t in str(self.type) for t in ("Callable", "Mapping", "Sequence", "Authentication", "Schema", "Backoff",
-                                                     "TransactionHandle", "CryptoKeyReader"))
+                                                     "TransactionHandle", "CryptoKeyReader", "EventListener"))
 
     def kind(self) -> type:
         """The plain type a text value of this option converts to (bool, int, float or str)."""

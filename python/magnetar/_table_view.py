@@ -39,6 +39,7 @@ class TableViewOptions(TypedDict, total=False):
 
     schema: Annotated[Union[Schema[Any], None], Opt(None, "A :mod:`magnetar.schema` object the values decode with (default: bytes).")]
     receiver_queue_size: Annotated[int, Opt(1000, "Messages fetched ahead of the view.", aliases=("receiverQueueSize",))]
+    subscription_name: Annotated[Union[str, None], Opt(None, "The subscription name of the view's reader instead of a random one.", aliases=("subscriptionName",))]
 
 
 # The views are given the client's ``create_reader`` and see the reader it makes only by its

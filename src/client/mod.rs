@@ -7,6 +7,7 @@
 pub mod consumer;
 pub mod crypto;
 pub mod error;
+pub mod events;
 pub mod message;
 pub mod options;
 pub mod producer;

@@ -94,6 +94,10 @@ pub struct ProducerOptions {
     pub compression: CompressionType,
     /// Most messages sent but not yet acknowledged by the broker.
     pub max_pending: usize,
+    /// Of a partitioned topic: most messages pending over all partitions, shared out evenly
+    /// when the producer starts (each partition takes `min(max_pending, this / partitions)`,
+    /// as the Java and C++ clients do).
+    pub max_pending_across_partitions: Option<usize>,
     /// When the queue is full: wait (`true`) or fail with `ProducerQueueFull`.
     pub block_if_full: bool,
     /// A send not acknowledged within this fails with a timeout; zero disables it.
@@ -136,6 +140,7 @@ impl Default for ProducerOptions {
             batch_max_delay: Duration::from_millis(10),
             compression: CompressionType::None,
             max_pending: 1000,
+            max_pending_across_partitions: None,
             block_if_full: true,
             send_timeout: Duration::from_secs(30),
             initial_sequence_id: None,
@@ -242,6 +247,12 @@ pub struct ConsumerOptions {
     pub chunk_expiry: Duration,
     /// Most chunked messages reassembled at once; beyond it the oldest is given up.
     pub max_pending_chunked_messages: usize,
+    /// The oldest chunked message given up for `max_pending_chunked_messages` is acked
+    /// (true) or left unacknowledged for redelivery (the Java client's
+    /// `autoAckOldestChunkedMessageOnQueueFull`, false there).
+    pub auto_ack_oldest_chunked_message: bool,
+    /// Told of active-consumer changes and of the redeliveries the consumer asks for.
+    pub event_hook: Option<super::events::EventHook>,
     /// The schema announced to the broker on subscribe (none: bytes).
     pub schema: Option<SchemaInfo>,
     /// Supplies the private keys that decrypt end-to-end encrypted messages.
@@ -340,6 +351,8 @@ impl Default for ConsumerOptions {
             // maxPendingChunkedMessage).
             chunk_expiry: Duration::from_secs(60),
             max_pending_chunked_messages: 10,
+            auto_ack_oldest_chunked_message: true,
+            event_hook: None,
             schema: None,
             crypto_key_reader: None,
             crypto_failure_action: CryptoFailureAction::Fail,

@@ -70,8 +70,11 @@ impl Producer {
     }
 
     /// Looks the topic up and attaches to each of its partitions before returning.
-    async fn create(client: Arc<ClientShared>, topic: TopicName, opts: ProducerOptions) -> Result<Producer> {
+    async fn create(client: Arc<ClientShared>, topic: TopicName, mut opts: ProducerOptions) -> Result<Producer> {
         let partitions = lookup::partition_count(&client.pool, topic.as_str()).await?;
+        if let (Some(across), true) = (opts.max_pending_across_partitions, partitions > 0) {
+            opts.max_pending = opts.max_pending.min((across / partitions as usize).max(1));
+        }
         let mut parts = Vec::new();
         if partitions == 0 {
             parts.push(Arc::new(

@@ -130,7 +130,7 @@ const TOO_LARGE: &str = "chunked message larger than max_message_size";
 const OVERSIZED: &str = "chunks exceed the message's declared total size";
 const UNDERSIZED: &str = "chunks add up to less than the message's declared total size";
 const GAP: &str = "chunk missing: a later chunk arrived before it";
-const EVICTED: &str = "too many chunked messages in progress; the oldest was dropped";
+pub const EVICTED: &str = "too many chunked messages in progress; the oldest was dropped";
 /// The reason reported for a message replaced by its own chunk 0 at another entry: a producer's
 /// resend, not corruption, so the consumer acks those entries without counting them as corrupt.
 pub const RESTARTED: &str = "message restarted from its first chunk at another entry";

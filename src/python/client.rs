@@ -112,7 +112,10 @@ impl PyClient {
         })
     }
 
-    #[pyo3(signature = (topic, subscription, options, pattern=false, schema=None, *, future=None))]
+    /// `event_hook(kind, topic, ids)`, when given, is called on the dispatch thread with
+    /// `("active", topic, None)`, `("inactive", topic, None)`, `("nacks_sent", None, ids)` or
+    /// `("ack_timeout", None, ids)`.
+    #[pyo3(signature = (topic, subscription, options, pattern=false, schema=None, *, future=None, event_hook=None))]
     #[allow(clippy::too_many_arguments)]
     fn subscribe(
         &self,
@@ -123,10 +126,12 @@ impl PyClient {
         pattern: bool,
         schema: Option<Py<PyAny>>,
         future: Option<Py<PyAny>>,
+        event_hook: Option<Py<PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         self.guard.check()?;
         let sel = selection(topic, pattern)?;
         let mut opts = options::consumer_options(options)?;
+        opts.event_hook = event_hook.map(|h| python_event_hook(h, self.dispatch.clone()));
         opts.schema = schema::info(schema.as_ref().map(|s| s.bind(py)))?;
         let binding = schema::Binding::new(schema, &self.inner);
         let c = self.inner.clone();
@@ -308,4 +313,31 @@ fn python_router(func: Py<PyAny>, payload: bool) -> crate::client::producer::Rou
         })
         .unwrap_or_else(|| Err(Error::closed("the interpreter is exiting: the router")))
     })
+}
+
+/// An engine [`EventHook`](client::events::EventHook) that calls a Python callable on the
+/// client's dispatch thread: the consumer's task never waits for Python.
+fn python_event_hook(hook: Py<PyAny>, dispatch: Arc<Dispatcher>) -> client::events::EventHook {
+    use client::events::ConsumerEvent;
+    let hook = Arc::new(hook);
+    client::events::EventHook(Arc::new(move |event: ConsumerEvent| {
+        let hook = hook.clone();
+        dispatch.push(Box::new(move |py| {
+            let (kind, topic, ids) = match event {
+                ConsumerEvent::ActiveChanged { topic, active } => {
+                    (if active { "active" } else { "inactive" }, Some(topic), None)
+                }
+                ConsumerEvent::NacksSent(ids) => ("nacks_sent", None, Some(ids)),
+                ConsumerEvent::AckTimeout(ids) => ("ack_timeout", None, Some(ids)),
+            };
+            let ids = ids.map(|ids| {
+                ids.into_iter()
+                    .filter_map(|id| super::types::new_id(py, id).ok())
+                    .collect::<Vec<_>>()
+            });
+            if let Err(e) = hook.call1(py, (kind, topic, ids)) {
+                super::dispatch::log_callback_error(py, &e);
+            }
+        }));
+    }))
 }

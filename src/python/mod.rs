@@ -96,6 +96,13 @@ fn _key_hash(key: &str, scheme: &str) -> PyResult<u32> {
     }
 }
 
+/// Asks for the process's I/O thread count before the engine starts; returns the count in
+/// use (see `runtime::request_io_threads`).
+#[pyfunction]
+fn _io_threads(threads: usize) -> usize {
+    runtime::request_io_threads(threads)
+}
+
 /// Panics inside an engine task, to prove the panic arrives as a `PulsarError` (tests only).
 #[pyfunction]
 fn _panic_in_engine(py: Python<'_>) -> PyResult<()> {
@@ -136,6 +143,7 @@ fn core_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_protocol_version, m)?)?;
     m.add_function(wrap_pyfunction!(_key_hash, m)?)?;
     m.add_function(wrap_pyfunction!(_panic_in_engine, m)?)?;
+    m.add_function(wrap_pyfunction!(_io_threads, m)?)?;
     m.add_function(wrap_pyfunction!(convert::_duration_seconds, m)?)?;
     m.add_function(wrap_pyfunction!(options::_check_client_options, m)?)?;
     m.add_function(wrap_pyfunction!(option_facts::_engine_option_facts, m)?)?;

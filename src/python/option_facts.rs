@@ -86,6 +86,7 @@ pub fn _engine_option_facts(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     producer.set_item("batch_max_delay", secs(p.batch_max_delay))?;
     producer.set_item("compression", name_of(CODEC_NAMES, &p.compression))?;
     producer.set_item("max_pending", p.max_pending)?;
+    producer.set_item("max_pending_across_partitions", p.max_pending_across_partitions)?;
     producer.set_item("block_if_full", p.block_if_full)?;
     producer.set_item("send_timeout", secs(p.send_timeout))?;
     producer.set_item("initial_sequence_id", p.initial_sequence_id)?;
@@ -116,6 +117,7 @@ pub fn _engine_option_facts(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     consumer.set_item("dead_letter_topic", o.dead_letter_topic)?;
     consumer.set_item("chunk_expiry", secs(o.chunk_expiry))?;
     consumer.set_item("max_pending_chunked_messages", o.max_pending_chunked_messages)?;
+    consumer.set_item("auto_ack_oldest_chunked_message", o.auto_ack_oldest_chunked_message)?;
     consumer.set_item(
         "crypto_failure_action",
         name_of(CRYPTO_FAILURE_ACTION_NAMES, &o.crypto_failure_action),

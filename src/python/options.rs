@@ -76,6 +76,7 @@ pub(super) const PRODUCER_KEYS: &[&str] = &[
     "batch_max_delay",
     "compression",
     "max_pending",
+    "max_pending_across_partitions",
     "block_if_full",
     "send_timeout",
     "initial_sequence_id",
@@ -115,6 +116,7 @@ pub(super) const CONSUMER_KEYS: &[&str] = &[
     "dead_letter_topic",
     "chunk_expiry",
     "max_pending_chunked_messages",
+    "auto_ack_oldest_chunked_message",
     "crypto_key_reader",
     "crypto_failure_action",
     "key_shared_mode",
@@ -365,6 +367,12 @@ pub fn producer_options(d: &Bound<'_, PyDict>) -> PyResult<ProducerOptions> {
     if let Some(v) = positive(get::<i64>(d, "max_pending")?, "max_pending")? {
         o.max_pending = v;
     }
+    if let Some(v) = positive(
+        get::<i64>(d, "max_pending_across_partitions")?,
+        "max_pending_across_partitions",
+    )? {
+        o.max_pending_across_partitions = Some(v);
+    }
     set(d, "block_if_full", &mut o.block_if_full)?;
     if let Some(v) = duration_option(d, "send_timeout", NoLimit::Off, true)? {
         o.send_timeout = v;
@@ -492,6 +500,11 @@ pub fn consumer_options(d: &Bound<'_, PyDict>) -> PyResult<ConsumerOptions> {
         }
         o.max_pending_chunked_messages = v as usize;
     }
+    set(
+        d,
+        "auto_ack_oldest_chunked_message",
+        &mut o.auto_ack_oldest_chunked_message,
+    )?;
     o.crypto_key_reader = key_reader_option(d)?;
     choice(
         d,

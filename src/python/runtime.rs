@@ -9,7 +9,7 @@
 #[cfg(unix)]
 use std::cell::RefCell;
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -25,9 +25,28 @@ use crate::client::Error;
 struct ProcessRuntime {
     generation: u64,
     runtime: Arc<Runtime>,
+    threads: usize,
 }
 
 static CURRENT: Mutex<Option<ProcessRuntime>> = Mutex::new(None);
+
+/// I/O threads asked for before the runtime starts (the official client's `io_threads`); 0:
+/// `MAGNETAR_IO_THREADS`, else one.
+static REQUESTED_THREADS: AtomicUsize = AtomicUsize::new(0);
+
+/// Asks for `threads` I/O threads and returns how many the runtime has. The runtime is the
+/// process's, shared by every client, so only a request made before it starts (or in a fork
+/// child before it uses the engine) takes effect.
+pub fn request_io_threads(threads: usize) -> usize {
+    let guard = CURRENT.lock().unwrap_or_else(|e| e.into_inner());
+    match guard.as_ref() {
+        Some(current) if current.generation == generation() => current.threads,
+        _ => {
+            REQUESTED_THREADS.store(threads.max(1), Ordering::Release);
+            threads.max(1)
+        }
+    }
+}
 
 /// Bumped in the child after every `fork()`: cheaper to compare on every call than `getpid`,
 /// which is a system call.
@@ -130,11 +149,16 @@ fn with_current<R>(f: impl FnOnce(&ProcessRuntime) -> R) -> R {
 }
 
 fn start(generation: u64) -> ProcessRuntime {
-    let threads = std::env::var("MAGNETAR_IO_THREADS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1usize)
-        .max(1);
+    let requested = REQUESTED_THREADS.load(Ordering::Acquire);
+    let threads = if requested > 0 {
+        requested
+    } else {
+        std::env::var("MAGNETAR_IO_THREADS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1usize)
+            .max(1)
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads)
         .thread_name("magnetar-io")
@@ -144,6 +168,7 @@ fn start(generation: u64) -> ProcessRuntime {
     ProcessRuntime {
         generation,
         runtime: Arc::new(runtime),
+        threads,
     }
 }
 

@@ -10,7 +10,7 @@ import threading
 from datetime import timedelta
 from typing import Any, Callable
 
-from .. import _build
+from .. import _build, _core
 from .. import _client as _native
 from .._failover import AutoClusterFailover as _NativeFailover
 from .._options import (AccessMode, Compression, CryptoFailureAction, PatternTopics, RoutingMode,
@@ -49,6 +49,7 @@ _REGEX_MODES = {RegexSubscriptionMode.PersistentOnly: (PatternTopics.PERSISTENT,
                 RegexSubscriptionMode.NonPersistentOnly: (PatternTopics.NON_PERSISTENT, "non-persistent"),
                 RegexSubscriptionMode.AllTopics: (PatternTopics.ALL, "(?:persistent|non-persistent)")}
 _BYTES = BytesSchema()
+_log = logging.getLogger("magnetar")
 _retype = type(re.compile("x"))
 
 
@@ -103,6 +104,14 @@ class Client:
         check_type(bool, tls_allow_insecure_connection, "tls_allow_insecure_connection")
         check_type(bool, tls_validate_hostname, "tls_validate_hostname")
         check_type_or_none(str, listener_name, "listener_name")
+        _threads_and_logs(io_threads, concurrent_lookup_requests, log_conf_file_path)
+        if use_tls and isinstance(service_url, str) and not service_url.startswith(("pulsar+ssl://", "https://")):
+            # The URL decides TLS, here as in the official client; asking for TLS on a plain
+            # URL would otherwise connect in the clear.
+            raise InvalidConfiguration(f"use_tls=True needs a pulsar+ssl:// or https:// service URL, not {service_url!r}")
+        # At most this many message listeners run at once, over all consumers and readers (the
+        # official client's pool of listener threads).
+        self._listener_slots = threading.BoundedSemaphore(max(message_listener_threads, 1))
         options: dict[str, Any] = {
             "operation_timeout": float(operation_timeout_seconds),
             "connect_timeout": connection_timeout_ms / 1000,
@@ -201,6 +210,9 @@ class Client:
         check_type(ProducerAccessMode, access_mode, "access_mode")
         if chunking_enabled and batching_enabled:
             raise ValueError("Batching and chunking of messages can't be enabled together.")
+        if lazy_start_partitioned_producers:
+            raise _unsupported("lazy_start_partitioned_producers=True (every partition's producer starts with "
+                               "the producer)")
         self._check_auth()
         # As the official client: encryption needs both a key name and a reader.
         crypto = (dict(encryption_keys=[encryption_key], crypto_key_reader=crypto_key_reader)
@@ -212,7 +224,8 @@ class Client:
         return self._new_producer(
                 topic, schema, dict(name=producer_name, schema=_native_schema(schema), initial_sequence_id=initial_sequence_id,
                 send_timeout=send_timeout_millis / 1000 or None, compression=_COMPRESSION[compression_type],
-                max_pending=max_pending_messages, block_if_full=block_if_queue_full, batching=batching_enabled,
+                max_pending=max_pending_messages, max_pending_across_partitions=max_pending_messages_across_partitions,
+                block_if_full=block_if_queue_full, batching=batching_enabled,
                 batch_max_messages=batching_max_messages, batch_max_bytes=batching_max_allowed_size_in_bytes,
                 batch_max_delay=batching_max_publish_delay_ms / 1000, chunking=chunking_enabled,
                 routing_mode=RoutingMode.SINGLE_PARTITION
@@ -223,7 +236,7 @@ class Client:
 
     def _new_producer(self, topic: str, schema: Schema, options: dict[str, Any]) -> Any:
         with mapped():
-            args = _build.producer(topic, options)
+            args, _ = _build.producer(topic, options)
             # The official router gets the message, so the engine hands it the payload too.
             core = self._client._core.create_producer(*args, router_payload=True)
             return self._keep(Producer(_native.Producer(core), schema))
@@ -284,6 +297,9 @@ class Client:
         check_type_or_none(ConsumerKeySharedPolicy, key_shared_policy, "key_shared_policy")
         check_type_or_none(ConsumerDeadLetterPolicy, dead_letter_policy, "dead_letter_policy")
         check_type(ConsumerCryptoFailureAction, crypto_failure_action, "crypto_failure_action")
+        check_type(bool, auto_ack_oldest_chunked_message_on_queue_full, "auto_ack_oldest_chunked_message_on_queue_full")
+        if key_shared_policy is not None and consumer_type != ConsumerType.KeyShared:
+            raise InvalidConfiguration(f"key_shared_policy is for ConsumerType.KeyShared subscriptions, not {consumer_type}")
         self._check_auth()
         options: dict[str, Any] = {
             "subscription_type": _SUBSCRIPTION[consumer_type],
@@ -300,8 +316,9 @@ class Client:
             "crypto_failure_action": _CRYPTO_FAILURE[crypto_failure_action],
             "pattern_topics": _REGEX_MODES[regex_subscription_mode][0],
             "replicate_subscription_state": replicate_subscription_state_enabled,
+            "auto_ack_oldest_chunked_message": auto_ack_oldest_chunked_message_on_queue_full,
         }
-        if key_shared_policy is not None and consumer_type == ConsumerType.KeyShared:
+        if key_shared_policy is not None:
             sticky = key_shared_policy.key_shared_mode == KeySharedMode.Sticky
             options["key_shared_mode"] = "sticky" if sticky else "auto_split"
             options["key_shared_ranges"] = key_shared_policy.sticky_ranges if sticky else None
@@ -319,8 +336,8 @@ class Client:
                 dlq = dead_letter_policy.dead_letter_topic or f"{topic}-{subscription_name}-DLQ"
                 initial = (dlq, dead_letter_policy.initial_subscription_name)
         options["_initial_dead_letter_subscription"] = initial
-        return self._new_consumer(topic, subscription_name, schema, options, message_listener,
-                                  batch_receive_policy)
+        return self._new_consumer(topic, subscription_name, schema, options,
+                                  _bounded(message_listener, self._listener_slots), batch_receive_policy)
 
     def _new_consumer(self, topic: Any, subscription: str, schema: Schema, options: dict[str, Any],
                       listener: Any, policy: Any) -> Any:
@@ -329,7 +346,7 @@ class Client:
         with mapped():
             if initial is not None:
                 self._client.subscribe(initial[0], initial[1], initial_position="earliest").close()
-            args, _, _ = _build.consumer(topic, subscription, options)
+            args = _build.consumer(topic, subscription, options).args
             # The engine's own option (readers use it too): whether a seek target is included.
             args[2]["start_inclusive"] = inclusive
             native = _native.Consumer(self._client._core.subscribe(*args))
@@ -355,8 +372,8 @@ class Client:
         return self._new_reader(topic, start, schema, dict(
             start_inclusive=start_message_id_inclusive, receiver_queue_size=receiver_queue_size,
             reader_name=reader_name, read_compacted=is_read_compacted, schema=_native_schema(schema),
-            crypto_key_reader=crypto_key_reader, crypto_failure_action=_CRYPTO_FAILURE[crypto_failure_action]),
-            reader_listener)
+            crypto_key_reader=crypto_key_reader, crypto_failure_action=_CRYPTO_FAILURE[crypto_failure_action],
+            subscription_role_prefix=subscription_role_prefix), _bounded(reader_listener, self._listener_slots))
 
     def _new_reader(self, topic: str, start: Any, schema: Schema, options: dict[str, Any], listener: Any) -> Any:
         with mapped():
@@ -374,8 +391,8 @@ class Client:
 
     def _new_table_view(self, topic: str, subscription: str | None, schema: Schema) -> Any:
         with mapped():
-            return TableView(self._client.create_table_view(topic, schema=_native_schema(schema)), subscription,
-                             schema)
+            return TableView(self._client.create_table_view(topic, schema=_native_schema(schema),
+                                                            subscription_name=subscription), subscription, schema)
 
     def get_topic_partitions(self, topic: str) -> list[str]:
         check_type(str, topic, "topic")
@@ -410,6 +427,37 @@ class Client:
         self._live.clear()
         if self._provider is not None:
             self._provider.close()
+
+
+def _threads_and_logs(io_threads: int, concurrent_lookup_requests: int, log_conf_file_path: str | None) -> None:
+    """The client options that set the process's machinery rather than this client's."""
+    if io_threads < 1:
+        raise ValueError(f"io_threads must be at least 1, not {io_threads}")
+    if io_threads != 1:
+        running = _core._io_threads(io_threads)
+        if running != io_threads:
+            # The engine's I/O threads serve every client of the process and start with the
+            # first one: a later client cannot resize them.
+            _log.warning("io_threads=%d: the engine's I/O threads are shared by the process and already run "
+                         "with %d (set MAGNETAR_IO_THREADS, or give io_threads to the first client)",
+                         io_threads, running)
+    if concurrent_lookup_requests != 50000:
+        raise _unsupported(f"concurrent_lookup_requests={concurrent_lookup_requests} (magnetar does not cap "
+                           "concurrent lookups; leave it at 50000)")
+    if log_conf_file_path is not None:
+        raise _unsupported("log_conf_file_path (a log4cxx configuration file); pass logger= (a logging.Logger, "
+                           "ConsoleLogger or FileLogger), or configure the 'magnetar' logger")
+
+
+def _bounded(listener: Callable[..., Any] | None, slots: threading.BoundedSemaphore) -> Callable[..., Any] | None:
+    """``listener`` run under the client's listener slots (``message_listener_threads``)."""
+    if listener is None:
+        return None
+
+    def run(*args: Any) -> Any:
+        with slots:
+            return listener(*args)
+    return run
 
 
 def partition_names(topic: str, n: int) -> list[str]:

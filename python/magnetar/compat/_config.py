@@ -37,15 +37,21 @@ def check_type_or_none(var_type: Any, var: Any, name: str) -> None:
 
 class Authentication:
     """Credentials. ``Authentication(plugin, params)`` takes the official plugin names
-    (``tls``, ``token``, ``basic`` or their Java class names) with their parameter strings."""
+    (``tls``, ``token``, ``basic`` or their Java class names) with their parameter strings.
+    magnetar's addition: ``params`` may be a function returning the current parameter string
+    of a ``token`` or ``basic`` plugin, called on every connect and every challenge, so renewed
+    credentials are used without a restart."""
 
-    def __init__(self, dynamicLibPath: str, authParamsString: str) -> None:  # noqa: N803
+    def __init__(self, dynamicLibPath: str, authParamsString: str | Callable[[], str]) -> None:  # noqa: N803
         check_type(str, dynamicLibPath, "dynamicLibPath")
-        check_type(str, authParamsString, "authParamsString")
         self._native: _NativeAuth | None = None
         self._tls: tuple[str, str] | None = None
         self._refused: str | None = None
         plugin = dynamicLibPath.rsplit(".", 1)[-1].lower()
+        if callable(authParamsString):
+            self._native = _supplied(_SHORT.get(plugin, plugin), authParamsString)
+            return
+        check_type(str, authParamsString, "authParamsString")
         try:
             kind, params = read_params(_SHORT.get(plugin, plugin), authParamsString)
         except _nexc.InvalidConfiguration:
@@ -80,6 +86,24 @@ class Authentication:
         return out
 
 
+def _supplied(plugin: str, params: Callable[[], str]) -> _NativeAuth:
+    """Credentials whose parameter string ``params()`` gives afresh for each connect."""
+    kind = read_params(plugin, None)[0]
+    if kind not in ("token", "basic"):
+        raise InvalidConfiguration(f"a function of authentication parameters is for the token and basic plugins, "
+                                   f"not {plugin!r}")
+
+    def data() -> str:
+        fields = read_params(plugin, params())[1]
+        if kind == "token":
+            if "file" in fields:
+                with open(fields["file"]) as f:
+                    return f.read().strip()
+            return str(fields.get("token", ""))
+        return f"{fields.get('userId', '')}:{fields.get('password', '')}"
+    return _NativeAuth(kind, data)
+
+
 # The official plugin names this class takes (the last part of a path or a Java class name).
 _SHORT = {"authenticationtls": "tls", "authenticationtoken": "token", "authenticationbasic": "basic"}
 
@@ -94,8 +118,8 @@ class AuthenticationTLS(Authentication):
 
 
 class AuthenticationToken(Authentication):
-    """A JWT, or a function returning one. magnetar reads a function's token once, when the
-    client is created."""
+    """A JWT, or a function returning the current one, called on every connect and every
+    challenge (as the official client does)."""
 
     def __init__(self, token: str | Callable[[], str]) -> None:
         if not (isinstance(token, str) or callable(token)):
@@ -106,7 +130,10 @@ class AuthenticationToken(Authentication):
 
     def _options(self) -> dict[str, Any]:
         if self._supplier is not None:
-            return {"authentication": _NativeAuth.token(self._supplier())}
+            # Called once here so that a supplier that fails refuses the client at its first
+            # operation (as before any connection), then again for every connect.
+            self._supplier()
+            return {"authentication": _NativeAuth.token(self._supplier)}
         return super()._options()
 
 

@@ -28,6 +28,31 @@ from .schema import Schema
 
 __all__ = ["Client", "Consumer", "Producer", "PulsarException", "Reader", "TableView", "Transaction"]
 
+# The official asyncio client's positional orders, which are not the blocking client's: no
+# listeners, and subscribe has no pattern_auto_discovery_period.
+_SUBSCRIBE_ORDER = (
+    "consumer_type", "schema", "receiver_queue_size", "max_total_receiver_queue_size_across_partitions",
+    "consumer_name", "unacked_messages_timeout_ms", "broker_consumer_stats_cache_time_ms",
+    "negative_ack_redelivery_delay_ms", "is_read_compacted", "properties", "initial_position", "crypto_key_reader",
+    "replicate_subscription_state_enabled", "max_pending_chunked_message",
+    "auto_ack_oldest_chunked_message_on_queue_full", "start_message_id_inclusive", "batch_receive_policy",
+    "key_shared_policy", "batch_index_ack_enabled", "regex_subscription_mode", "dead_letter_policy",
+    "crypto_failure_action", "is_pattern_topic")
+_READER_ORDER = (
+    "schema", "receiver_queue_size", "reader_name", "subscription_role_prefix", "is_read_compacted",
+    "crypto_key_reader", "start_message_id_inclusive", "crypto_failure_action")
+
+
+def _named(order: tuple[str, ...], args: tuple[Any, ...], kwargs: dict[str, Any], call: str) -> dict[str, Any]:
+    """Positional arguments under their names in the official asyncio order."""
+    if len(args) > len(order):
+        raise TypeError(f"{call}() takes at most {len(order)} optional positional arguments ({len(args)} given)")
+    for name, value in zip(order, args):
+        if name in kwargs:
+            raise TypeError(f"{call}() got multiple values for argument {name!r}")
+        kwargs[name] = value
+    return kwargs
+
 
 class PulsarException(_CompatException):
     """An asyncio operation failed; ``error()`` is its :class:`~magnetar.compat.Result`."""
@@ -218,7 +243,7 @@ class Client(_SyncClient):
 
     async def _new_producer(self, topic: str, schema: Schema, options: dict[str, Any]) -> Producer:
         async with _mapped():
-            args = _build.producer(topic, options)
+            args, _ = _build.producer(topic, options)
             core = await call(self._client._core.create_producer, *args, router_payload=True)  # as the blocking twin
             return Producer(_native.AsyncProducer(core), schema)
 
@@ -228,14 +253,20 @@ class Client(_SyncClient):
         if self._refused is not None:
             raise PulsarException(Result.AuthenticationError, self._refused)
 
-    def subscribe(self, topic: Any, subscription_name: str, *args: Any, is_pattern_topic: bool = False,
-                  **kwargs: Any) -> Any:
-        """As ``pulsar.Client.subscribe`` (no listener); ``is_pattern_topic=True`` reads ``topic``
-        as a regular expression."""
+    def subscribe(self, topic: Any, subscription_name: str, *args: Any, **kwargs: Any) -> Any:
+        """As ``pulsar.asyncio.Client.subscribe`` (no listener, its positional order);
+        ``is_pattern_topic=True`` reads ``topic`` as a regular expression."""
+        kwargs = _named(_SUBSCRIBE_ORDER, args, kwargs, "subscribe")
         check_type_or_none(type(None), kwargs.get("message_listener"), "message_listener")
-        if is_pattern_topic:
+        if kwargs.pop("is_pattern_topic", False):
             topic = re.compile(topic)
-        return super().subscribe(topic, subscription_name, *args, **kwargs)
+        return super().subscribe(topic, subscription_name, **kwargs)
+
+    def create_reader(self, topic: str, start_message_id: MessageId, *args: Any, **kwargs: Any) -> Any:
+        """As ``pulsar.asyncio.Client.create_reader`` (no listener, its positional order)."""
+        kwargs = _named(_READER_ORDER, args, kwargs, "create_reader")
+        check_type_or_none(type(None), kwargs.get("reader_listener"), "reader_listener")
+        return super().create_reader(topic, start_message_id, **kwargs)
 
     async def _new_consumer(self, topic: Any, subscription: str, schema: Schema, options: dict[str, Any],
                             listener: Any, policy: Any) -> Consumer:
@@ -244,7 +275,7 @@ class Client(_SyncClient):
         async with _mapped():
             if initial is not None:  # as in the blocking twin
                 await (await self._client.subscribe(initial[0], initial[1], initial_position="earliest")).close()
-            args, _, _ = _build.consumer(topic, subscription, options)
+            args = _build.consumer(topic, subscription, options).args
             args[2]["start_inclusive"] = inclusive  # the engine's option, as in the blocking twin
             return Consumer(_native.AsyncConsumer(await call(self._client._core.subscribe, *args)), schema, inclusive,
                             options.get("consumer_name") or "")
@@ -256,8 +287,8 @@ class Client(_SyncClient):
 
     async def _new_table_view(self, topic: str, subscription: str | None, schema: Schema) -> TableView:
         async with _mapped():
-            return TableView(await self._client.create_table_view(topic, schema=_native_schema(schema)),
-                             subscription, schema)
+            return TableView(await self._client.create_table_view(topic, schema=_native_schema(schema),
+                                                                  subscription_name=subscription), subscription, schema)
 
     async def new_transaction(self, timeout_ms: int = 60_000) -> Transaction:  # type: ignore[override]
         """As ``pulsar.Client.new_transaction``, awaited."""

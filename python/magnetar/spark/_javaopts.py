@@ -43,7 +43,8 @@ AUTH_NAMES = ("authpluginclassname", "authparams")
 _DECLARATIONS: dict[str, tuple[type, tuple[str, ...]]] = {
     "client": (ConnectionOptions, ()),
     "producer": (ProducerOptions, ("properties",)),
-    "reader": (ReaderOptions, ("start_inclusive",)),
+    # The data source names its readers' subscriptions itself (``subscriptionName``).
+    "reader": (ReaderOptions, ("start_inclusive", "subscription_name")),
 }
 
 

@@ -249,6 +249,9 @@ impl Actor {
             .partition(|(t, _)| *t <= now);
         self.nacks = later;
         let ids: Vec<MessageId> = due.into_iter().map(|(_, id)| id).collect();
+        if let (Some(hook), false) = (&self.opts.event_hook, ids.is_empty()) {
+            hook.call(ConsumerEvent::NacksSent(ids.clone()));
+        }
         self.redeliver(ids);
     }
 
@@ -273,6 +276,9 @@ impl Actor {
             self.shared.topic,
             ids.len()
         );
+        if let Some(hook) = &self.opts.event_hook {
+            hook.call(ConsumerEvent::AckTimeout(ids.clone()));
+        }
         self.redeliver(ids);
     }
 

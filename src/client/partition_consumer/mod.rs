@@ -16,6 +16,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
 use super::error::{Error, ErrorKind, Result};
+use super::events::ConsumerEvent;
 use super::inbox::Inbox;
 use super::link::{Assigned, AttachRequest, Link, LinkEvent};
 use super::message::{Message, MessageId, OutgoingMessage};
@@ -568,7 +569,16 @@ impl Actor {
                     self.link.go_next_to(assigned);
                     self.disconnect(Duration::ZERO);
                 }
-                Ok(Type::ActiveConsumerChange) => {}
+                Ok(Type::ActiveConsumerChange) => {
+                    let active = f
+                        .command
+                        .active_consumer_change
+                        .is_some_and(|c| c.is_active.unwrap_or(false));
+                    if let Some(hook) = &self.opts.event_hook {
+                        let topic = self.shared.topic.to_string();
+                        hook.call(ConsumerEvent::ActiveChanged { topic, active });
+                    }
+                }
                 _ => {}
             },
             Some(Event::Closed(e)) => {

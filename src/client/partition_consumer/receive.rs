@@ -388,6 +388,16 @@ impl Actor {
     /// A chunked message that can never complete: its chunks are acked, so they leave no
     /// unacked hole behind. (There is no whole payload to dead-letter.)
     fn give_up_chunks(&mut self, entries: Vec<EntryId>, reason: &'static str) {
+        if reason == crate::protocol::chunks::EVICTED && !self.opts.auto_ack_oldest_chunked_message {
+            // Left unacknowledged, as the Java client does without autoAck: the broker
+            // sends it again (ack timeout, redelivery, reconnection).
+            log::warn!(
+                "{}: {reason}; its {} chunks are left unacknowledged",
+                self.shared.topic,
+                entries.len()
+            );
+            return;
+        }
         if reason == crate::protocol::chunks::RESTARTED {
             // A producer that reconnected mid-message sends it again from its first chunk;
             // the copy completes, the stale chunks only need acking.
