@@ -21,6 +21,12 @@ process applies the fault:
 - ``restart``: the owner stopped gracefully (SIGTERM: it hands its bundles over as it shuts
   down) once, mid-run; restarted after the run;
 - ``split``: ``split_bundle`` of the topic's bundle, mid-run.
+- ``txn`` (magnetar only: the official Python client has no transactions): consume, transform,
+  produce exactly once. The input topic holds ``messages`` indexes; the worker takes them 50 at
+  a time (paced at ``rate``) and, in one transaction each, sends them to an output topic and
+  acks them (a failed transaction is aborted and its inputs negatively acked, to come again),
+  while both topics are moved to the other broker 3 times. Counted on the output topic: lost =
+  inputs not there, stored twice = copies (read committed, so an aborted attempt's never count).
 
 A run ends when every index the producer got a receipt for was received and nothing arrived
 for ``--quiet`` s, or at ``--deadline`` (then it is "incomplete"). Then the topic (every
@@ -51,10 +57,14 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from magnetar.testing.stress import Deliveries
+
 ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "resilience.md"
 OUT_DIR = ROOT / "target" / "cluster-scenarios"
-SCENARIOS = ("unload", "unload-partitioned", "kill", "restart", "split")
+SCENARIOS = ("unload", "unload-partitioned", "kill", "restart", "split", "txn")
+# The official Python client has no transactions.
+MAGNETAR_ONLY = ("txn",)
 CLIENTS = ("magnetar", "official")
 PARTITIONS = 4
 
@@ -68,16 +78,11 @@ def _stamp() -> str:
     return time.strftime("%H:%M:%S", time.localtime(now)) + f".{int(now * 1000) % 1000:03d}"
 
 
-class _Counts:
+class _Counts(Deliveries):
+    """The run's deliveries, and the longest gap between two of them."""
+
     def __init__(self, messages: int) -> None:
-        self.messages = messages
-        self.received = bytearray(messages)
-        self.acked = bytearray(messages)
-        self.distinct = 0
-        self.deliveries = 0
-        self.after_ack = 0
-        self.first_after_ack: list[int] = []
-        self.unexpected = 0
+        super().__init__(messages)
         self.first_at: float | None = None
         self.last_at: float | None = None
         self.silence = 0.0
@@ -86,29 +91,14 @@ class _Counts:
         self.receive_errors: list[str] = []
 
     def delivered(self, data: bytes, now: float) -> int:
-        """Books one delivery; the index, or -1."""
-        self.deliveries += 1
+        """Books one delivery at ``now``; the index, or -1."""
         if self.last_at is not None and now - self.last_at > self.silence:
             self.silence = now - self.last_at
             self.silence_from = self.last_at - self.base
         if self.first_at is None:
             self.first_at = now
         self.last_at = now
-        try:
-            i = int(data)
-        except ValueError:
-            i = -1
-        if not 0 <= i < self.messages:
-            self.unexpected += 1
-            return -1
-        if self.acked[i]:
-            self.after_ack += 1
-            if len(self.first_after_ack) < 10:
-                self.first_after_ack.append(i)
-        if not self.received[i]:
-            self.received[i] = 1
-            self.distinct += 1
-        return i
+        return self.book(data)
 
 
 def _worker(p: dict[str, Any], proto: Any) -> dict[str, Any]:
@@ -311,12 +301,102 @@ def _worker(p: dict[str, Any], proto: Any) -> dict[str, Any]:
     }
 
 
+def _txn_worker(p: dict[str, Any], proto: Any) -> dict[str, Any]:
+    import logging
+
+    import magnetar
+    logging.basicConfig(level=logging.DEBUG if p.get("debug") else logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s.%(msecs)03d %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    src, messages, rate = p["topic"], p["messages"], p["rate"]
+    dst = src + "-out"
+    t0 = time.monotonic()
+    counts = _Counts(messages)
+    committed = bytearray(messages)  # inputs acked by a committed transaction
+    errors: list[str] = []
+    txn_failures = 0
+    client = magnetar.Client(p["service_url"], operation_timeout=30.0, connect_timeout=5.0, max_backoff=1.0)
+    client.create_producer(src, batching=True).send_many([str(i).encode() for i in range(messages)])
+    consumer = client.subscribe(src, "s", subscription_type=magnetar.SubscriptionType.SHARED,
+                                initial_position="earliest", nack_redelivery_delay=0.1)
+    producer = client.create_producer(dst, name=f"scen-{uuid.uuid4().hex[:8]}", batching=True,
+                                      send_timeout=p["send_timeout"])
+    counts.base = start = time.monotonic()
+    proto.write("READY\n")
+    proto.flush()
+    end = t0 + p["deadline"]
+    taken = 0
+    while time.monotonic() < end and sum(committed) < messages:
+        msgs = consumer.receive_many(50, timeout=0.2)
+        if not msgs:
+            continue
+        ids = [counts.delivered(m.data, time.monotonic()) for m in msgs]
+        try:
+            with client.new_transaction(timeout=60) as txn:
+                for m in msgs:
+                    producer.send_async(m.data, txn=txn)
+                    consumer.ack(m, txn=txn)
+        except Exception as e:  # noqa: BLE001 - aborted: the inputs come again
+            txn_failures += 1
+            if len(errors) < 10:
+                errors.append(f"{time.monotonic() - t0:.1f}s {type(e).__name__}: {e}"[:200])
+            for m in msgs:
+                consumer.nack(m)
+        else:
+            for i in ids:
+                if i >= 0:
+                    counts.acked[i] = committed[i] = 1
+        taken += len(msgs)
+        ahead = start + taken / rate - time.monotonic()
+        if ahead > 0:
+            time.sleep(ahead)
+    complete = sum(committed) >= messages
+    received_for = time.monotonic() - t0
+    proto.write("RECEIVED\n")
+    proto.flush()
+    sys.stdin.readline()
+    stored = [0] * messages
+    stored_unexpected = 0
+    reader = client.create_reader(dst, magnetar.MessageId.earliest)
+    readback_errors: list[str] = []
+    try:
+        while reader.has_message_available():
+            data = reader.read_next(timeout=10.0).data
+            try:
+                i = int(data)
+            except ValueError:
+                i = -1
+            if 0 <= i < messages:
+                stored[i] += 1
+            else:
+                stored_unexpected += 1
+    except Exception as e:  # noqa: BLE001 - reported
+        readback_errors.append(f"{type(e).__name__}: {e}"[:200])
+    acked_before = consumer.stats()[0]["client"]["acked_before"]
+    with contextlib.suppress(Exception):
+        client.close()
+    unread = bool(readback_errors)
+    return {
+        "messages": messages, "receipts": messages, "send_failures": {"transactions aborted": txn_failures}
+        if txn_failures else {},
+        "lost": None if unread else sum(1 for i in range(messages) if not stored[i]),
+        "lost_first": [] if unread else [i for i in range(messages) if not stored[i]][:10],
+        "stored_twice": None if unread else sum(max(0, c - 1) for c in stored), "stored_unexpected": stored_unexpected,
+        "undelivered": sum(1 for i in range(messages) if not counts.received[i]),
+        "distinct": counts.distinct, "deliveries": counts.deliveries, "after_ack": counts.after_ack,
+        "first_after_ack": counts.first_after_ack, "unexpected": counts.unexpected,
+        "silence": round(counts.silence, 3), "silence_from": round(counts.silence_from, 2),
+        "acked_before": acked_before, "complete": complete, "receive_errors": errors,
+        "readback_errors": readback_errors, "produced_in": round(received_for, 2),
+        "sends_done_at": round(received_for, 2), "seconds": round(received_for, 2),
+    }
+
+
 def worker_main(arg: str) -> None:
     # The protocol goes to the real stdout; anything a client library prints goes to stderr.
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     p = json.loads(arg)
-    result = _worker(p, proto)
+    result = _txn_worker(p, proto) if p.get("scenario") == "txn" else _worker(p, proto)
     proto.write("RESULT " + json.dumps(result) + "\n")
     proto.flush()
     os._exit(0)  # no waiting on client threads at exit
@@ -424,6 +504,16 @@ class _Fault:
                 return
             self._move([[self.topic]])
 
+    def _txn(self) -> None:
+        groups: dict[str, list[str]] = {}
+        for t in (self.topic, self.topic + "-out"):  # topics of one bundle move together
+            groups.setdefault(self.cluster.bundle(t), []).append(t)
+        for frac in (0.2, 0.45, 0.7):
+            self._at(frac)
+            if self._late():
+                return
+            self._move(list(groups.values()))
+
     def _unload_partitioned(self) -> None:
         parts = [f"{self.topic}-partition-{k}" for k in range(self.partitions)]
         groups: dict[str, list[str]] = {}
@@ -486,7 +576,8 @@ def one_run(cluster: Any, args: argparse.Namespace, scenario: str, client: str, 
         cluster.create_partitioned_topic(topic, partitions)
     params = {"client": client, "topic": topic, "partitions": partitions, "service_url": cluster.service_url,
               "messages": args.messages, "rate": args.rate, "deadline": args.deadline, "quiet": args.quiet,
-              "send_timeout": args.send_timeout, "ack_with_receipt": args.ack_with_receipt, "debug": args.debug}
+              "send_timeout": args.send_timeout, "ack_with_receipt": args.ack_with_receipt, "debug": args.debug,
+              "scenario": scenario}
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     log_path = out_dir / f"{scenario}-{client}-{k}.log"
@@ -566,13 +657,16 @@ def tables(results: list[dict[str, Any]], scenarios: list[str], clients: list[st
             sil = [r["silence"] for r in ok]
             mv = [r.get("longest_move", 0.0) for r in ok]
             move = f"{statistics.median(mv):.2f} / {max(mv):.2f} s" if s != "split" else "-"
+            # How much longer than the fault the consumer went without a delivery.
+            beyond = [max(0.0, r["silence"] - r.get("longest_move", 0.0)) for r in ok]
+            move += f" (silence beyond it {statistics.median(beyond):.2f} / {max(beyond):.2f} s)" if s != "split" else ""
             fails = sum(sum(r["send_failures"].values()) for r in ok)
             ab = ", ".join(str(r["acked_before"]) for r in ok) if c == "magnetar" else "-"
             unread = sum(1 for r in ok if r["lost"] is None)
             lost = f"{sum(r['lost'] or 0 for r in ok)}{f' ({unread} not read back)' if unread else ''}"
             twice = sum(r["stored_twice"] or 0 for r in ok)
             moves = (f"{sum(r['moves_verified'] for r in ok)}/{sum(r['moves'] for r in ok)}"
-                     if s.startswith("unload") else "-")
+                     if s.startswith("unload") or s == "txn" else "-")
             out.append(
                 f"| {s} | {c} | {len(rs)}{f' ({crashed} crashed)' if crashed else ''} "
                 f"| {sum(1 for r in ok if r['complete'])} | {lost} "
@@ -651,6 +745,8 @@ def main() -> int:
                 break
             for s in args.scenario:
                 for c in clients:
+                    if c != "magnetar" and s in MAGNETAR_ONLY:
+                        continue
                     try:
                         r = one_run(cluster, args, s, c, k)
                     except Exception as e:  # noqa: BLE001 - a driver failure is one failed run
