@@ -371,7 +371,11 @@ def _txn_worker(p: dict[str, Any], proto: Any) -> dict[str, Any]:
                 stored_unexpected += 1
     except Exception as e:  # noqa: BLE001 - reported
         readback_errors.append(f"{type(e).__name__}: {e}"[:200])
-    acked_before = consumer.stats()[0]["client"]["acked_before"]
+    acked_before = None
+    try:
+        acked_before = consumer.stats()[0]["client"]["acked_before"]
+    except Exception as e:  # noqa: BLE001 - reported
+        errors.append(f"stats(): {type(e).__name__}: {e}"[:200])
     with contextlib.suppress(Exception):
         client.close()
     unread = bool(readback_errors)
@@ -578,7 +582,7 @@ def one_run(cluster: Any, args: argparse.Namespace, scenario: str, client: str, 
               "messages": args.messages, "rate": args.rate, "deadline": args.deadline, "quiet": args.quiet,
               "send_timeout": args.send_timeout, "ack_with_receipt": args.ack_with_receipt, "debug": args.debug,
               "scenario": scenario}
-    out_dir = Path(args.out_dir)
+    out_dir = Path(args.out_dir).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     log_path = out_dir / f"{scenario}-{client}-{k}.log"
     fault = _Fault(cluster, scenario, topic, partitions, args.messages / args.rate)
@@ -724,7 +728,7 @@ def main() -> int:
     from magnetar.testing import Cluster
 
     clients = list(CLIENTS) if args.client == "both" else [args.client]
-    out_dir = Path(args.out_dir)
+    out_dir = Path(args.out_dir).resolve()
     command = "python scripts/cluster_scenarios.py " + " ".join(sys.argv[1:])
     started = datetime.datetime.now(datetime.timezone.utc)
     meta: dict[str, Any] = {"command": command, "date": subprocess.run(["date"], capture_output=True,

@@ -340,6 +340,7 @@ fn unattached(placement: Placement) -> Actor {
         chunks: ChunkAssembler::new(chunk_limits),
         chunk_entries: HashMap::new(),
         deferred_last_ids: Vec::new(),
+        deferred_stats: Vec::new(),
         crypto: crate::client::crypto::ConsumerCrypto::new(opts_reader),
         deferred_seeks: Vec::new(),
         detached_by_seek: false,
@@ -401,6 +402,7 @@ struct Actor {
     not_before_ms: Option<u64>,
     /// `LastMessageId` requests that arrived while reattaching.
     deferred_last_ids: Vec<oneshot::Sender<Result<MessageId>>>,
+    deferred_stats: Vec<oneshot::Sender<Result<ConsumerStats>>>,
     /// Seeks that arrived while reattaching (right after another seek, say), in order: each
     /// runs once attached, and the broker's detach after it holds back the next.
     deferred_seeks: Vec<(SeekTarget, oneshot::Sender<Result<()>>)>,
@@ -483,17 +485,16 @@ impl Actor {
                     let _ = reply.send(self.seek(target).await);
                 }
             }
-            Command::LastMessageId(reply) => {
-                if self.link.conn().is_none() && self.link.is_reattaching() {
-                    // Reattaching (after a seek, say): answer once attached.
-                    self.deferred_last_ids.push(reply);
-                } else {
-                    let _ = reply.send(self.last_message_id().await);
-                }
+            // Reattaching (after a seek, say): answer once attached.
+            Command::LastMessageId(reply) if self.link.conn().is_none() && self.link.is_reattaching() => {
+                self.deferred_last_ids.push(reply)
             }
-            Command::Stats(reply) => {
-                let _ = reply.send(self.stats().await);
+            Command::LastMessageId(reply) => drop(reply.send(self.last_message_id().await)),
+            // While reattaching the broker has no consumer to describe: answer once attached.
+            Command::Stats(reply) if self.link.conn().is_none() && self.link.is_reattaching() => {
+                self.deferred_stats.push(reply)
             }
+            Command::Stats(reply) => drop(reply.send(self.stats().await)),
             Command::Unsubscribe(reply) => {
                 self.flush_acks();
                 let result = match self.link.conn() {

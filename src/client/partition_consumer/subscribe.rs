@@ -15,6 +15,9 @@ impl Actor {
                 for reply in std::mem::take(&mut self.deferred_last_ids) {
                     let _ = reply.send(self.last_message_id().await);
                 }
+                for reply in std::mem::take(&mut self.deferred_stats) {
+                    let _ = reply.send(self.stats().await);
+                }
                 if !self.deferred_seeks.is_empty() {
                     let (target, reply) = self.deferred_seeks.remove(0);
                     let _ = reply.send(self.seek(target).await);
