@@ -531,25 +531,22 @@ class _Fault:
             self._move(list(groups.values()))
 
     def _kill(self) -> None:
-        self._at(0.5)
-        o = self.cluster.owner(self.topic)
-        t = time.monotonic()
-        self.cluster.kill(o)
-        self.killed = o
-        self._note(f"broker {o} killed")
-        w = _wait_owner(self.cluster, self.topic, 1 - o, timeout=90)
-        self._note(f"owner {1 - o} after {w:.1f}s" if w is not None else "no new owner in 90 s")
-        self.longest_move = time.monotonic() - t
+        self._owner_down(lambda o: self.cluster.kill(o), "killed")
 
     def _restart(self) -> None:
         """A graceful stop: the owner hands its bundles over as it shuts down, so the survivor
         takes the topic over at once (no session timeout to wait for, as after kill -9)."""
+        self._owner_down(self.cluster.stop_broker, "stopped")
+
+    def _owner_down(self, down: Any, how: str) -> None:
+        """Takes the topic's owner down mid-run (restarted after the run) and waits for the
+        survivor to own the topic."""
         self._at(0.5)
         o = self.cluster.owner(self.topic)
         t = time.monotonic()
-        self.cluster.stop_broker(o)
+        down(o)
         self.killed = o
-        self._note(f"broker {o} stopped in {time.monotonic() - t:.1f}s")
+        self._note(f"broker {o} {how} in {time.monotonic() - t:.1f}s")
         w = _wait_owner(self.cluster, self.topic, 1 - o, timeout=90)
         self._note(f"owner {1 - o} after {w:.1f}s" if w is not None else "no new owner in 90 s")
         self.longest_move = time.monotonic() - t
