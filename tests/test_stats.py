@@ -76,6 +76,20 @@ def test_consumer_stats_keep_broker_figures_and_add_the_clients(api: Api, topic:
     api.call(producer, "close")
 
 
+def test_consumer_stats_wait_for_a_reattach(api: Api, topic: str) -> None:
+    """A seek makes the broker drop the consumer, which then subscribes again: stats asked for
+    in between are the reattached consumer's, not a "not connected" error."""
+    producer = api.call(api.client, "create_producer", topic)
+    consumer = api.call(api.client, "subscribe", topic, "s", initial_position="earliest")
+    api.call(producer, "send", b"one")
+    api.call(consumer, "seek", magnetar.MessageId.earliest)
+    stats = api.call(consumer, "stats")
+    assert stats[0]["msg_backlog"] == 1
+    assert api.call(consumer, "receive", timeout=10).data == b"one"
+    api.call(consumer, "close")
+    api.call(producer, "close")
+
+
 def test_dead_letters_are_counted(client: magnetar.Client, topic: str) -> None:
     producer = client.create_producer(topic)
     consumer = client.subscribe(topic, "dl", subscription_type="shared", initial_position="earliest",
