@@ -321,10 +321,24 @@ def test_asyncio_api(service_url: str, topic: str) -> None:
 
 
 def test_dead_letter_initial_subscription_is_created(compat: pulsar.Client, topic: str, broker: Any) -> None:
+    """As the Java client: the dead letter producer creates the topic with the subscription, so
+    it holds the dead letter for whoever subscribes there later."""
     dlq = f"{topic}-dlq"
-    compat.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared,
-                     dead_letter_policy=pulsar.ConsumerDeadLetterPolicy(3, dlq, "keeper"))
-    assert "keeper" in broker.topic_stats(dlq)["subscriptions"]
+    consumer = compat.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared,
+                                negative_ack_redelivery_delay_ms=50,
+                                dead_letter_policy=pulsar.ConsumerDeadLetterPolicy(1, dlq, "keeper"))
+    compat.create_producer(topic).send(b"poison")
+    for _ in range(2):
+        consumer.negative_acknowledge(consumer.receive(10_000))
+    assert wait_until(lambda: "keeper" in _subscriptions(broker, dlq), 20)
+    assert broker.topic_stats(dlq)["subscriptions"]["keeper"]["msgBacklog"] == 1
+
+
+def _subscriptions(broker: Any, topic: str) -> Any:
+    try:
+        return broker.topic_stats(topic)["subscriptions"]
+    except Exception:  # noqa: BLE001 - the topic is not there yet
+        return {}
 
 
 def test_txn_in_the_java_clients_shape(compat: pulsar.Client, topic: str) -> None:

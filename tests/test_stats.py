@@ -90,6 +90,24 @@ def test_consumer_stats_wait_for_a_reattach(api: Api, topic: str) -> None:
     api.call(producer, "close")
 
 
+def test_the_dead_letter_topic_is_created_with_its_initial_subscription(api: Api, topic: str) -> None:
+    """A subscription made at ``latest`` after the dead letter was sent still gets it: the
+    dead letter producer created the topic with that subscription."""
+    producer = api.call(api.client, "create_producer", topic)
+    consumer = api.call(api.client, "subscribe", topic, "dl", subscription_type="shared",
+                        initial_position="earliest", max_redeliver_count=1, nack_redelivery_delay=0.05,
+                        dead_letter_topic=f"{topic}-DLQ", dead_letter_initial_subscription="kept")
+    api.call(producer, "send", b"poison")
+    for _ in range(2):
+        api.call(consumer, "nack", api.call(consumer, "receive", timeout=10))
+    assert wait_until(lambda: api.call(consumer, "stats")[0]["client"]["dead_lettered"] == 1, 20)
+    kept = api.call(api.client, "subscribe", f"{topic}-DLQ", "kept")  # latest, the default
+    assert api.call(kept, "receive", timeout=10).data == b"poison"
+    api.call(kept, "close")
+    api.call(consumer, "close")
+    api.call(producer, "close")
+
+
 def test_dead_letters_are_counted(client: magnetar.Client, topic: str) -> None:
     producer = client.create_producer(topic)
     consumer = client.subscribe(topic, "dl", subscription_type="shared", initial_position="earliest",

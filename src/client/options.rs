@@ -82,6 +82,9 @@ pub enum HashingScheme {
 pub struct ProducerOptions {
     /// Producer name; the broker picks one when `None`.
     pub name: Option<String>,
+    /// A subscription the broker creates with the topic when this producer creates it
+    /// (`CommandProducer.initial_subscription_name`; the dead-letter producers use it).
+    pub initial_subscription: Option<String>,
     /// Group messages into batches.
     pub batching: bool,
     /// Most messages in one batch.
@@ -134,6 +137,7 @@ impl Default for ProducerOptions {
     fn default() -> Self {
         ProducerOptions {
             name: None,
+            initial_subscription: None,
             batching: true,
             batch_max_messages: 1000,
             batch_max_bytes: 128 * 1024,
@@ -243,6 +247,9 @@ pub struct ConsumerOptions {
     pub max_redeliver_count: Option<u32>,
     /// Dead-letter topic (default `<topic>-<subscription>-DLQ`).
     pub dead_letter_topic: Option<String>,
+    /// A subscription the dead-letter topic is created with (by its producer), so that what is
+    /// dead-lettered before anyone subscribes there is kept.
+    pub dead_letter_initial_subscription: Option<String>,
     /// A chunked message still incomplete after this long is given up: its chunks are acked.
     pub chunk_expiry: Duration,
     /// Most chunked messages reassembled at once; beyond it the oldest is given up.
@@ -347,6 +354,7 @@ impl Default for ConsumerOptions {
             discovery_period: Duration::from_secs(60),
             max_redeliver_count: None,
             dead_letter_topic: None,
+            dead_letter_initial_subscription: None,
             // The Java client's defaults (expireTimeOfIncompleteChunkedMessage,
             // maxPendingChunkedMessage).
             chunk_expiry: Duration::from_secs(60),

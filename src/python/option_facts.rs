@@ -115,6 +115,7 @@ pub fn _engine_option_facts(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     consumer.set_item("discovery_period", secs(o.discovery_period))?;
     consumer.set_item("max_redeliver_count", o.max_redeliver_count)?;
     consumer.set_item("dead_letter_topic", o.dead_letter_topic)?;
+    consumer.set_item("dead_letter_initial_subscription", o.dead_letter_initial_subscription)?;
     consumer.set_item("chunk_expiry", secs(o.chunk_expiry))?;
     consumer.set_item("max_pending_chunked_messages", o.max_pending_chunked_messages)?;
     consumer.set_item("auto_ack_oldest_chunked_message", o.auto_ack_oldest_chunked_message)?;

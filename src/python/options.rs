@@ -114,6 +114,7 @@ pub(super) const CONSUMER_KEYS: &[&str] = &[
     "discovery_period",
     "max_redeliver_count",
     "dead_letter_topic",
+    "dead_letter_initial_subscription",
     "chunk_expiry",
     "max_pending_chunked_messages",
     "auto_ack_oldest_chunked_message",
@@ -490,6 +491,9 @@ pub fn consumer_options(d: &Bound<'_, PyDict>) -> PyResult<ConsumerOptions> {
     }
     if let Some(v) = get::<String>(d, "dead_letter_topic")? {
         o.dead_letter_topic = Some(v);
+    }
+    if let Some(v) = get::<String>(d, "dead_letter_initial_subscription")? {
+        o.dead_letter_initial_subscription = Some(v);
     }
     if let Some(v) = duration_option(d, "chunk_expiry", NoLimit::Forever, false)? {
         o.chunk_expiry = v;

@@ -323,29 +323,18 @@ class Client:
             options["key_shared_mode"] = "sticky" if sticky else "auto_split"
             options["key_shared_ranges"] = key_shared_policy.sticky_ranges if sticky else None
             options["allow_out_of_order_delivery"] = key_shared_policy.allow_out_of_order_delivery
-        initial = None
         if dead_letter_policy is not None:
             options["max_redeliver_count"] = dead_letter_policy.max_redeliver_count
             options["dead_letter_topic"] = dead_letter_policy.dead_letter_topic or None
-            if dead_letter_policy.initial_subscription_name:
-                if not isinstance(topic, str) or pattern:
-                    raise _unsupported("initial_subscription_name with several topics")
-                # The subscription the dead letter topic starts with, so that nothing sent there
-                # is lost before someone subscribes: created up front rather than with the
-                # first dead letter, to the same effect.
-                dlq = dead_letter_policy.dead_letter_topic or f"{topic}-{subscription_name}-DLQ"
-                initial = (dlq, dead_letter_policy.initial_subscription_name)
-        options["_initial_dead_letter_subscription"] = initial
+            # The dead letter producer creates the topic with it (as the Java client's does).
+            options["dead_letter_initial_subscription"] = dead_letter_policy.initial_subscription_name or None
         return self._new_consumer(topic, subscription_name, schema, options,
                                   _bounded(message_listener, self._listener_slots), batch_receive_policy)
 
     def _new_consumer(self, topic: Any, subscription: str, schema: Schema, options: dict[str, Any],
                       listener: Any, policy: Any) -> Any:
         inclusive = options.pop("start_inclusive")
-        initial = options.pop("_initial_dead_letter_subscription")
         with mapped():
-            if initial is not None:
-                self._client.subscribe(initial[0], initial[1], initial_position="earliest").close()
             args = _build.consumer(topic, subscription, options).args
             # The engine's own option (readers use it too): whether a seek target is included.
             args[2]["start_inclusive"] = inclusive

@@ -271,10 +271,7 @@ class Client(_SyncClient):
     async def _new_consumer(self, topic: Any, subscription: str, schema: Schema, options: dict[str, Any],
                             listener: Any, policy: Any) -> Consumer:
         inclusive = options.pop("start_inclusive")
-        initial = options.pop("_initial_dead_letter_subscription")
         async with _mapped():
-            if initial is not None:  # as in the blocking twin
-                await (await self._client.subscribe(initial[0], initial[1], initial_position="earliest")).close()
             args = _build.consumer(topic, subscription, options).args
             args[2]["start_inclusive"] = inclusive  # the engine's option, as in the blocking twin
             return Consumer(_native.AsyncConsumer(await call(self._client._core.subscribe, *args)), schema, inclusive,

@@ -80,7 +80,7 @@ impl Consumer {
             deliver_at,
             ..OutgoingMessage::copy_of(msg, properties)
         };
-        let sent = match self.retry_producer(slot, topic).await {
+        let sent = match self.retry_producer(slot, topic, dead).await {
             Ok(p) => p.send(out).await.map(drop),
             Err(e) => Err(e),
         };
@@ -102,7 +102,7 @@ impl Consumer {
         }
     }
 
-    async fn retry_producer(&self, slot: &Mutex<Option<Producer>>, topic: &str) -> Result<Producer> {
+    async fn retry_producer(&self, slot: &Mutex<Option<Producer>>, topic: &str, dead: bool) -> Result<Producer> {
         let mut held = slot.lock().await;
         if let Some(p) = held.as_ref().filter(|p| !p.is_closed()) {
             return Ok(p.clone());
@@ -114,6 +114,12 @@ impl Consumer {
             chunking: true,
             block_if_full: false,
             schema: self.inner.opts.schema.clone(),
+            initial_subscription: self
+                .inner
+                .opts
+                .dead_letter_initial_subscription
+                .clone()
+                .filter(|_| dead),
             ..Default::default()
         };
         let p = Producer::open(self.inner.client.clone(), topic, opts).await?;

@@ -341,6 +341,7 @@ impl Actor {
         if self.dlq.is_none() {
             let opts = crate::client::options::ProducerOptions {
                 batching: false,
+                initial_subscription: self.opts.dead_letter_initial_subscription.clone(),
                 ..Default::default()
             };
             match Producer::open(self.client.clone(), &topic, opts).await {

@@ -470,6 +470,7 @@ impl Actor {
             commands::key_values(&self.opts.properties),
         );
         let schema = self.opts.schema.as_ref().map(|s| s.to_pb());
+        let initial_subscription = self.opts.initial_subscription.clone();
         Arc::new(move |rid| {
             let mut cmd = commands::producer(&topic, producer_id, rid);
             let p = cmd.producer.as_mut().expect("producer body");
@@ -480,6 +481,7 @@ impl Actor {
             p.producer_access_mode = Some(access_mode);
             p.metadata = properties.clone();
             p.schema = schema.clone();
+            p.initial_subscription_name = initial_subscription.clone();
             cmd
         })
     }
