@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from magnetar import _interceptors
 from magnetar._client import Consumer, Producer
 
 from conftest import Api
+from jvm import java_program
 from waiting import wait_until
 
 WAIT = 30.0
@@ -310,3 +312,31 @@ def test_hooks_wait_for_the_handle_they_report_on() -> None:
     assert hooks.bind(handle) is handle
     hooks("inactive", "persistent://public/default/t-partition-3", None)
     assert events.calls == [("active", 3), ("inactive", 3)]
+
+
+@pytest.fixture(scope="module")
+def java_events(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    return java_program(tmp_path_factory.mktemp("java-events"), Path(__file__).with_name("interop") / "FailoverEvents.java")
+
+
+@pytest.mark.interop
+def test_failover_events_match_the_java_clients(client: magnetar.Client, broker: Any, topic: str,
+                                                java_events: Any) -> None:
+    """The Java client's consumers "a" and "b", then magnetar's of the same names, on the same
+    Failover subscription: each hears the same state, and the same one takes over when the
+    active one leaves."""
+    java = java_events("events", broker.service_url, topic, "fo")
+    want = [line for line in java if line.startswith(("STATE", "AFTER"))]
+    first, second = Events(), Events()
+    c1 = client.subscribe(topic, "fo", subscription_type="failover", consumer_name="a", consumer_event_listener=first)
+    assert wait_until(lambda: first.calls[-1:] == [("active", -1)], WAIT)
+    c2 = client.subscribe(topic, "fo", subscription_type="failover", consumer_name="b", consumer_event_listener=second)
+    states = lambda: (first.calls[-1][0], second.calls[-1][0] if second.calls else None)  # noqa: E731
+    assert wait_until(lambda: None not in states() and len(set(states())) == 2, WAIT), (first.calls, second.calls)
+    a_state, b_state = states()
+    a_active = a_state == "active"
+    standby, standby_events = ("b", second) if a_active else ("a", first)
+    (c1 if a_active else c2).close()
+    assert wait_until(lambda: standby_events.calls[-1:] == [("active", -1)], WAIT), standby_events.calls
+    (c2 if a_active else c1).close()
+    assert [f"STATE a {a_state}", f"STATE b {b_state}", f"AFTER {standby} active"] == want
