@@ -4,5 +4,10 @@ whole and once. The other cluster scenarios (kill -9, transfers, migration, the 
 runs) belong to ``scripts/dev cluster``; tests/test_cluster.py holds them, this file takes one.
 """
 
+import pytest
+
 from test_cluster import client, cluster  # noqa: F401 - the fixtures the test below uses
 from test_cluster import test_a_topic_unloaded_to_the_other_broker_loses_and_repeats_nothing  # noqa: F401
+
+# The cluster's start counts against the first test's limit (as in tests/test_cluster.py).
+pytestmark = pytest.mark.timeout(600)
