@@ -102,6 +102,23 @@ pub struct Message {
 }
 
 impl Message {
+    /// A message as first delivered, outside a batch and any chunking, on the first connection
+    /// of its sub-consumer: the fixtures of tests and fuzz targets start from it.
+    pub(crate) fn delivered(topic: Arc<str>, id: MessageId, payload: Bytes, metadata: MessageMetadata) -> Message {
+        Message {
+            topic,
+            id,
+            payload,
+            metadata: Arc::new(metadata),
+            single: None,
+            redelivery_count: 0,
+            origin: 0,
+            first_chunk: None,
+            epoch: 0,
+            still_encrypted: false,
+        }
+    }
+
     /// Partition key.
     pub fn key(&self) -> Option<&str> {
         match &self.single {

@@ -151,18 +151,12 @@ fn message(i: usize, payload: &[u8], version: Option<u64>) -> Message {
         schema_version: version.map(|v| v.to_be_bytes().to_vec().into()),
         ..Default::default()
     };
-    Message {
-        topic: Arc::from("persistent://public/default/fuzz"),
-        id: MessageId::new(1, i as i64, -1, -1),
-        payload: Bytes::copy_from_slice(payload),
-        metadata: Arc::new(meta),
-        single: None,
-        redelivery_count: 0,
-        origin: 0,
-        first_chunk: None,
-        epoch: 0,
-        still_encrypted: false,
-    }
+    Message::delivered(
+        Arc::from("persistent://public/default/fuzz"),
+        MessageId::new(1, i as i64, -1, -1),
+        Bytes::copy_from_slice(payload),
+        meta,
+    )
 }
 
 /// Decodes the messages an input describes; panics when an invariant of the decoder breaks.

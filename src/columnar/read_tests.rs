@@ -27,16 +27,13 @@ pub(crate) fn message(entry: i64, key: Option<&str>, props: &[(&str, &str)], eve
         ..Default::default()
     };
     Message {
-        topic: Arc::from("persistent://public/default/t-partition-1"),
-        id: MessageId::new(5, entry, 1, -1),
-        payload: Bytes::from(format!("v{entry}")),
-        metadata: Arc::new(meta),
-        single: None,
         redelivery_count: 2,
-        origin: 0,
-        first_chunk: None,
-        epoch: 0,
-        still_encrypted: false,
+        ..Message::delivered(
+            Arc::from("persistent://public/default/t-partition-1"),
+            MessageId::new(5, entry, 1, -1),
+            Bytes::from(format!("v{entry}")),
+            meta,
+        )
     }
 }
 

@@ -178,25 +178,15 @@ mod tests {
                 .collect(),
             ..Default::default()
         };
-        Message {
-            topic: Arc::from(topic),
-            id: MessageId {
-                ledger_id: 7,
-                entry_id: 3,
-                partition: 1,
-                batch_index,
-                batch_size: if batch_index >= 0 { 5 } else { 0 },
-                topic: None,
-            },
-            payload: Default::default(),
-            metadata: Arc::new(meta),
-            single: None,
-            redelivery_count: 0,
-            origin: 0,
-            first_chunk: None,
-            epoch: 0,
-            still_encrypted: false,
-        }
+        let id = MessageId {
+            ledger_id: 7,
+            entry_id: 3,
+            partition: 1,
+            batch_index,
+            batch_size: if batch_index >= 0 { 5 } else { 0 },
+            topic: None,
+        };
+        Message::delivered(Arc::from(topic), id, Default::default(), meta)
     }
 
     #[test]

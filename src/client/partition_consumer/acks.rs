@@ -425,25 +425,20 @@ mod tests {
 
     /// Index `i` of a batch of 20 in entry 1:7, as the application takes it.
     fn taken(actor: &Actor, i: i32) -> Message {
-        Message {
-            topic: actor.shared.topic.clone(),
-            id: MessageId {
-                ledger_id: 1,
-                entry_id: 7,
-                partition: -1,
-                batch_index: i,
-                batch_size: 20,
-                topic: None,
-            },
-            payload: Default::default(),
-            metadata: Arc::new(MessageMetadata::default()),
-            single: None,
-            redelivery_count: 0,
-            origin: 0,
-            first_chunk: None,
-            epoch: 0,
-            still_encrypted: false,
-        }
+        let id = MessageId {
+            ledger_id: 1,
+            entry_id: 7,
+            partition: -1,
+            batch_index: i,
+            batch_size: 20,
+            topic: None,
+        };
+        Message::delivered(
+            actor.shared.topic.clone(),
+            id,
+            Default::default(),
+            MessageMetadata::default(),
+        )
     }
 
     /// The kill loop's Failover run with broker kills (docs/transactions.md, "An aborted
