@@ -15,8 +15,16 @@ use crate::protocol::pb::{
 
 /// Finds the broker that owns `topic` and returns a connection to it.
 pub async fn lookup_topic(pool: &ConnectionPool, topic: &str) -> Result<Connection, NetError> {
+    counted(pool, lookup_topic_uncounted(pool, topic)).await
+}
+
+/// A lookup, counted in the pool's lookup figures (attempts, failures, duration).
+async fn counted(
+    pool: &ConnectionPool,
+    lookup: impl std::future::Future<Output = Result<Connection, NetError>>,
+) -> Result<Connection, NetError> {
     let started = std::time::Instant::now();
-    let found = lookup_topic_uncounted(pool, topic).await;
+    let found = lookup.await;
     let c = pool.counters();
     bump(&c.lookups);
     c.lookup_duration.record(started.elapsed());
@@ -47,14 +55,12 @@ pub async fn lookup_topic_in(
     tls: Option<&str>,
     topic: &str,
 ) -> Result<Connection, NetError> {
-    let view = pool.view();
-    let conn = named_broker(pool, &view, plain, tls).await?;
-    let found = lookup_from(pool, &view, conn, topic).await;
-    bump(&pool.counters().lookups);
-    if found.is_err() {
-        bump(&pool.counters().lookups_failed);
-    }
-    found
+    counted(pool, async {
+        let view = pool.view();
+        let conn = named_broker(pool, &view, plain, tls).await?;
+        lookup_from(pool, &view, conn, topic).await
+    })
+    .await
 }
 
 /// The binary lookup of `topic`, starting at `conn` and following redirects.
