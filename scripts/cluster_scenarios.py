@@ -314,6 +314,7 @@ def _txn_worker(p: dict[str, Any], proto: Any) -> dict[str, Any]:
     committed = bytearray(messages)  # inputs acked by a committed transaction
     errors: list[str] = []
     txn_failures = 0
+    done: list[tuple[tuple[int, int], list[int], list[Any]]] = []  # committed: txn id, inputs, sends
     client = magnetar.Client(p["service_url"], operation_timeout=30.0, connect_timeout=5.0, max_backoff=1.0)
     client.create_producer(src, batching=True).send_many([str(i).encode() for i in range(messages)])
     consumer = client.subscribe(src, "s", subscription_type=magnetar.SubscriptionType.SHARED,
@@ -330,11 +331,13 @@ def _txn_worker(p: dict[str, Any], proto: Any) -> dict[str, Any]:
         if not msgs:
             continue
         ids = [counts.delivered(m.data, time.monotonic()) for m in msgs]
+        sent: list[Any] = []
         try:
             with client.new_transaction(timeout=60) as txn:
                 for m in msgs:
-                    producer.send_async(m.data, txn=txn)
+                    sent.append(producer.send_async(m.data, txn=txn))
                     consumer.ack(m, txn=txn)
+                txn_id = txn.id
         except Exception as e:  # noqa: BLE001 - aborted: the inputs come again
             txn_failures += 1
             if len(errors) < 10:
@@ -342,6 +345,7 @@ def _txn_worker(p: dict[str, Any], proto: Any) -> dict[str, Any]:
             for m in msgs:
                 consumer.nack(m)
         else:
+            done.append((txn_id, ids, sent))
             for i in ids:
                 if i >= 0:
                     counts.acked[i] = committed[i] = 1
@@ -379,7 +383,9 @@ def _txn_worker(p: dict[str, Any], proto: Any) -> dict[str, Any]:
     with contextlib.suppress(Exception):
         client.close()
     unread = bool(readback_errors)
+    lost_txns = [] if unread else _lost_txns(p, dst, done, stored)
     return {
+        "lost_txns": lost_txns,
         "messages": messages, "receipts": messages, "send_failures": {"transactions aborted": txn_failures}
         if txn_failures else {},
         "lost": None if unread else sum(1 for i in range(messages) if not stored[i]),
@@ -393,6 +399,55 @@ def _txn_worker(p: dict[str, Any], proto: Any) -> dict[str, Any]:
         "readback_errors": readback_errors, "produced_in": round(received_for, 2),
         "sends_done_at": round(received_for, 2), "seconds": round(received_for, 2),
     }
+
+
+def _lost_txns(p: dict[str, Any], dst: str, done: list[tuple[tuple[int, int], list[int], list[Any]]],
+               stored: list[int]) -> list[dict[str, Any]]:
+    """For each committed transaction whose outputs are missing: its id, the ids its sends got
+    and what the broker says of it (the coordinator's record, the output topic's transaction
+    buffer, the entries at those ids), so a loss can be told apart: never written, written
+    but filtered as aborted, or held behind the buffer's max read position."""
+    import urllib.error
+    import urllib.request
+
+    def get(path: str) -> Any:
+        try:
+            with urllib.request.urlopen(p["admin_url"] + path, timeout=10) as r:
+                body = r.read()
+                try:
+                    return json.loads(body)
+                except ValueError:
+                    return {"status": r.status, "bytes": len(body), "headers": dict(r.headers)}
+        except urllib.error.HTTPError as e:
+            return {"http": e.code, "body": e.read()[:300].decode(errors="replace")}
+        except Exception as e:  # noqa: BLE001 - reported
+            return {"error": f"{type(e).__name__}: {e}"[:200]}
+
+    out: list[dict[str, Any]] = []
+    tpath = dst.replace("persistent://", "persistent/")
+    for (most, least), ids, sent in done:
+        missing = [i for i in ids if 0 <= i < len(stored) and not stored[i]]
+        if not missing:
+            continue
+        receipts: list[str] = []
+        for f in sent:
+            try:
+                receipts.append(str(f.result(0)))
+            except Exception as e:  # noqa: BLE001 - reported
+                receipts.append(f"{type(e).__name__}: {e}"[:120])
+        entries = sorted({tuple(r.split(":")[:2]) for r in receipts if r[:1].isdigit()})
+        out.append({
+            "txn": [most, least], "missing": len(missing), "first_missing": missing[0],
+            "receipts": receipts[:3] + receipts[-2:],
+            "coordinator": get(f"/admin/v3/transactions/transactionMetadata/{most}/{least}"),
+            "in_buffer": get(f"/admin/v3/transactions/transactionInBufferStats/{tpath}/{most}/{least}"),
+            "buffer": get(f"/admin/v3/transactions/transactionBufferStats/{tpath}"),
+            "entries": {f"{le[0]}:{le[1]}": get(f"/admin/v2/{tpath}/ledger/{le[0]}/entry/{le[1]}")
+                        for le in entries[:3]},
+        })
+        if len(out) >= 3:
+            break
+    return out
 
 
 def worker_main(arg: str) -> None:
@@ -576,6 +631,7 @@ def one_run(cluster: Any, args: argparse.Namespace, scenario: str, client: str, 
     if partitions:
         cluster.create_partitioned_topic(topic, partitions)
     params = {"client": client, "topic": topic, "partitions": partitions, "service_url": cluster.service_url,
+              "admin_url": cluster.admin_url,
               "messages": args.messages, "rate": args.rate, "deadline": args.deadline, "quiet": args.quiet,
               "send_timeout": args.send_timeout, "ack_with_receipt": args.ack_with_receipt, "debug": args.debug,
               "scenario": scenario}
@@ -630,6 +686,8 @@ def run_line(r: dict[str, Any]) -> str:
         extra += f" after_ack e.g. {r['first_after_ack']}"
     if r["lost_first"]:
         extra += f" lost e.g. {r['lost_first']}"
+    if r.get("lost_txns"):
+        extra += f" lost transactions {json.dumps(r['lost_txns'])}"
     if r["receive_errors"]:
         extra += f" receive errors {r['receive_errors'][:3]}"
     if r["readback_errors"]:

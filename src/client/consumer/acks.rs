@@ -99,6 +99,10 @@ impl Consumer {
         self.check_cumulative(cumulative)?;
         let part = self.open_part_for(id)?;
         let op = txn.begin_op()?;
+        if let (false, Some(until)) = (cumulative, txn.expires()) {
+            // At once, not once registered: a copy the broker sends meanwhile is held back too.
+            let _ = part.tx.send(Command::HoldForTxn(id.clone(), until));
+        }
         let scope = Scope::Subscription {
             topic: part.topic.to_string(),
             subscription: self.inner.subscription.clone(),
@@ -121,14 +125,15 @@ impl Consumer {
         let again = id.clone();
         let inbox = self.inner.inbox.clone();
         let everything = !matches!(self.inner.opts.sub_type, SubType::Shared | SubType::KeyShared);
-        let in_batch = id.batch_index >= 0 && id.batch_size > 1;
         txn.on_end(Box::new(move |committed| {
             if committed {
-                // Made again plainly, an individual ack of a batch index is booked, so a copy
-                // the broker resends is dropped on arrival. (A cumulative one is not: it went
-                // as individual acks of what it covered, and a plain cumulative ack would also
-                // take what another transaction holds.)
-                if in_batch && !cumulative {
+                // Made again plainly, an individual ack is booked, so a copy the broker
+                // resends (a batch entry sent again for its other messages, or everything
+                // after a broker died before storing the commit's acks) is dropped on arrival;
+                // this also ends its hold. (A cumulative one is not: it went as individual
+                // acks of what it covered, and a plain cumulative ack would also take what
+                // another transaction holds.)
+                if !cumulative {
                     let _ = part.tx.send(Command::Ack {
                         id: again,
                         cumulative: false,

@@ -2,7 +2,6 @@
 //! message at a time), negative acks, the ack timeout, and the dead-letter topic.
 
 use super::*;
-use crate::protocol::pb::ServerError;
 
 impl Actor {
     /// Records the individual acks the application made since the actor last looked
@@ -51,133 +50,9 @@ impl Actor {
         self.answer_receipts();
     }
 
-    /// Sends an ack inside a transaction at once, after the plain acks made before it. It is
-    /// not booked: the broker holds it until the transaction ends, and undoes it on abort. A
-    /// message of a batch is acked by its index (the bits left set are the messages not acked).
-    /// A cumulative ack on an Exclusive or Failover subscription goes as individual acks of
-    /// what it covers ([`owed`](super::owed) says why).
-    pub(super) fn ack_in_txn(&mut self, id: MessageId, cumulative: bool, txn: TxnId, op: Op) {
-        self.flush_acks();
-        if !cumulative && self.book.covers(&id) {
-            // The broker would take this ack again when the index lies past the last word of
-            // its record of the batch (it compares only the words it has; see
-            // `receive::batch_index_acked`): refuse it here, as the broker should. A second
-            // copy of a message that this consumer already acked arrives when the broker
-            // redelivers a whole batch entry while part of it still waits in the queue (a
-            // Shared subscription after another transaction's abort).
-            log::debug!(
-                "{}: transaction {txn}: {}:{}:{} was acknowledged already; refused",
-                self.shared.topic,
-                id.ledger_id,
-                id.entry_id,
-                id.batch_index
-            );
-            return op.finish(&Err::<(), _>(Error::from_server(
-                ServerError::TransactionConflict,
-                &format!(
-                    "message {}:{}:{} was acknowledged already (this consumer has its ack): a second copy of it",
-                    id.ledger_id, id.entry_id, id.batch_index
-                ),
-            )));
-        }
-        let Some(conn) = self.link.conn().cloned() else {
-            return op.finish(&Err::<(), _>(Error::new(
-                ErrorKind::Connect,
-                "the consumer is not connected: the acknowledgement was not sent",
-            )));
-        };
-        let mut acks = Vec::with_capacity(2);
-        match self.owed.as_mut().filter(|_| cumulative) {
-            Some(owed) => {
-                let covered = owed.take_through(&id);
-                if let Some(through) = covered.cumulative {
-                    acks.push((AckType::Cumulative, vec![through]));
-                }
-                acks.push((AckType::Individual, covered.individual));
-            }
-            None => {
-                let kind = if cumulative {
-                    AckType::Cumulative
-                } else {
-                    AckType::Individual
-                };
-                acks.push((kind, vec![txn_ack_data(&id, cumulative)]));
-            }
-        }
-        self.add_earlier_chunks(&mut acks);
-        if log::log_enabled!(log::Level::Debug) {
-            for (kind, ids) in &acks {
-                for d in ids {
-                    let acked = (0..d.batch_size.unwrap_or(0))
-                        .filter(|i| super::receive::batch_index_acked(&d.ack_set, *i as usize));
-                    log::debug!(
-                        "{}: transaction {txn} acks ({kind:?}) {}:{} indexes [{}]",
-                        self.shared.topic,
-                        d.ledger_id,
-                        d.entry_id,
-                        super::receive::index_ranges(acked)
-                    );
-                }
-            }
-        }
-        let consumer_id = self.consumer_id;
-        let mut answers = Vec::with_capacity(acks.len());
-        for (kind, ids) in acks {
-            let sent = conn.send_request(|rid| {
-                let mut cmd = commands::ack(consumer_id, kind, ids, None, Some(rid));
-                if let Some(ack) = cmd.ack.as_mut() {
-                    ack.txnid_most_bits = Some(txn.most);
-                    ack.txnid_least_bits = Some(txn.least);
-                }
-                cmd
-            });
-            match sent {
-                Ok(pending) => answers.push(pending),
-                Err(e) => return op.finish(&Err::<(), _>(e.into())),
-            }
-        }
-        let timeout = conn.operation_timeout();
-        tokio::spawn(async move {
-            let mut outcome = Ok(());
-            for pending in answers {
-                let answer = ack_outcome(pending.response(timeout).await);
-                if outcome.is_ok() {
-                    outcome = answer;
-                }
-            }
-            op.finish(&outcome);
-        });
-    }
-
-    /// A chunked message is acknowledged by every entry that carried a chunk of it, not only
-    /// by the last one its id names: the earlier chunks join the transaction's individual acks
-    /// (if it aborts, the message comes again and is reassembled, its chunks recorded anew).
-    fn add_earlier_chunks(&mut self, acks: &mut [(AckType, Vec<MessageIdData>)]) {
-        if self.chunk_entries.is_empty() {
-            return;
-        }
-        for (_, ids) in acks.iter_mut().filter(|(kind, _)| *kind == AckType::Individual) {
-            let mut earlier = Vec::new();
-            for d in ids.iter() {
-                let key = (d.ledger_id as i64, d.entry_id as i64);
-                if let Some(entries) = self.chunk_entries.remove(&key) {
-                    earlier.extend(
-                        entries
-                            .into_iter()
-                            .filter(|e| (e.ledger_id as i64, e.entry_id as i64) != key)
-                            .map(|mut e| {
-                                e.partition = d.partition;
-                                e
-                            }),
-                    );
-                }
-            }
-            ids.extend(earlier);
-        }
-    }
-
     /// Books an ack: the entries it covers join the held acks.
     pub(super) fn record_ack(&mut self, id: MessageId, cumulative: bool) {
+        self.txn_acks.release(&id);
         let key = (id.ledger_id, id.entry_id);
         // Hashing costs more than the rest of an ack: skip the maps that are not in use.
         if !self.unacked.is_empty() {
@@ -285,6 +160,9 @@ impl Actor {
     /// Asks the broker to redeliver `ids`, or everything unacked when empty (or when the
     /// subscription type cannot redeliver single messages).
     pub(super) fn redeliver(&mut self, ids: Vec<MessageId>) {
+        for id in &ids {
+            self.txn_acks.release(id);
+        }
         let individual = matches!(
             SubType::try_from(self.opts.sub_type as i32),
             Ok(SubType::Shared | SubType::KeyShared)
@@ -386,7 +264,9 @@ impl Actor {
 }
 
 /// What an ack request's answer means: an `AckResponse` may carry an error of its own.
-fn ack_outcome(response: std::result::Result<crate::protocol::frame::Frame, crate::net::NetError>) -> Result<()> {
+pub(super) fn ack_outcome(
+    response: std::result::Result<crate::protocol::frame::Frame, crate::net::NetError>,
+) -> Result<()> {
     let f = response?;
     if let Some(r) = f.command.ack_response {
         if let Some(code) = r.error {
@@ -394,26 +274,6 @@ fn ack_outcome(response: std::result::Result<crate::protocol::frame::Frame, crat
         }
     }
     Ok(())
-}
-
-/// One message's ack in a transaction: a message of a batch by its index (`cumulative`: the
-/// indexes up to it), the bits left set being the messages not acked.
-fn txn_ack_data(id: &MessageId, cumulative: bool) -> MessageIdData {
-    let mut data = id.entry_data();
-    if id.batch_index >= 0 && id.batch_size > 1 && id.batch_index < id.batch_size {
-        let mut bits = ack_book::full_bitset(id.batch_size as usize);
-        let acked = if cumulative {
-            0..=id.batch_index
-        } else {
-            id.batch_index..=id.batch_index
-        };
-        for i in acked.map(|i| i as usize) {
-            bits[i / 64] &= !(1u64 << (i % 64));
-        }
-        data.ack_set = bits.iter().map(|w| *w as i64).collect();
-        data.batch_size = Some(id.batch_size);
-    }
-    data
 }
 
 #[cfg(test)]
@@ -497,6 +357,105 @@ mod tests {
             acked,
             (15..20).collect::<Vec<_>>(),
             "the aborted transaction's messages rode on the next ack"
+        );
+    }
+
+    fn shared_actor() -> Actor {
+        let client = Arc::new(ClientShared::new("pulsar://127.0.0.1:1", Default::default()).expect("a valid URL"));
+        let opts = ConsumerOptions {
+            sub_type: SubType::Shared,
+            ..Default::default()
+        };
+        unattached(Placement {
+            client,
+            topic: "persistent://public/default/t".into(),
+            index: 0,
+            subscription: "s".into(),
+            opts,
+            inbox: Arc::new(Inbox::new()),
+            paused: false,
+        })
+    }
+
+    /// The cluster's `txn` scenario: after a move the broker sent the copies of messages a
+    /// transaction still held, and the application took them (50 and 550 in two runs).
+    #[tokio::test]
+    async fn a_message_acked_in_an_open_transaction_is_held_back_until_the_transaction_ends() {
+        let mut actor = shared_actor();
+        let (committed, aborted, expired) = (taken(&actor, 3), taken(&actor, 4), taken(&actor, 5));
+        let later = Instant::now() + Duration::from_secs(60);
+        for m in [&committed, &aborted] {
+            actor.handle(Command::HoldForTxn(m.id.clone(), later)).await;
+        }
+        actor
+            .handle(Command::HoldForTxn(expired.id.clone(), Instant::now()))
+            .await;
+        assert!(actor.txn_acks.holds(&committed.id) && actor.txn_acks.holds(&aborted.id));
+        assert!(
+            !actor.txn_acks.holds(&expired.id),
+            "held past the transaction's timeout"
+        );
+        assert!(
+            !actor.txn_acks.holds(&taken(&actor, 6).id),
+            "a message no transaction acked"
+        );
+
+        // The commit's end hook books the ack plainly; the abort's asks for the message again.
+        actor
+            .handle(Command::Ack {
+                id: committed.id.clone(),
+                cumulative: false,
+            })
+            .await;
+        actor.handle(Command::Redeliver(vec![aborted.id.clone()])).await;
+        assert!(!actor.txn_acks.holds(&committed.id), "still held after the commit");
+        assert!(
+            !actor.txn_acks.holds(&aborted.id),
+            "still held after the abort: it would never come again"
+        );
+        assert!(
+            actor.book.covers(&committed.id),
+            "a copy after the commit is dropped as acked"
+        );
+    }
+
+    /// The cluster's `txn` scenario: an ack made while the consumer was between brokers failed
+    /// at once, and its transaction aborted. It now waits for the connection, within the
+    /// operation timeout, and keeps the transaction's commit waiting meanwhile.
+    #[tokio::test]
+    async fn an_ack_made_while_detached_waits_for_the_connection_within_the_operation_timeout() {
+        let mut actor = shared_actor();
+        let m = taken(&actor, 3);
+        let txn = Transaction::detached(1, 318);
+        let op = txn.begin_op().expect("an open transaction");
+        actor
+            .handle(Command::AckInTxn {
+                id: m.id.clone(),
+                cumulative: false,
+                txn: txn.id(),
+                op,
+            })
+            .await;
+        assert_eq!(txn.ops().0, 1, "the ack ended while the consumer was detached");
+        assert!(txn.ops().1.is_none());
+
+        let timeout = actor.client.opts.connection.operation_timeout;
+        let until = actor.txn_acks.waiting[0].until;
+        assert!(
+            until >= Instant::now() + timeout - Duration::from_secs(1),
+            "waits less than the operation timeout"
+        );
+        actor.expire_txn_acks();
+        assert_eq!(txn.ops().0, 1, "gave up before the operation timeout");
+
+        actor.txn_acks.waiting[0].until = Instant::now();
+        actor.expire_txn_acks();
+        let (running, failed) = txn.ops();
+        assert_eq!(running, 0);
+        let failed = failed.expect("the ack failed at the timeout").to_string();
+        assert!(
+            failed.contains("not connected within the operation timeout"),
+            "{failed}"
         );
     }
 }

@@ -44,6 +44,7 @@ mod queries;
 mod receipts;
 mod receive;
 mod subscribe;
+mod txn_acks;
 
 use ack_book::{AckBook, EntryKey};
 
@@ -74,6 +75,8 @@ pub(crate) enum Command {
     },
     /// The transaction that acknowledged these aborted: have them delivered again.
     Redeliver(Vec<MessageId>),
+    /// The application acked this message in a transaction ending by then at the latest.
+    HoldForTxn(MessageId, Instant),
     /// Individual acks wait in [`PartitionShared::take_acks`].
     TakeAcks,
     /// The broker answered (or did not) the acks sent under `token`.
@@ -168,6 +171,12 @@ impl PartitionShared {
     pub fn purge_acked(&self, inbox: &Inbox, ids: &[MessageId], cumulative: bool) {
         // Every acknowledgement passes here first: count it.
         inbox.counters.acked(ids.len());
+        self.purge_copies(inbox, ids, cumulative);
+    }
+
+    /// Drops the queued copies of `ids` (`cumulative`: of everything up to each) that the
+    /// broker resent after a reconnect.
+    pub fn purge_copies(&self, inbox: &Inbox, ids: &[MessageId], cumulative: bool) {
         if !self.stale_guard.load(Ordering::Acquire) {
             return;
         }
@@ -297,7 +306,7 @@ fn unattached(placement: Placement) -> Actor {
         closed: AtomicBool::new(false),
         last_dequeued: Mutex::new(None),
         track_delivered: !opts.ack_timeout.is_zero(),
-        taken: owes(&opts).then(|| Mutex::new(Vec::new())),
+        taken: owed::owes(&opts).then(|| Mutex::new(Vec::new())),
         stale_high: Mutex::new(None),
         stale_guard: AtomicBool::new(false),
         pending_acks: Mutex::new(Vec::new()),
@@ -305,7 +314,7 @@ fn unattached(placement: Placement) -> Actor {
         zero_queue: queue == 0,
         asked: AtomicBool::new(false),
     });
-    let name = opts.name.clone().unwrap_or_else(random_name);
+    let name = opts.name.clone().unwrap_or_else(subscribe::random_name);
     let chunk_limits = ChunkLimits {
         max_pending: opts.max_pending_chunked_messages,
         expiry: opts.chunk_expiry,
@@ -313,7 +322,7 @@ fn unattached(placement: Placement) -> Actor {
     };
     let consumer_id = client.next_consumer_id();
     let opts_reader = opts.crypto_key_reader.clone();
-    let owed = owes(&opts).then(owed::Owed::default);
+    let owed = owed::owes(&opts).then(owed::Owed::default);
     Actor {
         consumer_id,
         link: Link::new(client.clone(), shared.topic.clone(), HandlerId::Consumer(consumer_id)),
@@ -344,6 +353,7 @@ fn unattached(placement: Placement) -> Actor {
         crypto: crate::client::crypto::ConsumerCrypto::new(opts_reader),
         deferred_seeks: Vec::new(),
         detached_by_seek: false,
+        txn_acks: Default::default(),
     }
 }
 
@@ -356,20 +366,6 @@ fn on_panic(shared: Arc<PartitionShared>, inbox: Arc<Inbox>) -> impl FnOnce(Erro
         shared.closed.store(true, Ordering::Release);
         inbox.end(e);
     }
-}
-
-/// Whether the consumer keeps the owed book: Exclusive and Failover subscriptions, where a
-/// cumulative ack in a transaction is sent as individual acks of what it covers.
-fn owes(opts: &ConsumerOptions) -> bool {
-    opts.durable && !matches!(opts.sub_type, SubType::Shared | SubType::KeyShared)
-}
-
-fn random_name() -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    format!("magnetar-{:05x}{:05x}", std::process::id() & 0xfffff, nanos & 0xfffff)
 }
 
 struct Actor {
@@ -415,6 +411,7 @@ struct Actor {
     chunk_entries: HashMap<EntryKey, Vec<MessageIdData>>,
     /// The key reader and the data keys unwrapped so far.
     crypto: crate::client::crypto::ConsumerCrypto,
+    txn_acks: txn_acks::TxnAcks,
 }
 
 impl Actor {
@@ -433,6 +430,7 @@ impl Actor {
                 _ = sleep_until_opt(nack_due) => self.redeliver_nacked(),
                 _ = ack_timer.tick(), if !self.opts.ack_timeout.is_zero() => self.redeliver_timed_out(),
                 _ = sleep_until_opt(self.chunks.next_deadline().map(Instant::from_std)) => self.expire_chunks(),
+                _ = sleep_until_opt(self.txn_acks.next_deadline()) => self.expire_txn_acks(),
             }
             if self.closing.is_some() {
                 break;
@@ -478,6 +476,7 @@ impl Actor {
                 op,
             } => self.ack_in_txn(id, cumulative, txn, op),
             Command::Redeliver(ids) => self.redeliver(ids),
+            Command::HoldForTxn(id, until) => self.hold_for_txn(id, until),
             Command::Seek(target, reply) => {
                 if self.link.conn().is_none() && self.link.is_reattaching() && self.detached_by_seek {
                     self.deferred_seeks.push((target, reply));

@@ -249,6 +249,13 @@ fn keep_only_through(bits: &mut [u64], i: usize) {
     }
 }
 
+/// Whether the consumer keeps the owed book: Exclusive and Failover subscriptions, where a
+/// cumulative ack in a transaction is sent as individual acks of what it covers.
+pub(super) fn owes(opts: &crate::client::options::ConsumerOptions) -> bool {
+    use crate::protocol::pb::command_subscribe::SubType;
+    opts.durable && !matches!(opts.sub_type, SubType::Shared | SubType::KeyShared)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

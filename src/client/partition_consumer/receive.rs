@@ -129,6 +129,10 @@ impl Actor {
                 }
                 continue;
             }
+            if self.txn_acks.holds(&id) {
+                covered += 1;
+                continue;
+            }
             out.push(Message {
                 topic: self.shared.topic.clone(),
                 id,

@@ -18,6 +18,7 @@ impl Actor {
                 for reply in std::mem::take(&mut self.deferred_stats) {
                     let _ = reply.send(self.stats().await);
                 }
+                self.send_waiting_txn_acks();
                 if !self.deferred_seeks.is_empty() {
                     let (target, reply) = self.deferred_seeks.remove(0);
                     let _ = reply.send(self.seek(target).await);
@@ -135,4 +136,13 @@ impl Actor {
             self.grant(1);
         }
     }
+}
+
+/// A consumer name when the application gives none.
+pub(super) fn random_name() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!("magnetar-{:05x}{:05x}", std::process::id() & 0xfffff, nanos & 0xfffff)
 }

@@ -162,6 +162,13 @@ impl Transaction {
         Self::with_id(Arc::new(client), TxnId { most, least }, None)
     }
 
+    /// How many sends and acks are running, and the first failure among those finished.
+    #[cfg(test)]
+    pub(crate) fn ops(&self) -> (usize, Option<Error>) {
+        let phase = self.phase();
+        (phase.running, phase.failed.clone())
+    }
+
     fn with_id(client: Arc<ClientShared>, id: TxnId, expires: Option<Instant>) -> Transaction {
         Transaction {
             inner: Arc::new(TxnShared {
@@ -189,6 +196,12 @@ impl Transaction {
     /// The runtime the transaction's background work runs on.
     pub(crate) fn runtime(&self) -> tokio::runtime::Handle {
         self.inner.runtime.clone()
+    }
+
+    /// When the coordinator aborts the transaction if it has not ended, when known (not for a
+    /// transaction resumed from its id).
+    pub(crate) fn expires(&self) -> Option<Instant> {
+        self.inner.expires
     }
 
     /// Where the transaction stands.
