@@ -19,8 +19,7 @@ use super::error::{Error, ErrorKind, Result};
 use super::shared::ClientShared;
 use super::timer::sleep_until_opt;
 use crate::net::backoff::Backoff;
-use crate::net::{lookup, Connection, Event, HandlerId, NetError};
-use crate::protocol::commands;
+use crate::net::{lookup, Connection, Event, HandlerId};
 use crate::protocol::frame::Frame;
 use crate::protocol::pb::base_command::Type;
 use crate::protocol::pb::BaseCommand;
@@ -126,7 +125,6 @@ impl Link {
 
     /// Attaches now and waits for it (creating a producer or consumer fails fast).
     pub async fn attach(&mut self, request: AttachRequest) -> Result<Frame> {
-        let patience = self.client.opts.connection.operation_timeout;
         let mut attempt = attach(
             self.client.clone(),
             self.topic.clone(),
@@ -134,7 +132,6 @@ impl Link {
             None,
             None,
             request.clone(),
-            patience,
         )
         .await;
         if attempt.migrated.is_some() {
@@ -148,7 +145,6 @@ impl Link {
                 None,
                 migrated,
                 request,
-                patience,
             )
             .await;
         }
@@ -165,7 +161,6 @@ impl Link {
             self.assigned.take(),
             self.migrated.clone(),
             request,
-            self.client.opts.connection.operation_timeout.min(REATTACH_PATIENCE),
         )));
     }
 
@@ -287,19 +282,9 @@ impl Link {
     }
 }
 
-/// How long a reattach waits for the broker's answer before it gives up on that broker, closes
-/// the half-made registration and looks the topic up again (at most the operation timeout).
-/// Why shorter than a first attach: a broker that takes a subscribe while it unloads the topic
-/// can leave it unanswered for good (the subscription waits on a pending-ack replay the unload
-/// cancelled; apache/pulsar#16248): a consumer then stood silent for the whole 30 s operation
-/// timeout after a bundle moved, in 4 of 20 runs of the cluster's `txn` scenario. A broker
-/// still loading the topic loses nothing by the retry: the next attempt joins the same load.
-const REATTACH_PATIENCE: Duration = Duration::from_secs(5);
-
 /// Looks the topic up (in the cluster it `migrated` to, if it did; or goes to the broker a close
 /// `assigned`), registers `id` on the
-/// connection that serves it, and sends the attach request, waiting `patience` for the answer;
-/// on failure nothing stays registered.
+/// connection that serves it, and sends the attach request; on failure nothing stays registered.
 async fn attach(
     client: Arc<ClientShared>,
     topic: Arc<str>,
@@ -307,7 +292,6 @@ async fn attach(
     assigned: Option<Assigned>,
     migrated: Option<Arc<Assigned>>,
     request: AttachRequest,
-    patience: Duration,
 ) -> Attempt {
     let direct = match &assigned {
         Some(a) => match lookup::assigned_broker(&client.pool, a.plain.as_deref(), a.tls.as_deref()).await {
@@ -348,7 +332,7 @@ async fn attach(
     let mut early = Vec::new();
     let mut events_open = true;
     let outcome = {
-        let request = conn.request_with_timeout(patience, |rid| request(rid));
+        let request = conn.request(|rid| request(rid));
         tokio::pin!(request);
         loop {
             tokio::select! {
@@ -376,19 +360,6 @@ async fn attach(
             migrated: None,
         },
         Err(e) => {
-            if matches!(e, NetError::Timeout(_)) {
-                // The broker may still make the registration after we stop waiting: ask it
-                // to drop it (as the Java client does), so it holds no consumer or producer
-                // of ours that nothing reads (an Exclusive one would refuse the next attempt).
-                let close = match id {
-                    HandlerId::Producer(p) => Some((commands::close_producer as fn(u64, u64) -> BaseCommand, p)),
-                    HandlerId::Consumer(c) => Some((commands::close_consumer as fn(u64, u64) -> BaseCommand, c)),
-                    HandlerId::Watcher(_) => None,
-                };
-                if let Some((close, hid)) = close {
-                    drop(conn.send_request(|rid| close(hid, rid)));
-                }
-            }
             conn.unregister(id);
             Attempt {
                 outcome: Err(e.into()),
