@@ -33,6 +33,7 @@ SEND_RECEIPT, MESSAGE, ACK, FLOW, SUCCESS, ERROR = 7, 9, 10, 11, 13, 14
 CLOSE_PRODUCER, CLOSE_CONSUMER, PRODUCER_SUCCESS, PING, PONG = 15, 16, 17, 18, 19
 PARTITIONED_METADATA, PARTITIONED_METADATA_RESPONSE, LOOKUP, LOOKUP_RESPONSE = 21, 22, 23, 24
 CHECKSUM_MISMATCH = 2  # CommandAck.ValidationError
+SERVICE_NOT_READY = 6  # ServerError
 
 
 # --------------------------------------------------------------------------- protobuf by hand
@@ -513,6 +514,50 @@ def test_well_behaved_fake_peer_works() -> None:
         assert error is None, repr(error)
         assert msg.data == b"hello"
         assert peer.accepted == 1
+
+
+def test_a_resubscribe_the_broker_never_answers_is_closed_and_made_again_under_a_new_id() -> None:
+    """A broker that takes a subscribe while it unloads the topic may never answer it, and
+    refuses every later subscribe under that consumer id on that connection until it does
+    ("Consumer that failed is already present on the connection"; apache/pulsar#16248). Seen
+    in the cluster's txn scenario, where a consumer stood silent for the 30 s operation timeout;
+    a real broker does it only by chance, hence this fake. The consumer gives up on the
+    unanswered subscribe, closes it, and subscribes again under a new id."""
+    subscribes: list[int] = []
+    closed: list[int] = []
+
+    async def on_subscribe(c: PeerConn, body: dict[int, list[Any]]) -> None:
+        cid, rid = body[4][0], body[5][0]
+        subscribes.append(cid)
+        if len(subscribes) == 1:
+            await c.send(frame(command(SUCCESS, f_varint(1, rid))))
+            # The broker closes the consumer, as an unload does.
+            await c.send(frame(command(CLOSE_CONSUMER, f_varint(1, cid) + f_varint(2, 1_000_000))))
+        elif len(subscribes) == 2:
+            pass  # never answered
+        elif cid == subscribes[1]:
+            refusal = (f_varint(1, rid) + f_varint(2, SERVICE_NOT_READY)
+                       + f_bytes(3, "Consumer that failed is already present on the connection"))
+            await c.send(frame(command(ERROR, refusal)))
+        else:
+            await c.send(frame(command(SUCCESS, f_varint(1, rid))))
+
+    async def on_close_consumer(c: PeerConn, body: dict[int, list[Any]]) -> None:
+        closed.append(body[1][0])
+        await c.send(frame(command(SUCCESS, f_varint(1, body[2][0]))))
+
+    async def on_flow(c: PeerConn, body: dict[int, list[Any]]) -> None:
+        if len(subscribes) > 2 and body[1][0] == subscribes[-1]:
+            await c.send(message(body[1][0], 1, b"hello"))
+
+    peer_def = after_handshake({SUBSCRIBE: on_subscribe, CLOSE_CONSUMER: on_close_consumer, FLOW: on_flow})
+    with fake_client(peer_def, initial_backoff=0.05) as (client, _):
+        consumer = run_bounded(lambda: client.subscribe("t", "s"), 15)[0]
+        msg, error, _ = run_bounded(lambda: consumer.receive(timeout=20), 25)
+        assert error is None, f"{error!r}; subscribes under ids {subscribes}"
+        assert msg.data == b"hello"
+        assert subscribes[2] != subscribes[1], f"subscribed again under the refused id: {subscribes}"
+        assert subscribes[1] in closed, f"the unanswered subscribe was not closed: closed {closed}"
 
 
 # --------------------------------------------------------------------------- corrupt messages

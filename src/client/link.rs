@@ -19,7 +19,8 @@ use super::error::{Error, ErrorKind, Result};
 use super::shared::ClientShared;
 use super::timer::sleep_until_opt;
 use crate::net::backoff::Backoff;
-use crate::net::{lookup, Connection, Event, HandlerId};
+use crate::net::{lookup, Connection, Event, HandlerId, NetError};
+use crate::protocol::commands;
 use crate::protocol::frame::Frame;
 use crate::protocol::pb::base_command::Type;
 use crate::protocol::pb::BaseCommand;
@@ -50,6 +51,8 @@ type Attaching = Pin<Box<dyn Future<Output = Attempt> + Send>>;
 struct Attempt {
     outcome: Result<Attached>,
     migrated: Option<Assigned>,
+    /// The broker did not answer in time and may still be making the registration.
+    abandoned: bool,
 }
 
 /// A registration that succeeded, with the broker's answer to the attach request.
@@ -96,7 +99,22 @@ pub(crate) struct Link {
     assigned: Option<Assigned>,
     /// The cluster the topic migrated to (PIP-188): every later lookup asks it.
     migrated: Option<Arc<Assigned>>,
+    /// How long a reattach waits for the broker's answer; see [`REATTACH_PATIENCE`].
+    patience: Duration,
+    /// The last attempt went unanswered; see [`Link::take_abandoned`].
+    abandoned: bool,
 }
+
+/// How long a consumer's reattach waits for the broker's answer (at most the operation
+/// timeout) before it closes that registration and tries again under a new consumer id.
+/// Why: a broker that takes a subscribe while it unloads the topic may never answer it
+/// (apache/pulsar#16248; its log says "Failed to init transaction pending ack"), and refuses
+/// every later subscribe under that id on that connection until it does ("Consumer that
+/// failed is already present on the connection"). In the cluster's `txn` scenario such a
+/// consumer stood silent for the whole 30 s operation timeout in 4 of 20 runs. A producer
+/// keeps its id (its queued frames carry it), so it waits the operation timeout, and a
+/// broker that answers late hands it the registration it made.
+const REATTACH_PATIENCE: Duration = Duration::from_secs(5);
 
 impl Link {
     /// A detached link for the producer or consumer `id` of `topic`.
@@ -106,6 +124,11 @@ impl Link {
             HandlerId::Consumer(_) => ErrorKind::ConsumerBusy,
             // Links attach producers and consumers only; a watcher is never refused as busy.
             HandlerId::Watcher(_) => ErrorKind::Connect,
+        };
+        let timeout = client.opts.connection.operation_timeout;
+        let patience = match id {
+            HandlerId::Consumer(_) => timeout.min(REATTACH_PATIENCE),
+            _ => timeout,
         };
         Link {
             backoff: Backoff::new(client.opts.initial_backoff, client.opts.max_backoff),
@@ -120,11 +143,25 @@ impl Link {
             attaching: None,
             assigned: None,
             migrated: None,
+            patience,
+            abandoned: false,
         }
+    }
+
+    /// Whether the last attempt went unanswered (and was closed on the broker): the next must
+    /// go under a new id ([`Link::renew`]). Consumers only.
+    pub fn take_abandoned(&mut self) -> bool {
+        std::mem::take(&mut self.abandoned)
+    }
+
+    /// Attaches as `id` from now on.
+    pub fn renew(&mut self, id: HandlerId) {
+        self.id = id;
     }
 
     /// Attaches now and waits for it (creating a producer or consumer fails fast).
     pub async fn attach(&mut self, request: AttachRequest) -> Result<Frame> {
+        let patience = self.client.opts.connection.operation_timeout;
         let mut attempt = attach(
             self.client.clone(),
             self.topic.clone(),
@@ -132,6 +169,7 @@ impl Link {
             None,
             None,
             request.clone(),
+            patience,
         )
         .await;
         if attempt.migrated.is_some() {
@@ -145,6 +183,7 @@ impl Link {
                 None,
                 migrated,
                 request,
+                patience,
             )
             .await;
         }
@@ -161,6 +200,7 @@ impl Link {
             self.assigned.take(),
             self.migrated.clone(),
             request,
+            self.patience,
         )));
     }
 
@@ -235,6 +275,7 @@ impl Link {
             attempt = attach_done(&mut self.attaching) => attempt,
         };
         self.attaching = None;
+        self.abandoned = attempt.abandoned;
         if attempt.migrated.is_some() {
             self.note_migration(attempt.migrated);
             self.retry_at = Some(Instant::now());
@@ -284,7 +325,8 @@ impl Link {
 
 /// Looks the topic up (in the cluster it `migrated` to, if it did; or goes to the broker a close
 /// `assigned`), registers `id` on the
-/// connection that serves it, and sends the attach request; on failure nothing stays registered.
+/// connection that serves it, and sends the attach request, waiting `patience` for the answer;
+/// on failure nothing stays registered.
 async fn attach(
     client: Arc<ClientShared>,
     topic: Arc<str>,
@@ -292,6 +334,7 @@ async fn attach(
     assigned: Option<Assigned>,
     migrated: Option<Arc<Assigned>>,
     request: AttachRequest,
+    patience: Duration,
 ) -> Attempt {
     let direct = match &assigned {
         Some(a) => match lookup::assigned_broker(&client.pool, a.plain.as_deref(), a.tls.as_deref()).await {
@@ -314,6 +357,7 @@ async fn attach(
             return Attempt {
                 outcome: Err(e.into()),
                 migrated: None,
+                abandoned: false,
             }
         }
     };
@@ -323,6 +367,7 @@ async fn attach(
             return Attempt {
                 outcome: Err(e.into()),
                 migrated: None,
+                abandoned: false,
             }
         }
     };
@@ -332,7 +377,7 @@ async fn attach(
     let mut early = Vec::new();
     let mut events_open = true;
     let outcome = {
-        let request = conn.request(|rid| request(rid));
+        let request = conn.request_with_timeout(patience, |rid| request(rid));
         tokio::pin!(request);
         loop {
             tokio::select! {
@@ -341,7 +386,7 @@ async fn attach(
                     Some(Event::Frame(f)) if f.command.r#type == Type::TopicMigrated as i32 => {
                         conn.unregister(id);
                         let e = Error::new(ErrorKind::Connect, "the topic migrated to another cluster");
-                        return Attempt { outcome: Err(e), migrated: migrated_to(&f) };
+                        return Attempt { outcome: Err(e), migrated: migrated_to(&f), abandoned: false };
                     }
                     Some(ev) => early.push(ev),
                     None => events_open = false,
@@ -358,12 +403,20 @@ async fn attach(
                 early,
             }),
             migrated: None,
+            abandoned: false,
         },
         Err(e) => {
+            let abandoned = matches!(e, NetError::Timeout(_));
+            if let (true, HandlerId::Consumer(c)) = (abandoned, id) {
+                // Should the broker finish the subscribe after all, it must not keep a consumer
+                // of ours that nothing reads (an Exclusive one would refuse every later attempt).
+                drop(conn.send_request(|rid| commands::close_consumer(c, rid)));
+            }
             conn.unregister(id);
             Attempt {
                 outcome: Err(e.into()),
                 migrated: None,
+                abandoned,
             }
         }
     }

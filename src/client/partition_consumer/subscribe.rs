@@ -39,6 +39,12 @@ impl Actor {
             self.closing = Some((oneshot::channel().0, false));
             return;
         }
+        if self.link.take_abandoned() {
+            // The broker may never answer the subscribe it left (see `link::REATTACH_PATIENCE`)
+            // and refuses another under its id meanwhile.
+            self.consumer_id = self.client.next_consumer_id();
+            self.link.renew(HandlerId::Consumer(self.consumer_id));
+        }
         let request = self.subscribe_request();
         self.link.reattach(request);
     }
