@@ -177,6 +177,9 @@ class PeerConn:
         type_ = cmd[1][0]
         body = parse(cmd[type_][0]) if type_ in cmd else {}
         self.peer.received.append((type_, body))
+        if len(rest) > cmd_size + 10:  # a payload frame: [magic][crc32c][meta size][metadata][payload]
+            (meta_size,) = struct.unpack(">I", rest[cmd_size + 6:cmd_size + 10])
+            self.peer.metadata.append((type_, parse(rest[cmd_size + 10:cmd_size + 10 + meta_size])))
         return type_, body
 
     async def send(self, data: bytes) -> None:
@@ -251,6 +254,8 @@ class FakePeer:
         self.accepted = 0
         self.port = 0
         self.received: list[tuple[int, dict[int, list[Any]]]] = []
+        # (command type, MessageMetadata fields) of each payload frame the client sent
+        self.metadata: list[tuple[int, dict[int, list[Any]]]] = []
         self.consumer_id = 0
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True, name="fake-peer")
