@@ -108,7 +108,7 @@ fn _io_threads(threads: usize) -> usize {
 /// tests set it around the call), so the wheel users install cannot panic a task through it.
 #[pyfunction]
 fn _panic_in_engine(py: Python<'_>) -> PyResult<()> {
-    if !std::env::var_os("MAGNETAR_TEST_HOOKS").is_some_and(|v| v == "1") {
+    if std::env::var_os("MAGNETAR_TEST_HOOKS").is_none_or(|v| v != "1") {
         return Err(errors::invalid(
             "_panic_in_engine is a test hook: it runs only with MAGNETAR_TEST_HOOKS=1 in the environment",
         ));
