@@ -282,23 +282,32 @@ def test_blocking_receive_is_interrupted_by_ctrl_c(client, topic):
     main = threading.main_thread().ident
     assert main is not None
 
+    left_receive = threading.Event()
+
     def ctrl_c_once_receive_waits() -> None:
         # A SIGINT that lands before the main thread is inside receive() would interrupt
         # whatever it was doing instead: wait until receive is its innermost Python frame.
         while sys._current_frames()[main].f_code.co_name != "receive":
             time.sleep(0.01)
         os.kill(os.getpid(), signal.SIGINT)
+        # The receive ends by the signal, within a bound far short of its own 60 s timeout (a
+        # receive deaf to the signal would go on waiting, and raise KeyboardInterrupt only as
+        # it returned at that timeout).
+        if wait_until(lambda: sys._current_frames()[main].f_code.co_name != "receive", 30, 0.01):
+            left_receive.set()
 
     # Python's own Ctrl-C handler, as in a terminal: a suite started in the background by a
     # shell without job control inherits SIGINT ignored, and Python then keeps ignoring it.
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    ctrl_c = threading.Thread(target=ctrl_c_once_receive_waits, daemon=True)
     try:
-        # A receive that ignored the signal would end with Timeout, not KeyboardInterrupt.
         with pytest.raises(KeyboardInterrupt):
-            threading.Thread(target=ctrl_c_once_receive_waits, daemon=True).start()
+            ctrl_c.start()
             consumer.receive(timeout=60)
     finally:
         signal.signal(signal.SIGINT, previous)
+    ctrl_c.join(60)
+    assert left_receive.is_set(), "receive went on waiting after Ctrl-C"
     # Nothing was lost: the consumer still works.
     client.create_producer(topic).send(b"after")
     assert consumer.receive(timeout=10).data == b"after"
