@@ -6,12 +6,15 @@ docstring, ``ClientHandle.__doc__ = f"...{option_docs(ClientOptions)}"`` does th
 client, and the public classes take their handle's docstring (``__doc__ = ClientHandle.__doc__``).
 griffe reads the source without running it; this extension reads the same declarations in
 ``magnetar/_options.py`` (``name: Annotated[type, Opt(default, doc, unit, aliases)]`` in
-``TypedDict`` classes) and writes them as a table: option, default, meaning.
+``TypedDict`` classes, and the few declared beside the one feature they configure, such as
+``TableViewOptions`` in ``magnetar/_table_view.py``) and writes them as a table: option, default,
+meaning.
 """
 
 from __future__ import annotations
 
 import ast
+from pathlib import Path
 from typing import Any
 
 import griffe
@@ -26,15 +29,27 @@ def _literal(node: ast.expr) -> str:
 
 
 class _Declarations:
-    """The option declarations of ``_options.py``, by TypedDict class name, bases first."""
+    """The option declarations of the package's modules, by class name, bases first."""
 
-    def __init__(self, source: str) -> None:
-        self.classes = {n.name: n for n in ast.parse(source).body if isinstance(n, ast.ClassDef)}
+    def __init__(self, sources: dict[str, str]) -> None:
+        self.classes: dict[str, ast.ClassDef] = {}
+        self.where: dict[str, str] = {}
+        for path, source in sources.items():
+            for node in ast.parse(source).body:
+                if isinstance(node, ast.ClassDef) and node.name.endswith("Options"):
+                    if node.name in self.where:
+                        raise KeyError(f"option declaration {node.name} in both {self.where[node.name]} and {path}")
+                    self.classes[node.name], self.where[node.name] = node, path
+        # the bases they name (ConnectionOptions(ClusterOptions)) are looked up the same way
+        for path, source in sources.items():
+            for node in ast.parse(source).body:
+                if isinstance(node, ast.ClassDef) and node.name not in self.classes:
+                    self.classes.setdefault(node.name, node)
 
     def options(self, name: str) -> list[tuple[str, str, str, str | None]]:
         cls = self.classes.get(name)
         if cls is None:
-            raise KeyError(f"no option declaration {name} in magnetar/_options.py")
+            raise KeyError(f"no option declaration {name} in the modules of magnetar")
         found: list[tuple[str, str, str, str | None]] = []
         for base in cls.bases:
             if isinstance(base, ast.Name) and base.id in self.classes:
@@ -77,12 +92,24 @@ def _names_in_call(expr: str, function: str) -> list[str]:
     return []
 
 
+def _modules(pkg: griffe.Module) -> list[griffe.Module]:
+    """The package's modules read from source files, subpackages included (no stubs twice)."""
+    found: list[griffe.Module] = []
+    for module in pkg.modules.values():
+        if module.is_alias or not isinstance(module.filepath, Path):
+            continue
+        if module.filepath.suffix == ".py":
+            found.append(module)
+        if module.is_package:
+            found += _modules(module)
+    return found
+
+
 class MagnetarDocs(griffe.Extension):
     def on_package(self, *, pkg: griffe.Module, **kwargs: Any) -> None:
         if pkg.name != "magnetar":
             return
-        options_module = pkg["_options"]
-        decls = _Declarations(options_module.filepath.read_text())
+        decls = _Declarations({str(m.filepath): m.filepath.read_text() for m in _modules(pkg)})
 
         # ``X.__doc__ = f"{X.__doc__}\n{option_docs(Opts)}"`` at module level
         for module in (pkg[m] for m in ("_handles",)):

@@ -18,6 +18,7 @@ import magnetar.compat as pulsar
 from magnetar.compat import _pulsar
 from magnetar.testing.faults import FaultProxy
 from magnetar.compat.schema import AvroSchema, CustomEnum, Integer, JsonSchema, Record, String, StringSchema
+from test_fake_peer import SEND, FakePeer
 from waiting import wait_until
 
 
@@ -245,10 +246,11 @@ def test_errors_map_to_official_classes(service_url: str, topic: str) -> None:
         producer.send(b"x")
 
 
-def test_replication_fields_are_sent(compat: pulsar.Client, topic: str, service_url: str) -> None:
-    """The per-message geo-replication fields reach the broker, which stores and delivers the
-    messages locally whatever their replication list (the suite's broker has one cluster,
-    ``standalone``); the native API has the same names."""
+def test_messages_with_replication_fields_are_stored_and_delivered(compat: pulsar.Client, topic: str, service_url: str) -> None:
+    """Messages carrying the per-message geo-replication fields are taken by the broker, which
+    stores and delivers them locally whatever their replication list (the suite's broker has
+    one cluster, ``standalone``); the native API has the same names. That the fields are on the
+    wire is test_replication_fields_are_on_the_wire's."""
     consumer = compat.subscribe(topic, "s")
     producer = compat.create_producer(topic)
     producer.send(b"listed", replication_clusters=["standalone"])
@@ -266,6 +268,34 @@ def test_replication_fields_are_sent(compat: pulsar.Client, topic: str, service_
         with pytest.raises(magnetar.InvalidConfiguration, match="list of cluster names"):
             p.send(b"x", replication_clusters=[1])  # type: ignore[list-item]
     assert [consumer.receive(10_000).data() for _ in range(2)] == [b"native", b"native-local"]
+
+
+def test_replication_fields_are_on_the_wire() -> None:
+    """What the broker above accepts, read on the wire: the fields land in each message's
+    metadata (``replicate_to``, field 7; ``disable_replication`` is the ``__local__`` the
+    Java and C++ clients send), for the compat and the native API. The suite's one-cluster
+    broker shows no trace of them, so a peer that records the frames reads them here."""
+    with FakePeer(lambda conn: _serve(conn)) as peer:
+        compat = pulsar.Client(peer.url, operation_timeout_seconds=10)
+        try:
+            producer = compat.create_producer("t", batching_enabled=False)
+            producer.send(b"listed", replication_clusters=["east", "west"])
+            producer.send(b"local", disable_replication=True)
+            producer.send(b"plain")
+        finally:
+            compat.close()
+        with magnetar.Client(peer.url, operation_timeout=10) as native:
+            p = native.create_producer("t", batching=False)
+            p.send(b"native", replication_clusters=["east"])
+            p.send(b"native-local", disable_replication=True)
+    sends = [meta for type_, meta in peer.metadata if type_ == SEND]
+    assert [[c.decode() for c in meta.get(7, [])] for meta in sends] == [
+        ["east", "west"], ["__local__"], [], ["east"], ["__local__"]]
+
+
+async def _serve(conn: Any) -> None:
+    if await conn.handshake():
+        await conn.serve()
 
 
 def test_unreadable_tls_files_fail_at_first_use_as_connect_error(topic: str) -> None:

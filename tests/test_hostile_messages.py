@@ -2,9 +2,9 @@
 (one such message used to abort every consumer process of the topic), a batch shorter than it
 says, and chunk streams with duplicates, gaps and a missing end.
 
-The batch cases go through the real broker: a hand-made producer (raw protocol on a socket)
-publishes what no well-behaved client would. The chunk cases use the fake peer, which can
-order chunks as a producer's reconnect does.
+Every case goes through the real broker: a hand-made producer (raw protocol on a socket)
+publishes what no well-behaved client would, chunks in the order a producer's reconnect leaves
+them included; what the consumer acked is read from the broker's backlog.
 """
 
 from __future__ import annotations
@@ -14,18 +14,15 @@ import socket
 import struct
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 import magnetar
 from magnetar.testing import Standalone
-from test_fake_peer import (
-    ACK, FakePeer, client_for, close_bounded, command, f_bytes, f_varint, frame, parse, payload_frame,
-    run_bounded,
-)
-from test_consumer_integrity import RewindingBroker
+from test_fake_peer import command, f_bytes, f_varint, frame, parse, payload_frame
+from waiting import wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -140,128 +137,88 @@ def test_malformed_messages_are_dead_lettered_when_the_subscription_has_a_dead_l
         assert all("ORIGIN_MESSAGE_ID" in m.properties for m in letters)
 
 
-# --------------------------------------------------------------------------- chunks (fake peer)
+# --------------------------------------------------------------------------- chunks
 
 
-def _chunk(cid: int, entry: int, uid: str, chunk_id: int, num: int, data: bytes, total: int) -> bytes:
-    meta = _meta(entry, extra=f_bytes(26, uid) + f_varint(27, num) + f_varint(28, total) + f_varint(29, chunk_id))
-    body = f_varint(1, cid) + f_bytes(2, f_varint(1, 7) + f_varint(2, entry))
-    return payload_frame(command(9, body), meta, data)
+def _chunk(seq: int, uid: str, chunk_id: int, num: int, data: bytes, total: int) -> tuple[bytes, bytes]:
+    """One chunk of a chunked message, as the metadata and payload of an entry of its own."""
+    return _meta(seq, extra=f_bytes(26, uid) + f_varint(27, num) + f_varint(28, total) + f_varint(29, chunk_id)), data
 
 
-def _acked(peer: FakePeer) -> set[int]:
-    out = set()
-    for t, body in peer.received:
-        if t == ACK:
-            for raw in body.get(3, []):
-                out.add(parse(raw)[2][0])
-    return out
-
-
-def _wait_acked(peer: FakePeer, entries: set[int], within: float = 10.0) -> None:
-    deadline = time.monotonic() + within
-    while not entries <= _acked(peer):
-        if time.monotonic() > deadline:
-            pytest.fail(f"entries {sorted(entries - _acked(peer))} were never acked; acked: {sorted(_acked(peer))}")
-        time.sleep(0.02)
-
-
-def _stream(frames: dict[int, Any]) -> RewindingBroker:
-    """A broker whose entries are the given chunk frames (built once the consumer id is known)."""
-    fake = RewindingBroker(entries=max(frames), hold_second_subscribe=False)
-
-    class Lazy(dict):  # type: ignore[type-arg]
-        def __contains__(self, entry: object) -> bool:
-            return entry in frames
-
-        def __getitem__(self, entry: int) -> bytes:
-            return frames[entry](fake.consumer_id)
-
-    fake.frames = Lazy()
-    return fake
+def _normal(seq: int, data: bytes) -> tuple[bytes, bytes]:
+    return _meta(seq), data
 
 
 @contextlib.contextmanager
-def _consuming(frames: dict[int, Any], **subscribe: Any) -> Iterator[tuple[FakePeer, magnetar.Consumer]]:
-    """A fake broker serving ``frames`` and an Exclusive consumer of it (from the earliest)."""
-    fake = _stream(frames)
-    with FakePeer(fake.behaviour) as peer:
-        client = client_for(peer)
+def _consuming(broker: Standalone, entries: list[tuple[bytes, bytes]],
+               **subscribe: Any) -> Iterator[tuple[Callable[[], int], magnetar.Consumer]]:
+    """A fresh topic of the real broker holding ``entries``, one entry each (the raw producer
+    orders chunks as a producer's reconnect does), and an Exclusive consumer of it from the
+    earliest. Yields the subscription's backlog (entries not acked, as the broker counts them)
+    and the consumer."""
+    topic = f"persistent://public/default/chunks-{uuid.uuid4().hex[:10]}"
+    with magnetar.Client(broker.service_url, operation_timeout=20) as client:
+        client.create_producer(topic).close()  # the topic exists before the raw producer
+        raw = RawProducer(broker.port, topic)
         try:
-            consumer = run_bounded(lambda: client.subscribe("t", "s", initial_position="earliest", **subscribe), 15)[0]
-            yield peer, consumer
+            for meta, payload in entries:
+                raw.publish(meta, payload)
         finally:
-            close_bounded(client)
+            raw.close()
+        consumer = client.subscribe(topic, "s", initial_position="earliest", **subscribe)
+        yield lambda: int(broker.topic_stats(topic)["subscriptions"]["s"]["msgBacklog"]), consumer
 
 
-def _normal(entry: int, data: bytes) -> Any:
-    def make(cid: int) -> bytes:
-        body = f_varint(1, cid) + f_bytes(2, f_varint(1, 7) + f_varint(2, entry))
-        return payload_frame(command(9, body), _meta(entry), data)
-    return make
+def _settles_at(backlog: Callable[[], int], n: int) -> None:
+    assert wait_until(lambda: backlog() == n, 15), f"backlog {backlog()}, {n} expected"
 
 
-def test_a_duplicate_chunk_is_skipped_and_acked_and_the_message_is_whole() -> None:
+def test_a_duplicate_chunk_is_skipped_and_acked_and_the_message_is_whole(broker: Standalone) -> None:
     """c0 c1 c1' c2 (a producer resent c1 after a reconnect, dedup off): one message, whole,
-    and the duplicate's entry acked."""
+    and the duplicate's entry acked by the consumer itself."""
     u = "p-1"
     parts = [b"aaa", b"bbb", b"ccc"]
-    frames = {
-        1: lambda cid: _chunk(cid, 1, u, 0, 3, parts[0], 9),
-        2: lambda cid: _chunk(cid, 2, u, 1, 3, parts[1], 9),
-        3: lambda cid: _chunk(cid, 3, u, 1, 3, parts[1], 9),
-        4: lambda cid: _chunk(cid, 4, u, 2, 3, parts[2], 9),
-        5: _normal(5, b"after"),
-    }
-    with _consuming(frames) as (peer, consumer):
+    entries = [_chunk(1, u, 0, 3, parts[0], 9), _chunk(2, u, 1, 3, parts[1], 9), _chunk(3, u, 1, 3, parts[1], 9),
+               _chunk(4, u, 2, 3, parts[2], 9), _normal(5, b"after")]
+    with _consuming(broker, entries) as (backlog, consumer):
         first = consumer.receive(timeout=10)
         assert first.data == b"aaabbbccc"
-        assert consumer.receive(timeout=10).data == b"after"
-        _wait_acked(peer, {3})
+        after = consumer.receive(timeout=10)
+        assert after.data == b"after"
+        _settles_at(backlog, 4)  # the duplicate's entry: acked
         consumer.ack(first)
-        _wait_acked(peer, {1, 2, 3, 4})
+        _settles_at(backlog, 1)  # and the message's three: only "after" is left
+        consumer.ack(after)
+        _settles_at(backlog, 0)
 
 
-def test_a_chunked_message_with_a_gap_is_given_up_and_acked() -> None:
+def test_a_chunked_message_with_a_gap_is_given_up_and_acked(broker: Standalone) -> None:
     """c0 then c2 (c1 lost): the message can never complete; its chunks are acked, not left
     as a hole, and the next message is delivered."""
     u = "p-2"
-    frames = {
-        1: lambda cid: _chunk(cid, 1, u, 0, 3, b"aaa", 9),
-        2: lambda cid: _chunk(cid, 2, u, 2, 3, b"ccc", 9),
-        3: _normal(3, b"after"),
-    }
-    with _consuming(frames) as (peer, consumer):
+    entries = [_chunk(1, u, 0, 3, b"aaa", 9), _chunk(2, u, 2, 3, b"ccc", 9), _normal(3, b"after")]
+    with _consuming(broker, entries) as (backlog, consumer):
         assert consumer.receive(timeout=10).data == b"after"
-        _wait_acked(peer, {1, 2})
+        _settles_at(backlog, 1)
 
 
-def test_an_incomplete_chunked_message_expires_and_its_chunks_are_acked() -> None:
+def test_an_incomplete_chunked_message_expires_and_its_chunks_are_acked(broker: Standalone) -> None:
     u = "p-3"
-    frames = {
-        1: lambda cid: _chunk(cid, 1, u, 0, 3, b"aaa", 9),
-        2: lambda cid: _chunk(cid, 2, u, 1, 3, b"bbb", 9),
-        3: _normal(3, b"after"),
-    }
-    with _consuming(frames, chunk_expiry=0.5) as (peer, consumer):
+    entries = [_chunk(1, u, 0, 3, b"aaa", 9), _chunk(2, u, 1, 3, b"bbb", 9), _normal(3, b"after")]
+    with _consuming(broker, entries, chunk_expiry=0.5) as (backlog, consumer):
         assert consumer.receive(timeout=10).data == b"after"
-        _wait_acked(peer, {1, 2})
+        _settles_at(backlog, 1)
 
 
-def test_chunked_messages_beyond_the_pending_limit_give_up_the_oldest() -> None:
+def test_chunked_messages_beyond_the_pending_limit_give_up_the_oldest(broker: Standalone) -> None:
     """Three interleaved chunked messages with max_pending_chunked_messages=2: the oldest is
     given up (acked), the other two complete."""
-    frames = {
-        1: lambda cid: _chunk(cid, 1, "a", 0, 2, b"a0", 4),
-        2: lambda cid: _chunk(cid, 2, "b", 0, 2, b"b0", 4),
-        3: lambda cid: _chunk(cid, 3, "c", 0, 2, b"c0", 4),
-        4: lambda cid: _chunk(cid, 4, "b", 1, 2, b"b1", 4),
-        5: lambda cid: _chunk(cid, 5, "c", 1, 2, b"c1", 4),
-    }
-    with _consuming(frames, max_pending_chunked_messages=2) as (peer, consumer):
+    entries = [_chunk(1, "a", 0, 2, b"a0", 4), _chunk(2, "b", 0, 2, b"b0", 4), _chunk(3, "c", 0, 2, b"c0", 4),
+               _chunk(4, "b", 1, 2, b"b1", 4), _chunk(5, "c", 1, 2, b"c1", 4)]
+    with _consuming(broker, entries, max_pending_chunked_messages=2) as (backlog, consumer):
         got = [consumer.receive(timeout=10).data for _ in range(2)]
         assert got == [b"b0b1", b"c0c1"]
-        _wait_acked(peer, {1})
+        _settles_at(backlog, 4)  # "a"'s one entry acked; the other four wait for the application
 
 
 @pytest.mark.parametrize("value", [-1.0, float("nan")])

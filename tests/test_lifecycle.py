@@ -20,6 +20,7 @@ import pytest
 
 import magnetar
 from test_fake_peer import SEND, FakePeer, PeerConn
+from waiting import wait_until
 
 # Jobs a client's dispatch queue holds before its sends wait (dispatch.rs, MAX_BACKLOG).
 DISPATCH_QUEUE_LIMIT = 16_384
@@ -84,7 +85,7 @@ def test_panicking_producer_fails_its_pending_sends_and_flush(service_url: str, 
 
 def test_panicking_consumer_wakes_blocked_receivers(service_url: str, topic: str) -> None:
     result = run_script(f"""
-        import asyncio, threading, magnetar
+        import asyncio, sys, threading, time, magnetar
         client = magnetar.Client({service_url!r})
         consumer = client.subscribe({topic!r}, "s")
         outcome = []
@@ -97,11 +98,20 @@ def test_panicking_consumer_wakes_blocked_receivers(service_url: str, topic: str
         t = threading.Thread(target=receive)
         t.start()
 
+        def blocked_in_receive():
+            frame = sys._current_frames().get(t.ident)
+            return frame is not None and frame.f_code.co_name == "receive"
+
         async def async_side():
             async with magnetar.AsyncClient({service_url!r}) as aclient:
                 aconsumer = await aclient.subscribe({topic!r}, "s2")
                 waiter = asyncio.ensure_future(aconsumer.receive())
-                await asyncio.sleep(0)
+                # Both receivers wait before the panic: the blocking one inside receive, the
+                # asyncio one suspended on the engine's future (one loop step starts it).
+                deadline = time.monotonic() + 30
+                while not (blocked_in_receive() and waiter.get_coro().cr_await is not None):
+                    assert time.monotonic() < deadline, "the receivers never started waiting"
+                    await asyncio.sleep(0.01)
                 assert magnetar._core._inject_actor_panic({topic!r}) == 2
                 try:
                     await asyncio.wait_for(waiter, 60)
@@ -403,11 +413,22 @@ def test_a_full_callback_queue_makes_that_clients_sends_wait(service_url: str, t
             f.result(timeout=60)
         with pytest.raises(magnetar.ProducerQueueFull, match="callback queue"):
             failing.send_async(b"refused")
-        waited = threading.Thread(target=lambda: blocking.send_async(b"waits").result(timeout=60))
+        order: list[str] = []
+
+        def send_that_waits() -> None:
+            blocking.send_async(b"waits").result(timeout=60)
+            order.append("returned")
+
+        waited = threading.Thread(target=send_that_waits)
         waited.start()
+        # The send waits for room in the full queue: it has not returned after a while, and
+        # returns once the callback is released and the queue drains.
+        assert not wait_until(lambda: bool(order), 3), "send_async returned while the callback queue was full"
+        order.append("released")
     finally:
         release.set()
     waited.join(60)
     assert not waited.is_alive()
+    assert order == ["released", "returned"]
     failing.send_async(b"accepted").result(timeout=60)
     client.close()

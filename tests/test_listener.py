@@ -40,6 +40,38 @@ def test_listener_keeps_order_per_key_and_acks(client, topic):
     assert again.receive_many(10, timeout=0.5) == []
 
 
+def test_listener_runs_at_most_its_concurrency_at_once(client, topic):
+    """``listener_concurrency=3``: with every handler held, exactly three run (each message a
+    key of its own, so order per key serialises nothing); the others wait their turn, and all
+    run once the held ones return."""
+    limit, n = 3, 12
+    lock = threading.Lock()
+    running, peak, done = [0], [0], []
+    release = threading.Event()
+
+    def handle(msg: magnetar.Message) -> None:
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        release.wait(60)
+        with lock:
+            running[0] -= 1
+            done.append(msg.data)
+
+    consumer = client.subscribe(topic, "s", subscription_type="shared", initial_position="earliest",
+                                listener=handle, listener_concurrency=limit)
+    client.create_producer(topic).send_many([b"%d" % i for i in range(n)], keys=[f"k{i}" for i in range(n)])
+    try:
+        assert wait_until(lambda: running[0] == limit), f"{running[0]} handlers running, {limit} expected"
+        # held, none of the other nine may start
+        assert not wait_until(lambda: running[0] > limit, 2.0), f"{running[0]} handlers at once"
+    finally:
+        release.set()
+    assert wait_until(lambda: len(done) == n), f"{len(done)} of {n} handled"
+    assert peak[0] == limit
+    consumer.close()
+
+
 def test_listener_exception_redelivers_then_dead_letters(client, topic):
     dlq = topic + "-dlq"
     dead = client.subscribe(dlq, "d", initial_position="earliest")

@@ -550,16 +550,19 @@ def test_consumer_survives_dropped_connections(rbroker: Any, proxy: FaultProxy, 
 
 def test_reconnects_after_refused_connections(rbroker: Any, proxy: FaultProxy, clients: Any,
                                               integrity: Any) -> None:
-    """The proxy refuses new connections for 3 s after dropping the live ones: the producer
-    keeps retrying and delivers everything once the proxy accepts again."""
+    """The proxy refuses new connections after dropping the live ones: the producer keeps
+    retrying (its client counts the refused attempts) and delivers everything once the proxy
+    accepts again."""
     topic = new_topic(DEDUP_NS, "refuse")
     client = clients(proxy.service_url)
     producer = client.create_producer(topic, name=f"p-{uuid.uuid4().hex[:8]}", max_pending=5000)
     first = [producer.send_async(str(i).encode()) for i in range(1000)]
+    failed_before = client.stats()["connections_failed"]
     proxy.refuse(True)
     proxy.drop_connections()
     second = [producer.send_async(str(i).encode()) for i in range(1000, 1500)]
-    time.sleep(3)
+    assert wait_until(lambda: client.stats()["connections_failed"] >= failed_before + 3, 30), \
+        "the client did not keep retrying while refused"
     assert not producer.is_connected
     proxy.refuse(False)
     ok, failed = outcomes(first + second, 20)
@@ -620,7 +623,9 @@ def test_broker_kill9_and_restart_during_produce(rbroker: Any, proxy: FaultProxy
     sender = threading.Thread(target=lambda: futures.extend(paced_send(producer, n, seconds=6.0)), daemon=True)
     try:
         sender.start()
-        time.sleep(2.0)
+        # In the middle of the run: a fifth of it stored and received, the sender still sending.
+        assert wait_until(lambda: len(rx.values) >= n // 5, 60), "nothing arrived before the kill"
+        assert sender.is_alive(), "the produce run ended before the kill"
         killed_at = time.monotonic()
         kill9(rbroker)
         startup = restart(rbroker)
@@ -774,7 +779,12 @@ def test_broker_killed_twice_and_topic_unloaded_twice(rbroker: Any, proxy: Fault
         # acked message back.
         wait_until(lambda: rx.confirmed >= n - 1, 15)
         rbroker.unload_topic(topic)
-        time.sleep(3)
+        # Loaded again from what the broker persisted, the subscription has nothing left to
+        # deliver (a lost ack would be a backlog the broker sends again), and the consumer is
+        # back on it.
+        assert wait_until(lambda: backlog(rbroker, topic, "s") == 0, 30), \
+            f"backlog {backlog(rbroker, topic, 's')} after the last unload: acked messages would come back"
+        assert wait_until(lambda: consumer.is_connected, 30)
     finally:
         rx.stop()
     report = classify(rx.values, range(n))
@@ -951,11 +961,13 @@ def test_soak_with_rotating_faults(rbroker: Any, proxy: FaultProxy, clients: Any
 
 def test_half_open_connection_detected_by_keepalive(rbroker: Any, proxy: FaultProxy, clients: Any) -> None:
     """The live connection goes silent both ways (no FIN, no RST); with a 1 s keepalive the
-    client notices within two intervals, opens a new connection, and traffic resumes."""
+    client notices, opens a new connection, and traffic resumes. Keepalive is the only thing
+    that can notice: the operation timeout (120 s) and the send timeout (none) lie past the
+    30 s bound on the new connection."""
     interval = 1.0
     topic = new_topic(DEDUP_NS, "halfopen")
-    client = clients(proxy.service_url, keepalive_interval=interval, operation_timeout=15.0)
-    producer = client.create_producer(topic, name=f"p-{uuid.uuid4().hex[:8]}")
+    client = clients(proxy.service_url, keepalive_interval=interval, operation_timeout=120.0)
+    producer = client.create_producer(topic, name=f"p-{uuid.uuid4().hex[:8]}", send_timeout=0)
     consumer = client.subscribe(topic, "s", initial_position="earliest")
     producer.send(b"0")
     first = consumer.receive(timeout=10)
@@ -965,8 +977,7 @@ def test_half_open_connection_detected_by_keepalive(rbroker: Any, proxy: FaultPr
     t0 = time.monotonic()
     proxy.blackhole(True, new_connections=False)
     pending = producer.send_async(b"1")  # written into the dead connection
-    assert proxy.wait_for(lambda p: p.accepted > before, 2 * interval + 1.5), \
-        f"no new connection {2 * interval + 1.5:.1f} s after the blackhole"
+    assert proxy.wait_for(lambda p: p.accepted > before, 30), "no new connection after the blackhole"
     detected = time.monotonic() - t0
     # The broker checks the old connection's liveness before it lets the producer re-attach
     # (about 5 s), so allow for that on top of the detection.
@@ -985,13 +996,14 @@ def test_half_open_connection_detected_under_load(rbroker: Any, proxy: FaultProx
                                                   integrity: Any) -> None:
     """Like the previous test, but the producer has megabytes in flight when the path goes
     silent, so the client's socket send buffer fills up. Keepalive must still detect the dead
-    connection within two intervals, and nothing may be lost."""
+    connection (nothing else can: no send timeout, a 120 s operation timeout, a 30 s bound), and
+    nothing may be lost."""
     interval = 1.0
     n, size = 2500, 10_000  # 25 MB: more than the loopback socket buffers hold
     topic = new_topic(DEDUP_NS, "halfload")
-    client = clients(proxy.service_url, keepalive_interval=interval, operation_timeout=15.0)
+    client = clients(proxy.service_url, keepalive_interval=interval, operation_timeout=120.0)
     producer = client.create_producer(topic, name=f"p-{uuid.uuid4().hex[:8]}", batching=False,
-                                      max_pending=n)
+                                      max_pending=n, send_timeout=0)
     producer.send(b"-1")
     before = proxy.accepted
     proxy.blackhole(True, new_connections=False)
@@ -1002,7 +1014,7 @@ def test_half_open_connection_detected_under_load(rbroker: Any, proxy: FaultProx
         daemon=True)
     sender.start()
     try:
-        detected = proxy.wait_for(lambda p: p.accepted > before, 2 * interval + 1.5)
+        detected = proxy.wait_for(lambda p: p.accepted > before, 30)
         took = time.monotonic() - t0
     finally:
         # Unstick whatever is stuck on the dead sockets so the test ends either way.
@@ -1023,20 +1035,20 @@ def test_half_open_connection_detected_under_load(rbroker: Any, proxy: FaultProx
 def test_one_way_loss_broker_to_client(rbroker: Any, proxy: FaultProxy, clients: Any, integrity: Any) -> None:
     """The broker gets everything but the client hears nothing back (receipts and pongs lost):
     keepalive closes the connection, the producer resends on a new one, and deduplication
-    keeps every message exactly once."""
+    keeps every message exactly once. Keepalive is the only thing that can close it here: no
+    send timeout, and the operation timeout (120 s) lies past the 30 s bound."""
     interval = 1.0
     n = 2000
     topic = new_topic(DEDUP_NS, "oneway")
-    client = clients(proxy.service_url, keepalive_interval=interval, operation_timeout=15.0)
-    producer = client.create_producer(topic, name=f"p-{uuid.uuid4().hex[:8]}")
+    client = clients(proxy.service_url, keepalive_interval=interval, operation_timeout=120.0)
+    producer = client.create_producer(topic, name=f"p-{uuid.uuid4().hex[:8]}", send_timeout=0)
     producer.send(b"0")
     before = proxy.accepted
     t0 = time.monotonic()
     proxy.blackhole(True, new_connections=False, direction="down")
     futures = [producer.send_async(str(i).encode()) for i in range(1, n)]
     try:
-        assert proxy.wait_for(lambda p: p.accepted > before, 2 * interval + 1.5), \
-            f"no new connection {2 * interval + 1.5:.1f} s after the broker went mute"
+        assert proxy.wait_for(lambda p: p.accepted > before, 30), "no new connection after the broker went mute"
         detected = time.monotonic() - t0
         ok, failed = outcomes(futures, 30)
     finally:
@@ -1055,13 +1067,12 @@ def test_one_way_loss_broker_to_client(rbroker: Any, proxy: FaultProxy, clients:
 def test_multi_host_url_skips_a_dead_host(rbroker: Any, proxy: FaultProxy, clients: Any) -> None:
     dead = free_port()
     topic = new_topic()
-    t0 = time.monotonic()
     client = clients(f"pulsar://127.0.0.1:{dead},127.0.0.1:{proxy.port}")
     producer = client.create_producer(topic)
     consumer = client.subscribe(topic, "s", initial_position="earliest")
     producer.send(b"x")
     assert consumer.receive(timeout=10).data == b"x"
-    assert time.monotonic() - t0 < 10
+    assert proxy.accepted >= 1
 
 
 def test_multi_host_url_fails_over_when_a_host_dies(rbroker: Any, proxy: FaultProxy, clients: Any,
@@ -1092,60 +1103,65 @@ def test_multi_host_url_fails_over_when_a_host_dies(rbroker: Any, proxy: FaultPr
 @pytest.mark.parametrize("fault", ["blackhole", "refuse"])
 def test_send_timeout_while_broker_unreachable(rbroker: Any, proxy: FaultProxy, clients: Any, fault: str) -> None:
     """With a 1 s send timeout and a broker that went silent (blackhole) or that the client is
-    reconnecting to in vain (refused), every future fails with Timeout within a bounded time;
-    nothing hangs."""
+    reconnecting to in vain (refused), every future fails with Timeout, and it is the send
+    timeout that ends them: the sends of a producer without one, made at the same moment on the
+    same client, are all still pending when they have failed. Nothing hangs."""
     topic = new_topic(prefix="sto")
-    client = clients(proxy.service_url)
+    # the operation timeout, the other timer that could end a send, far beyond the bounds below
+    client = clients(proxy.service_url, operation_timeout=120.0)
     producer = client.create_producer(topic, send_timeout=1.0)
+    patient = client.create_producer(topic, send_timeout=0)
     producer.send(b"warm-up")
+    patient.send(b"warm-up")
     if fault == "blackhole":
         proxy.blackhole(True)
     else:
         proxy.refuse(True)
         proxy.drop_connections()
     try:
-        t0 = time.monotonic()
+        waiting = [patient.send_async(b"w") for _ in range(50)]
         futures = [producer.send_async(b"x") for _ in range(50)]
-        errors = []
-        for f in futures:
-            with pytest.raises(magnetar.PulsarError) as e:
-                f.result(timeout=10)
-            errors.append(e.value)
-        took = time.monotonic() - t0
+        errors = bounded(lambda: [f.exception() for f in futures], 30, "sends with a 1 s send timeout")
         assert all(isinstance(e, magnetar.Timeout) for e in errors), {type(e).__name__ for e in errors}
-        assert took < 4, f"send timeout of 1 s took {took:.1f} s"
+        assert not any(f.done() for f in waiting), "sends without a send timeout failed as well"
         with pytest.raises(magnetar.Timeout):
-            bounded(lambda: producer.send(b"y"), 10, "send with a 1 s send timeout")
+            bounded(lambda: producer.send(b"y"), 30, "send with a 1 s send timeout")
     finally:
         proxy.heal()
+    # healed, the patient producer's sends go through: they were pending, not lost
+    assert all(bounded(lambda: [f.result() for f in waiting], 60, "the patient sends after healing"))
 
 
 def test_producer_close_during_reconnect_is_prompt_and_final(rbroker: Any, proxy: FaultProxy, clients: Any) -> None:
-    """Closing a producer (nothing pending) while it is reconnecting returns at once, and the
-    producer is not revived when the broker becomes reachable again. The broker side went
-    silent: connections are accepted but the handshake is never answered, so each reconnect
-    attempt waits for the connect timeout (5 s here); close must not wait for it."""
+    """Closing a producer (nothing pending) while it is reconnecting returns without waiting
+    for the reconnect attempt, and the producer is not revived when the broker becomes
+    reachable again. The broker side went silent: connections are accepted but the handshake
+    is never answered, so a reconnect attempt lasts the connect timeout, 120 s here: a close
+    that waited for it would outlast the 30 s bound."""
     topic = new_topic(prefix="closerec")
-    client = clients(proxy.service_url)  # connect_timeout 5 s
-    producer = client.create_producer(topic)
+    client = clients(proxy.service_url, connect_timeout=120.0, operation_timeout=120.0)
+    producer = client.create_producer(topic, name=f"closing-{uuid.uuid4().hex[:8]}")
+    # a producer of the same client on another topic: once it is back, the client's
+    # reconnects have run, and a revived producer would have re-attached with it
+    sibling = client.create_producer(new_topic(prefix="closerec-sibling"))
     producer.send(b"x")
+    before = proxy.accepted
     proxy.blackhole(True)  # new connections too
     proxy.drop_connections()
     try:
-        assert wait_until(lambda: not producer.is_connected, 5)
-        time.sleep(0.5)  # let it start a reconnect attempt
-        t0 = time.monotonic()
+        assert wait_until(lambda: not producer.is_connected, 15)
+        # a reconnect attempt is under way: its connection reached the (silent) proxy
+        assert proxy.wait_for(lambda p: p.accepted > before, 30), "no reconnect attempt"
         bounded(producer.close, 30, "producer.close() while reconnecting")
-        took = time.monotonic() - t0
     finally:
         proxy.drop_connections()
         proxy.blackhole(False)
-    time.sleep(2.5)  # several backoff periods: a revived producer would have re-attached by now
+    assert wait_until(lambda: sibling.is_connected, 60), "the client did not reconnect"
+    sibling.send(b"after")
     assert rbroker.topic_stats(topic)["publishers"] == [], "the closed producer was revived"
     with pytest.raises(magnetar.AlreadyClosed):
         producer.send(b"y")
     client.create_producer(topic).send(b"z")  # the client itself still works
-    assert took < 2.0, f"producer.close() took {took:.1f} s while the producer was reconnecting"
 
 
 def test_close_with_pending_sends_while_broker_unreachable(rbroker: Any, proxy: FaultProxy, clients: Any) -> None:
@@ -1158,13 +1174,10 @@ def test_close_with_pending_sends_while_broker_unreachable(rbroker: Any, proxy: 
         producer.send(b"warm-up")
         proxy.blackhole(True)
         futures = [producer.send_async(b"x") for _ in range(10)]
-        t0 = time.monotonic()
         bounded(client.close, 15, "client.close() with pending sends and a silent broker")
-        took = time.monotonic() - t0
         for f in futures:
             exc = f.exception(timeout=5)
             assert isinstance(exc, (magnetar.AlreadyClosed, magnetar.Timeout)), repr(exc)
-        assert took < 15
     finally:
         proxy.drop_connections()
         proxy.blackhole(False)
@@ -1191,26 +1204,26 @@ def test_operations_on_a_closed_client_raise_already_closed(rbroker: Any, proxy:
 
 
 def test_connect_to_a_closed_port_fails_with_connect_error() -> None:
+    """A refused connection is a ConnectError, not retried until the operation timeout (120 s,
+    past the bound)."""
     port = free_port()
-    client = magnetar.Client(f"pulsar://127.0.0.1:{port}", connect_timeout=2.0, operation_timeout=5.0)
+    client = magnetar.Client(f"pulsar://127.0.0.1:{port}", connect_timeout=2.0, operation_timeout=120.0)
     try:
-        t0 = time.monotonic()
         with pytest.raises(magnetar.ConnectError):
-            bounded(lambda: client.create_producer("t"), 15, "create_producer on a closed port")
-        assert time.monotonic() - t0 < 2.0 + 1.0
+            bounded(lambda: client.create_producer("t"), 30, "create_producer on a closed port")
     finally:
         client.close()
 
 
 def test_connect_to_a_silent_server_fails_within_connect_timeout(proxy: FaultProxy) -> None:
-    """TCP connects but the handshake is never answered (blackholed from the start)."""
+    """TCP connects but the handshake is never answered (blackholed from the start): the
+    connect timeout (1.5 s) ends it ("connect timed out"), not the operation timeout (120 s,
+    past the bound)."""
     proxy.blackhole(True)
-    client = magnetar.Client(proxy.service_url, connect_timeout=1.5, operation_timeout=5.0)
+    client = magnetar.Client(proxy.service_url, connect_timeout=1.5, operation_timeout=120.0)
     try:
-        t0 = time.monotonic()
-        with pytest.raises((magnetar.ConnectError, magnetar.Timeout)):
-            bounded(lambda: client.create_producer("t"), 15, "create_producer on a silent server")
-        assert time.monotonic() - t0 < 1.5 + 1.0
+        with pytest.raises((magnetar.ConnectError, magnetar.Timeout), match="connect"):
+            bounded(lambda: client.create_producer("t"), 30, "create_producer on a silent server")
     finally:
         proxy.blackhole(False)
         client.close()

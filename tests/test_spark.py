@@ -366,15 +366,14 @@ def test_streaming_available_now_restarts_from_checkpoint_exactly_once(
     # ~200 messages/s while the query is started, stopped and restarted three times.
     producing = _KeepProducing(conf, topic, per_tick=10, tick=0.05)
     try:
-        time.sleep(1.0)
+        assert wait_until(lambda: producing.sent >= 200, 60), "the producer did not get going"
         first = run_available_now()
         assert sum(first) > 0 and max(first) <= 1000
 
         # A continuous query stopped in the middle of its work, then restarted from the checkpoint.
         q = start(processingTime="200 milliseconds")
-        deadline = time.time() + 120
-        while time.time() < deadline and len([p for p in q.recentProgress if p["numInputRows"]]) < 2:
-            time.sleep(0.2)
+        assert wait_until(lambda: len([p for p in q.recentProgress if p["numInputRows"]]) >= 2, 120, 0.2), \
+            "the continuous query read nothing"
         q.stop()
         assert q.exception() is None
 

@@ -161,11 +161,30 @@ def test_stats_interval_logs_a_line_per_producer_and_consumer(
     assert topic in line.getMessage() and "latency ms p50" in line.getMessage()
 
 
-def test_stats_interval_is_off_by_default(service_url: str) -> None:
+def test_stats_interval_is_off_by_default(clients: Any, service_url: str, topic: str,
+                                         caplog: pytest.LogCaptureFixture) -> None:
+    """A client left at its defaults logs no statistics line, while a client beside it with
+    ``stats_interval=0.2``, doing the same, logs one for its producer several times over."""
     with pytest.raises(magnetar.InvalidConfiguration):
         magnetar.Client(service_url, stats_interval=-1)
     magnetar.Client(service_url, stats_interval=None).close()
     magnetar.Client(service_url, stats_interval=0).close()
+    caplog.set_level(logging.INFO, logger="magnetar")
+    quiet_topic, logged_topic = topic + "-default", topic + "-logged"
+    for c, t in ((clients(service_url), quiet_topic), (clients(service_url, stats_interval=0.2), logged_topic)):
+        producer = c.create_producer(t)
+        consumer = c.subscribe(t, "s", initial_position="earliest")
+        producer.send(b"x")
+        consumer.ack(consumer.receive(timeout=10))
+
+    def stats_lines(t: str) -> list[str]:
+        """The periodic lines ("producer NAME on TOPIC: ...", "consumer SUB on TOPIC: ...")."""
+        return [r.getMessage() for r in caplog.records
+                if r.name in ("magnetar.producer", "magnetar.consumer") and f" on {t}: " in r.getMessage()]
+
+    # several periods of the logging client: its producer and consumer have logged 3 times each
+    assert wait_until(lambda: len(stats_lines(logged_topic)) >= 6, 30), stats_lines(logged_topic)
+    assert stats_lines(quiet_topic) == []
 
 
 _COMPONENTS = r"""

@@ -75,18 +75,27 @@ def test_key_shared_options_are_checked(client: magnetar.Client, topic: str, opt
         client.subscribe(topic, "ks", **options)
 
 
-def test_compat_sticky_key_shared_policy(compat: pulsar.Client, topic: str) -> None:
-    def policy(ranges: list[tuple[int, int]]) -> pulsar.ConsumerKeySharedPolicy:
-        return pulsar.ConsumerKeySharedPolicy(key_shared_mode=pulsar.KeySharedMode.Sticky,
-                                              allow_out_of_order_delivery=True, sticky_ranges=ranges)
+def test_compat_sticky_key_shared_policy(compat: pulsar.Client, topic: str, broker: Standalone) -> None:
+    """The official API's sticky ranges reach the broker: each consumer gets exactly the keys
+    whose hash falls in its own (uneven, so unlike any automatic split) ranges."""
+    ranges = [[(0, 9999), (40000, 49999)], [(10000, 39999), (50000, 65535)]]
 
-    consumers = [compat.subscribe(topic, "ks", consumer_type=pulsar.ConsumerType.KeyShared, key_shared_policy=p)
-                 for p in (policy([(0, 30000)]), policy([(30001, 65535)]))]
+    def policy(mine: list[tuple[int, int]]) -> pulsar.ConsumerKeySharedPolicy:
+        return pulsar.ConsumerKeySharedPolicy(key_shared_mode=pulsar.KeySharedMode.Sticky,
+                                              allow_out_of_order_delivery=True, sticky_ranges=mine)
+
+    consumers = [compat.subscribe(topic, "ks", consumer_type=pulsar.ConsumerType.KeyShared, key_shared_policy=policy(r))
+                 for r in ranges]
     producer = compat.create_producer(topic)
-    for i in range(30):
-        producer.send(b"%d" % i, partition_key=f"key-{i % 15}")
-    got = [m for c in consumers for m in drain(c, lambda c: c.receive(1000))]
-    assert sorted(int(m.data()) for m in got) == list(range(30))
+    for i in range(60):
+        producer.send(b"%d" % i, partition_key=f"key-{i % 20}")
+    got = [drain(c, lambda c: c.receive(1000)) for c in consumers]
+    assert sorted(int(m.data()) for ms in got for m in ms) == list(range(60))
+    for mine, msgs in zip(ranges, got):
+        # The broker places a key by Murmur3_32 of the key modulo 65536.
+        hashes = {magnetar._core._key_hash(m.partition_key(), "murmur3") % 65536 for m in msgs}
+        assert hashes and all(any(a <= h <= b for a, b in mine) for h in hashes), (mine, hashes)
+    assert broker.topic_stats(topic)["subscriptions"]["ks"]["keySharedMode"] == "STICKY"
 
 
 # -- pattern subscriptions -----------------------------------------------------------------------

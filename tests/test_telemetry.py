@@ -11,6 +11,7 @@ import pytest
 
 import magnetar
 from conftest import Api
+from magnetar.testing.faults import free_port
 from waiting import wait_until
 
 # opentelemetry-sdk is a hard test dependency (requirements-dev.txt): missing, this module fails; it never skips.
@@ -93,7 +94,12 @@ def test_metrics_under_both_names(otel: Otel, api: Api, topic: str) -> None:
     assert _value(otel.points("pulsar.client.consumer.message.nack", **sub)) == 1
     assert _value(otel.points("pulsar.client.consumer.message.dlq", **sub)) == 0
     assert _value(otel.points("pulsar.client.connection.opened")) >= 1
-    assert _value(otel.points("pulsar.client.connection.failed")) >= 0
+    # A connection that fails is counted: a client with nothing listening at its address.
+    failed_before = _value(otel.points("pulsar.client.connection.failed"))
+    with magnetar.Client(f"pulsar://127.0.0.1:{free_port()}", connect_timeout=1.0, operation_timeout=2.0) as nowhere:
+        with pytest.raises(magnetar.ConnectError):
+            nowhere.create_producer(topic)
+        assert _value(otel.points("pulsar.client.connection.failed")) > failed_before
     lookups = otel.points("pulsar.client.lookup.duration", **{"pulsar.lookup.type": "topic"})
     assert sum(p.count for p in lookups) >= 1
     # A later collection adds only what happened since.

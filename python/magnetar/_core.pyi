@@ -452,7 +452,8 @@ def _io_threads(threads: int) -> int:
     the engine starts takes effect)."""
 
 def _panic_in_engine() -> None:
-    """Panics inside an engine task (tests only): raises PulsarError."""
+    """Panics inside an engine task (a test hook): raises PulsarError; InvalidConfiguration
+    unless ``MAGNETAR_TEST_HOOKS=1`` is in the environment at the call."""
 
 def _duration_seconds(value: object, what: str, unlimited_ok: bool = True) -> float | None:
     """A user's duration in seconds, read as every engine duration is: None for no limit (None,

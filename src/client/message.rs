@@ -104,6 +104,7 @@ pub struct Message {
 impl Message {
     /// A message as first delivered, outside a batch and any chunking, on the first connection
     /// of its sub-consumer: the fixtures of tests and fuzz targets start from it.
+    #[cfg(any(test, feature = "fuzzing"))]
     pub(crate) fn delivered(topic: Arc<str>, id: MessageId, payload: Bytes, metadata: MessageMetadata) -> Message {
         Message {
             topic,

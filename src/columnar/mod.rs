@@ -9,13 +9,14 @@
 //!   columns ([`schema_read::ValueSchema`]).
 //! - [`schema_write`]: rows encoded with the topic's Avro, JSON or primitive schema
 //!   ([`schema_write::ValueEncoder`]; the primitives in [`primitive_write`]).
-//! - [`fuzzing`]: the harness of the `schema` fuzzer (docs/fuzzing.md).
+//! - `fuzzing`: the harness of the `schema` fuzzer (docs/fuzzing.md; with the `fuzzing` feature).
 //! - [`write`]: the rows of a `RecordBatch` into [`OutgoingMessage`](crate::client::OutgoingMessage)s.
 //!
 //! Errors are the client layer's ([`crate::client::Error`]); a column of the wrong type is
 //! `InvalidConfiguration`. Nothing here knows Python: the Arrow C Data Interface glue lives in
 //! `python/arrow.rs`.
 
+#[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzzing;
 pub mod primitive_write;
 pub mod read;

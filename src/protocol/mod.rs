@@ -13,6 +13,7 @@ pub mod crypto;
 pub mod entry;
 pub mod error;
 pub mod frame;
+#[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzzing;
 pub mod hash;
 mod redacted;

@@ -103,9 +103,16 @@ fn _io_threads(threads: usize) -> usize {
     runtime::request_io_threads(threads)
 }
 
-/// Panics inside an engine task, to prove the panic arrives as a `PulsarError` (tests only).
+/// Panics inside an engine task, to prove the panic arrives as a `PulsarError`. A test hook:
+/// it runs only while `MAGNETAR_TEST_HOOKS=1` is in the environment, read at each call (the
+/// tests set it around the call), so the wheel users install cannot panic a task through it.
 #[pyfunction]
 fn _panic_in_engine(py: Python<'_>) -> PyResult<()> {
+    if std::env::var_os("MAGNETAR_TEST_HOOKS").is_none_or(|v| v != "1") {
+        return Err(errors::invalid(
+            "_panic_in_engine is a test hook: it runs only with MAGNETAR_TEST_HOOKS=1 in the environment",
+        ));
+    }
     runtime::wait(py, async {
         if std::hint::black_box(true) {
             panic!("deliberate test panic");
