@@ -90,18 +90,21 @@ class _AsyncReceiving:
     _core: Any
     _arrow: ArrowReads
 
-    async def _arrow_columns(self, options: dict[str, Any]) -> Columns:
+    async def _arrow_columns(self, options: Mapping[str, Any]) -> Columns:
         """The columns of an Arrow read with ``options`` (the topic's schema fetched once)."""
         key = self._arrow.key(options)
         made = self._arrow.cached(key)
         if made is None:
             topics = self._core.topics
             client = self._arrow.client
-            schemas = {t: await call(client.get_schema, t, None) for t in self._arrow.schema_topics(key, topics)}
+            schemas = {}
+            if client is not None:
+                for t in self._arrow.schema_topics(key, topics):
+                    schemas[t] = await call(client.get_schema, t, None)
             made = self._arrow.make(key, topics, schemas)
         return made
 
-    async def _receive_arrow(self, max_rows: int, timeout: float | None, options: dict[str, Any]) -> pa.RecordBatch:
+    async def _receive_arrow(self, max_rows: int, timeout: float | None, options: Mapping[str, Any]) -> pa.RecordBatch:
         made = await self._arrow_columns(options)
         return to_batch(await call(self._core.receive_arrow, made.layout, max_rows, timeout))
 
@@ -241,7 +244,7 @@ class AsyncReader(_AsyncReceiving, ReaderHandle):
         return self._stream(until, max_rows, timeout, columns)
 
     async def _stream(self, until: MessageId | str, max_rows: int, timeout: float | None,
-                      columns: dict[str, Any]) -> AsyncIterator[pa.RecordBatch]:
+                      columns: Mapping[str, Any]) -> AsyncIterator[pa.RecordBatch]:
         made = await self._arrow_columns(columns)
         last = await self.get_last_message_id() if until == "now" else None
         end = StreamEnd(self._core.topics, stream_end(until, lambda: last), timeout)

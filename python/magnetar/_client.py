@@ -69,7 +69,7 @@ class _Receiving:
     _core: _core._Consumer
     _arrow: ArrowReads
 
-    def _arrow_columns(self, options: dict[str, Any]) -> Columns:
+    def _arrow_columns(self, options: Mapping[str, Any]) -> Columns:
         """The columns of an Arrow read with ``options`` (the topic's schema fetched once)."""
         key = self._arrow.key(options)
         made = self._arrow.cached(key)
@@ -80,7 +80,7 @@ class _Receiving:
             made = self._arrow.make(key, topics, {t: client.get_schema(t, None) for t in wanted} if client else {})
         return made
 
-    def _receive_arrow(self, max_rows: int, timeout: float | None, options: dict[str, Any]) -> pa.RecordBatch:
+    def _receive_arrow(self, max_rows: int, timeout: float | None, options: Mapping[str, Any]) -> pa.RecordBatch:
         return to_batch(self._core.receive_arrow(self._arrow_columns(options).layout, max_rows, timeout))
 
     def close(self) -> None:
@@ -306,8 +306,9 @@ class Reader(_Receiving, ReaderHandle):
         of batches of up to ``max_rows``. The reader must read one partition (a plain topic, or
         one partition of a partitioned one). ``timeout``: the longest wait for a message that
         must come (:class:`~magnetar.Timeout`). ``reader.__arrow_c_stream__`` is this stream
-        up to now, so ``polars.from_arrow(reader)``, ``pyarrow.table(reader)`` and DuckDB's
-        ``select ... from reader`` take a topic directly."""
+        up to now, so ``pyarrow.table(reader)``, ``polars.DataFrame(reader)`` and DuckDB's
+        ``select ... from reader`` take a topic directly (``polars.from_arrow`` takes the
+        ``RecordBatchReader`` this returns)."""
         import pyarrow
 
         made = self._arrow_columns(columns)

@@ -10,7 +10,7 @@ pyarrow is needed only by these calls, imported when they are first used.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from . import _core
@@ -116,7 +116,7 @@ class ArrowReads:
         self._layouts: dict[tuple[Any, ...], Columns] = {}
 
     @staticmethod
-    def key(options: dict[str, Any]) -> tuple[Any, ...]:
+    def key(options: Mapping[str, Any]) -> tuple[Any, ...]:
         """The options checked against their declaration, as a cache key."""
         o = resolve(ArrowColumns, options, "read_arrow")
         columns = o["columns"]

@@ -128,8 +128,8 @@ def run_read(args: argparse.Namespace) -> int:
     if args.output in Output.ARROW_FORMATS:
         with open_client(args) as client, \
                 client.create_reader(args.topic, args.start, **given_options(args, ReaderOptions)) as reader:
-            at_end = (lambda: not reader.has_message_available()) if args.exit_at_end else None
-            arrow_out.write_batches(args, reader.read_arrow, None, at_end)
+            arrow_out.write_batches(args, reader.read_arrow, None,
+                                    (lambda: not reader.has_message_available()) if args.exit_at_end else None)
         return 0
     output = Output(args.output, sys.stdout.buffer)
     arrow_out.check_no_file(args)
