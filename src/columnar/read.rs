@@ -253,9 +253,9 @@ impl Layout {
             Column::Value => binaries(msgs, |m| Some(&m.payload[..])),
             Column::Topic if self.per_message => strings(msgs, |m| Some(base_topic(&m.topic))),
             Column::PartitionName if self.per_message => strings(msgs, |m| Some(&m.topic[..])),
-            Column::Partition if self.per_message => Arc::new(Int32Array::from_iter_values(
-                msgs.iter().map(|m| m.id.partition),
-            )),
+            Column::Partition if self.per_message => {
+                Arc::new(Int32Array::from_iter_values(msgs.iter().map(|m| m.id.partition)))
+            }
             Column::Topic => repeated(n, &self.topic),
             Column::PartitionName => repeated(n, &self.partition_name),
             Column::Partition => Arc::new(Int32Array::from(vec![self.partition; n])),

@@ -193,7 +193,10 @@ fn a_per_message_layout_takes_each_rows_topic_and_partition_from_its_message() {
         (topics.value(0), topics.value(1)),
         ("persistent://public/default/p", "persistent://public/default/plain")
     );
-    assert_eq!(batch.column(1).as_primitive::<Int32Type>().values().to_vec(), vec![2, -1]);
+    assert_eq!(
+        batch.column(1).as_primitive::<Int32Type>().values().to_vec(),
+        vec![2, -1]
+    );
     assert_eq!(
         batch.column(2).as_string::<i32>().value(0),
         "persistent://public/default/p-partition-2"

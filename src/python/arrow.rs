@@ -118,12 +118,14 @@ pub fn row_ids(data: &Bound<'_, PyAny>) -> PyResult<Vec<client::MessageId>> {
             ));
         };
         let Some(col) = col.as_binary_opt::<i32>() else {
-            return Err(invalid(format!("the message id column must be binary, not {}", col.data_type())));
+            return Err(invalid(format!(
+                "the message id column must be binary, not {}",
+                col.data_type()
+            )));
         };
         let names = column("__topic").and_then(|c| c.as_string_opt::<i32>().cloned());
         let topics = column("topic").and_then(|c| c.as_string_opt::<i32>().cloned());
-        let parts = column("partition")
-            .and_then(|c| c.as_primitive_opt::<arrow_array::types::Int32Type>().cloned());
+        let parts = column("partition").and_then(|c| c.as_primitive_opt::<arrow_array::types::Int32Type>().cloned());
         for row in 0..b.num_rows() {
             if col.is_null(row) {
                 return Err(invalid(format!("row {row} has no message id")));

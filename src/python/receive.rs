@@ -75,7 +75,16 @@ pub(super) fn receive_arrow(
     deadline: Option<Instant>,
     future: Py<PyAny>,
 ) -> PyResult<()> {
-    start(py, consumer, None, Some(rows), dispatch, Want::Rows(max_rows), deadline, future)
+    start(
+        py,
+        consumer,
+        None,
+        Some(rows),
+        dispatch,
+        Want::Rows(max_rows),
+        deadline,
+        future,
+    )
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -146,7 +155,13 @@ impl Arrival {
             return Ok(());
         }
         let this = slf.get();
-        let outcome = match take(slf.py(), &this.consumer, this.schema.as_ref(), this.layout.as_ref(), this.want) {
+        let outcome = match take(
+            slf.py(),
+            &this.consumer,
+            this.schema.as_ref(),
+            this.layout.as_ref(),
+            this.want,
+        ) {
             Ok(Some(value)) => Ok(value),
             Ok(None) if this.deadline.is_some_and(|d| d <= Instant::now()) => this.timed_out(slf.py()),
             Ok(None) => {
@@ -200,7 +215,10 @@ impl Arrival {
 /// The Arrow batch of `msgs` in `layout`'s columns.
 fn rows(py: Python<'_>, layout: Option<&Rows>, msgs: Vec<client::Message>) -> PyResult<Py<PyAny>> {
     let Some((layout, scan)) = layout else {
-        return Err(to_pyerr(Error::new(ErrorKind::Other, "an Arrow receive without columns")));
+        return Err(to_pyerr(Error::new(
+            ErrorKind::Other,
+            "an Arrow receive without columns",
+        )));
     };
     let batch = batch_of(py, layout.get(), scan.as_ref().map(|s| s.get()), msgs)?;
     Ok(Bound::new(py, batch)?.into_any().unbind())
