@@ -262,3 +262,18 @@ def test_the_cli_writes_parquet_and_an_arrow_stream(service_url: str, client: ma
     out = ok(cli("read", topic, "--exit-at-end", "--output", "arrow", "--url", service_url))
     stream = pa.ipc.open_stream(out).read_all()
     assert stream.column("value").to_pylist() == [b"v%d" % i for i in range(7)] + [b"marker"]
+
+
+def test_a_partitioned_topic_with_a_schema_gives_its_fields(api: Api, broker: Standalone, topic: str) -> None:
+    broker.create_partitioned_topic(topic, 2)
+    producer = api.call(api.client, "create_producer", topic, schema=schema.AvroSchema(Reading))
+    consumer = api.call(api.client, "subscribe", topic, "s", initial_position="earliest")
+    api.call(producer, "send_arrow", pa.table({"sensor": ["a", "b", "c"], "celsius": [1.0, 2.0, 3.0],
+                                               "count": [1, 2, 3]}))
+    table = _rows(api, consumer, "receive_arrow", 3)
+    assert sorted(table.select(["sensor", "celsius", "count"]).to_pylist(), key=lambda r: r["sensor"]) == [
+        {"sensor": "a", "celsius": 1.0, "count": 1}, {"sensor": "b", "celsius": 2.0, "count": 2},
+        {"sensor": "c", "celsius": 3.0, "count": 3}]
+    api.call(consumer, "ack_arrow", table)
+    api.call(producer, "close")
+    api.call(consumer, "close")

@@ -134,12 +134,17 @@ class ArrowReads:
         return self._layouts.get(key)
 
     def schema_topics(self, key: tuple[Any, ...], topics: Sequence[str]) -> list[str]:
-        """The topics whose schema a layout of ``key`` needs (none without schema fields)."""
+        """The topics whose schema a layout of ``key`` needs (none without schema fields): one
+        name per topic, a partition's for a partitioned topic (whose own name the registry
+        lookup does not find)."""
         if not key[1]:
             return []
         if self._client is None:
             raise InvalidConfiguration("this consumer was not made by a magnetar Client: pass schema_fields=False")
-        return sorted({_base(t) for t in topics})
+        one: dict[str, str] = {}
+        for t in sorted(topics):
+            one.setdefault(_base(t), t)
+        return list(one.values())
 
     def make(self, key: tuple[Any, ...], topics: Sequence[str], schemas: dict[str, Any]) -> Columns:
         """The layout of ``key`` for a handle of ``topics``, given the wire schemas of
