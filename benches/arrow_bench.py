@@ -10,7 +10,8 @@ its own subscription from the earliest message, in an order that rotates between
 
 - ``receive_arrow``: ``consumer.receive_arrow(max_rows=10_000)`` until every row came, and
   ``ack_arrow`` of each batch (the Arrow path a job uses);
-- ``receive_many``: the engine's raw batch receive, 1,000 ``Message`` objects a call, no acks;
+- ``receive_arrow (no ack)``: the same without acks, to tell the two apart;
+- ``receive_many (no ack)``: the engine's raw batch receive, 1,000 ``Message`` objects a call;
 - ``receive+ack``: the per-message path, ``receive()`` and ``ack(msg)`` for every message;
 
 and the sends, each to a fresh topic (batching 1000 messages / 128 KiB / 10 ms):
@@ -71,14 +72,15 @@ def _subscribe(client: Any, topic: str) -> Any:
                             receiver_queue_size=10_000)
 
 
-def read_arrow(client: Any, topic: str, n: int) -> int:
+def read_arrow(client: Any, topic: str, n: int, ack: bool = True) -> int:
     consumer = _subscribe(client, topic)
     got = 0
     while got < n:
         batch = consumer.receive_arrow(max_rows=ARROW_ROWS, timeout=10.0)
         if not batch.num_rows:
             break
-        consumer.ack_arrow(batch)
+        if ack:
+            consumer.ack_arrow(batch)
         got += batch.num_rows
     consumer.close()
     return got
@@ -147,7 +149,8 @@ def main(argv: list[str] | None = None) -> int:
                 _fill(client, topic, payloads)
                 runs: list[tuple[str, Callable[[], int]]] = [
                     ("receive_arrow + ack_arrow", lambda: read_arrow(client, topic, args.n)),
-                    ("receive_many", lambda: read_many(client, topic, args.n)),
+                    ("receive_arrow (no ack)", lambda: read_arrow(client, topic, args.n, ack=False)),
+                    ("receive_many (no ack)", lambda: read_many(client, topic, args.n)),
                     ("receive + ack", lambda: read_each(client, topic, args.n)),
                     ("send_arrow", lambda: send_arrow(client, table)),
                     ("send_many", lambda: send_many(client, payloads)),
