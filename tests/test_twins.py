@@ -31,6 +31,9 @@ ONLY_ASYNC = {"__aenter__", "__aexit__", "__aiter__"}
 # Waits, but is not a coroutine function: `AsyncClient.new_transaction()` returns an awaitable
 # that is also an async context manager, so `async with client.new_transaction() as txn` works.
 AWAITABLE_CONTEXTS = {"new_transaction"}
+# Waits, but is not a coroutine function: `AsyncReader.arrow_stream()` returns an async
+# iterator of record batches (`async for batch in reader.arrow_stream()`).
+ASYNC_ITERATORS = {"arrow_stream"}
 
 
 def public(cls: type) -> dict[str, Any]:
@@ -62,8 +65,8 @@ def test_twins_have_the_same_names_and_signatures(blocking: type, aio: type) -> 
 def test_async_twins_wait_exactly_where_the_blocking_ones_do(blocking: type, aio: type) -> None:
     """A blocking method that waits on the broker is a coroutine function on the async twin;
     one that never waits is a plain method on both."""
-    never_waits = {"ack", "ack_many", "ack_cumulative", "nack", "redeliver_unacknowledged", "pause", "resume",
-                   "__repr__", "__reduce__"}
+    never_waits = {"ack", "ack_many", "ack_cumulative", "ack_arrow", "nack", "redeliver_unacknowledged", "pause",
+                   "resume", "__repr__", "__reduce__"}
     if blocking.__name__ in ("Client", "Producer"):
         never_waits.add("stats")  # the engine's counters (Consumer.stats asks the broker)
     if blocking.__name__ == "Client":
@@ -74,6 +77,9 @@ def test_async_twins_wait_exactly_where_the_blocking_ones_do(blocking: type, aio
         if name in AWAITABLE_CONTEXTS:
             assert not inspect.iscoroutinefunction(member), name
             assert {"__await__", "__aenter__", "__aexit__"} <= set(dir(magnetar._transaction.OpeningTransaction))
+            continue
+        if name in ASYNC_ITERATORS:
+            assert inspect.isasyncgenfunction(getattr(aio, "_stream")) and not inspect.iscoroutinefunction(member)
             continue
         assert inspect.iscoroutinefunction(member) == (name not in never_waits), name
 

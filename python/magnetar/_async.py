@@ -16,13 +16,15 @@ from ._aio import call
 from ._core import Message, MessageId
 from ._handles import COMPLETED, ClientHandle, ConsumerHandle, ProducerHandle, ReaderHandle, documented
 from ._listener import AsyncListenerRunner, AsyncReaderListener
-from ._options import ConsumerOptions, MessageFields, ProducerOptions, ReaderOptions, Seconds, SendManyColumns, TimeLike, seek_target
+from ._columns import ArrowReads, Columns, StreamEnd, stream_end, to_arrow, to_batch
+from ._options import ArrowColumns, ArrowSendColumns, ConsumerOptions, MessageFields, ProducerOptions, ReaderOptions, Seconds, SendManyColumns, TimeLike, resolve, seek_target
 from ._table_view import AsyncTableView, TableViewOptions
 from ._transaction import AsyncTransaction, OpeningTransaction
 from .exceptions import AlreadyClosed, Timeout, TopicTerminated
 from .schema._schemas import SchemaInfo, schema_info, schema_version
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from typing import Unpack
 
 __all__ = ["AsyncClient", "AsyncConsumer", "AsyncProducer", "AsyncReader"]
@@ -48,6 +50,14 @@ class AsyncProducer(ProducerHandle):
         transaction.
         """
         return await call(self._core.send_many, payloads, **columns)
+
+    @documented(ArrowSendColumns)
+    async def send_arrow(self, data: Any, **columns: Unpack[ArrowSendColumns]) -> list[MessageId]:
+        """Sends every row of ``data`` and returns the message ids in row order once every
+        receipt is in (see :meth:`magnetar.Producer.send_arrow`)."""
+        o = resolve(ArrowSendColumns, columns, "send_arrow")
+        return await call(self._core.send_arrow_ids, to_arrow(data), o["value"], o["key"], o["properties"],
+                          o["event_time"], o["txn"])
 
     async def flush(self) -> None:
         """Sends open batches now and waits until every message sent so far is acknowledged.
@@ -78,6 +88,25 @@ class _AsyncReceiving:
 
     __slots__ = ()
     _core: Any
+    _arrow: ArrowReads
+
+    async def _arrow_columns(self, options: Mapping[str, Any]) -> Columns:
+        """The columns of an Arrow read with ``options`` (the topic's schema fetched once)."""
+        key = self._arrow.key(options)
+        made = self._arrow.cached(key)
+        if made is None:
+            topics = self._core.topics
+            client = self._arrow.client
+            schemas = {}
+            if client is not None:
+                for t in self._arrow.schema_topics(key, topics):
+                    schemas[t] = await call(client.get_schema, t, None)
+            made = self._arrow.make(key, topics, schemas)
+        return made
+
+    async def _receive_arrow(self, max_rows: int, timeout: float | None, options: Mapping[str, Any]) -> pa.RecordBatch:
+        made = await self._arrow_columns(options)
+        return to_batch(await call(self._core.receive_arrow, made.layout, max_rows, timeout))
 
     def _next(self) -> Awaitable[Message]:
         """The next ``receive`` (or ``read_next``) of ``async for``: the coroutine itself, so
@@ -144,6 +173,14 @@ class AsyncConsumer(_AsyncReceiving, ConsumerHandle[Awaitable[None]]):
         msgs: list[Message] = self._core.try_receive_many(max_messages, timeout, max_bytes)
         return msgs if msgs else await call(self._core.receive_many, max_messages, timeout, max_bytes)
 
+    @documented(ArrowColumns)
+    async def receive_arrow(self, max_rows: int = 10_000, timeout: float | None = 0.1,
+                            **columns: Unpack[ArrowColumns]) -> pa.RecordBatch:
+        """Up to ``max_rows`` messages as one ``pyarrow.RecordBatch``: what is queued, else what
+        arrives within ``timeout`` (an empty batch when nothing does); see
+        :meth:`magnetar.Consumer.receive_arrow`. Cancelling it takes nothing."""
+        return await self._receive_arrow(max_rows, timeout, columns)
+
     def _next(self) -> Awaitable[Message]:
         return self.receive()
 
@@ -192,6 +229,33 @@ class AsyncReader(_AsyncReceiving, ReaderHandle):
         msgs: list[Message] = self._core.try_receive_many(max_messages, timeout)
         return msgs if msgs else await call(self._core.receive_many, max_messages, timeout)
 
+    @documented(ArrowColumns)
+    async def read_arrow(self, max_rows: int = 10_000, timeout: float | None = 0.1,
+                         **columns: Unpack[ArrowColumns]) -> pa.RecordBatch:
+        """Up to ``max_rows`` messages as one ``pyarrow.RecordBatch`` (see
+        :meth:`magnetar.Consumer.receive_arrow`)."""
+        return await self._receive_arrow(max_rows, timeout, columns)
+
+    @documented(ArrowColumns)
+    def arrow_stream(self, until: MessageId | str = "now", max_rows: int = 10_000, timeout: float | None = 10.0,
+                     **columns: Unpack[ArrowColumns]) -> AsyncIterator[pa.RecordBatch]:
+        """The record batches from the reader's position up to ``until``, as
+        :meth:`magnetar.Reader.arrow_stream` reads them, iterated with ``async for``."""
+        return self._stream(until, max_rows, timeout, columns)
+
+    async def _stream(self, until: MessageId | str, max_rows: int, timeout: float | None,
+                      columns: Mapping[str, Any]) -> AsyncIterator[pa.RecordBatch]:
+        made = await self._arrow_columns(columns)
+        last = await self.get_last_message_id() if until == "now" else None
+        end = StreamEnd(self._core.topics, stream_end(until, lambda: last), timeout)
+        while not end.done:
+            got = await call(self._core.receive_arrow, made.layout, max_rows, 0.2, end.scan)
+            batch = end.took(got)
+            if batch is not None:
+                yield batch
+            elif not got.messages_read and not end.idle(await self.has_message_available()):
+                return
+
     def _next(self) -> Awaitable[Message]:
         return self.read_next()
 
@@ -226,6 +290,7 @@ class AsyncClient(ClientHandle):
         s = _build.consumer(topic, subscription, options)
         core = await call(self._core.subscribe, *s.args, **s.engine_kwargs)
         handle = _interceptors.make(AsyncConsumer, s.interceptors, core, s.listener, s.concurrency)
+        handle._made_by(self._core)
         return s.hooks.bind(handle) if s.hooks is not None else handle
 
     @documented(ReaderOptions)
@@ -237,7 +302,9 @@ class AsyncClient(ClientHandle):
         core = await call(self._core.subscribe, *args)
         if at_time is not None:
             await call(core.seek, at_time)
-        return AsyncReader(core, listener)
+        reader = AsyncReader(core, listener)
+        reader._made_by(self._core)
+        return reader
 
     @documented(TableViewOptions)
     async def create_table_view(self, topic: str, **options: Unpack[TableViewOptions]) -> AsyncTableView:

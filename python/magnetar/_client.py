@@ -16,13 +16,15 @@ from . import _build, _core, _interceptors
 from ._core import Message, MessageId, SendFuture
 from ._handles import ClientHandle, ConsumerHandle, ProducerHandle, ReaderHandle, documented
 from ._listener import ListenerRunner, ReaderListener
-from ._options import ConsumerOptions, MessageFields, SendManyColumns, ProducerOptions, ReaderOptions, Seconds, TimeLike, seek_target
+from ._columns import ArrowReads, Columns, StreamEnd, stream_end, to_arrow, to_batch
+from ._options import ArrowColumns, ArrowSendColumns, ConsumerOptions, MessageFields, SendManyColumns, ProducerOptions, ReaderOptions, Seconds, TimeLike, resolve, seek_target
 from ._table_view import TableView, TableViewOptions
 from ._transaction import Transaction
 from .exceptions import AlreadyClosed, TopicTerminated
 from .schema._schemas import SchemaInfo, schema_info, schema_version
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from typing import Unpack
 
 __all__ = ["Client", "Consumer", "Producer", "Reader"]
@@ -65,6 +67,21 @@ class _Receiving:
 
     __slots__ = ()
     _core: _core._Consumer
+    _arrow: ArrowReads
+
+    def _arrow_columns(self, options: Mapping[str, Any]) -> Columns:
+        """The columns of an Arrow read with ``options`` (the topic's schema fetched once)."""
+        key = self._arrow.key(options)
+        made = self._arrow.cached(key)
+        if made is None:
+            topics = self._core.topics
+            client = self._arrow.client
+            wanted = self._arrow.schema_topics(key, topics)
+            made = self._arrow.make(key, topics, {t: client.get_schema(t, None) for t in wanted} if client else {})
+        return made
+
+    def _receive_arrow(self, max_rows: int, timeout: float | None, options: Mapping[str, Any]) -> pa.RecordBatch:
+        return to_batch(self._core.receive_arrow(self._arrow_columns(options).layout, max_rows, timeout))
 
     def close(self) -> None:
         raise NotImplementedError
@@ -137,6 +154,19 @@ class Producer(ProducerHandle):
         """
         return self._core.send_many(payloads, **columns)
 
+    @documented(ArrowSendColumns)
+    def send_arrow(self, data: Any, **columns: Unpack[ArrowSendColumns]) -> list[MessageId]:
+        """Sends every row of ``data`` (a ``pyarrow.Table`` or ``RecordBatch``, anything with
+        ``__arrow_c_stream__`` or ``__arrow_c_array__``, or a pandas DataFrame) and waits for
+        every receipt; returns the message ids in row order. The messages are built from the
+        columns in the engine, without a Python object per row; the first failure raises, with
+        how many failed (delivery is at-least-once: other rows may have been sent). On a
+        producer with a schema, the rows are encoded with it (see ``value``)."""
+        o = resolve(ArrowSendColumns, columns, "send_arrow")
+        ids: list[MessageId] = self._core.send_arrow_ids(to_arrow(data), o["value"], o["key"], o["properties"],
+                                                         o["event_time"], o["txn"])
+        return ids
+
     def flush(self) -> None:
         """Sends open batches now and waits until every message sent so far is acknowledged.
 
@@ -193,6 +223,15 @@ class Consumer(_Receiving, ConsumerHandle[None]):
         ``timeout`` seconds (possibly nothing)."""
         msgs: list[Message] = self._core.receive_many(max_messages, timeout, max_bytes)
         return msgs
+
+    @documented(ArrowColumns)
+    def receive_arrow(self, max_rows: int = 10_000, timeout: float | None = 0.1,
+                      **columns: Unpack[ArrowColumns]) -> pa.RecordBatch:
+        """Up to ``max_rows`` messages as one ``pyarrow.RecordBatch``, with the columns of the
+        Spark source's rows (see docs/arrow.md): what is queued, else what arrives within
+        ``timeout`` seconds (an empty batch when nothing does). Built in the engine without a
+        Python object per message. Acknowledge the rows with :meth:`ack_arrow`."""
+        return self._receive_arrow(max_rows, timeout, columns)
 
     def _next(self, timeout: float | None) -> Message:
         return self.receive(timeout)
@@ -252,6 +291,45 @@ class Reader(_Receiving, ReaderHandle):
         msgs: list[Message] = self._core.receive_many(max_messages, timeout)
         return msgs
 
+    @documented(ArrowColumns)
+    def read_arrow(self, max_rows: int = 10_000, timeout: float | None = 0.1,
+                   **columns: Unpack[ArrowColumns]) -> pa.RecordBatch:
+        """Up to ``max_rows`` messages as one ``pyarrow.RecordBatch`` (see
+        :meth:`magnetar.Consumer.receive_arrow`)."""
+        return self._receive_arrow(max_rows, timeout, columns)
+
+    @documented(ArrowColumns)
+    def arrow_stream(self, until: MessageId | str = "now", max_rows: int = 10_000, timeout: float | None = 10.0,
+                     **columns: Unpack[ArrowColumns]) -> pa.RecordBatchReader:
+        """The messages from the reader's position up to ``until`` (``"now"``: the topic's last
+        message when this is called; or a message id, included) as a ``pyarrow.RecordBatchReader``
+        of batches of up to ``max_rows``. The reader must read one partition (a plain topic, or
+        one partition of a partitioned one). ``timeout``: the longest wait for a message that
+        must come (:class:`~magnetar.Timeout`). ``reader.__arrow_c_stream__`` is this stream
+        up to now, so ``pyarrow.table(reader)``, ``polars.DataFrame(reader)`` and DuckDB's
+        ``select ... from reader`` take a topic directly (``polars.from_arrow`` takes the
+        ``RecordBatchReader`` this returns)."""
+        import pyarrow
+
+        made = self._arrow_columns(columns)
+        end = StreamEnd(self._core.topics, stream_end(until, self.get_last_message_id), timeout)
+        core = self._core
+
+        def batches() -> Iterator[pa.RecordBatch]:
+            while not end.done:
+                got = core.receive_arrow(made.layout, max_rows, 0.2, end.scan)
+                batch = end.took(got)
+                if batch is not None:
+                    yield batch
+                elif not got.messages_read and not end.idle(core.has_message_available()):
+                    return
+
+        return pyarrow.RecordBatchReader.from_batches(made.schema, batches())
+
+    def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
+        """The Arrow PyCapsule stream protocol: :meth:`arrow_stream` up to now."""
+        return self.arrow_stream().__arrow_c_stream__(requested_schema)
+
     def _next(self, timeout: float | None) -> Message:
         return self.read_next(timeout)
 
@@ -297,6 +375,7 @@ class Client(ClientHandle):
         s = _build.consumer(topic, subscription, options)
         handle = _interceptors.make(Consumer, s.interceptors, self._core.subscribe(*s.args, **s.engine_kwargs),
                                     s.listener, s.concurrency)
+        handle._made_by(self._core)
         return s.hooks.bind(handle) if s.hooks is not None else handle
 
     @documented(ReaderOptions)
@@ -308,7 +387,9 @@ class Client(ClientHandle):
         core = self._core.subscribe(*args)
         if at_time is not None:
             core.seek(at_time)
-        return Reader(core, listener)
+        reader = Reader(core, listener)
+        reader._made_by(self._core)
+        return reader
 
     @documented(TableViewOptions)
     def create_table_view(self, topic: str, **options: Unpack[TableViewOptions]) -> TableView:

@@ -366,6 +366,8 @@ class _Producer:
         """Sends many; every ``MessageId`` once all receipts are in."""
     def send_arrow(self, data: Any, value: str = "value", key: str | None = None, properties: str | None = None, event_time: str | None = None, txn: Any = None, encoder: _ValueEncoder | None = None) -> _Receipts:
         """Queues every row of an Arrow batch or table; its receipts once all are queued."""
+    def send_arrow_ids(self, data: Any, value: str = "value", key: str | None = None, properties: str | None = None, event_time: str | None = None, txn: Any = None, encoder: _ValueEncoder | None = None, *, future: _Future | None = None) -> Any:
+        """Sends every row of an Arrow batch or table; every ``MessageId`` once all receipts are in."""
     def flush(self, *, future: _Future | None = None) -> None:
         """Flushes and waits."""
     def close(self, *, future: _Future | None = None) -> None:
@@ -402,10 +404,14 @@ class _Consumer:
         """Up to ``max_messages`` queued messages, without waiting (``timeout`` is only checked)."""
     def receive_many(self, max_messages: int = 100, timeout: float | None = None, max_bytes: int | None = None, *, future: _Future | None = None) -> Any:
         """Up to ``max_messages`` (blocking); with ``future``, as ``receive``."""
-    def receive_arrow(self, layout: _ArrowLayout, max_rows: int, timeout: float | None = None, scan: _RangeScan | None = None) -> _ArrowBatch:
-        """Up to ``max_rows`` messages as one Arrow batch of ``layout``'s columns;
+    def receive_arrow(self, layout: _ArrowLayout, max_rows: int, timeout: float | None = None, scan: _RangeScan | None = None, *, future: _Future | None = None) -> Any:
+        """Up to ``max_rows`` messages as one ``_ArrowBatch`` of ``layout``'s columns (with
+        ``future``, completes it with one: what is queued once something is);
         :class:`~magnetar.SchemaDecodeError` when a payload does not decode with the layout's
         ``_ValueSchema`` (naming the topic, the message id and the schema version)."""
+    def ack_arrow(self, data: Any) -> int:
+        """Acknowledges every row of an Arrow batch or table by its message id column; the
+        number of rows."""
     def ack(self, message: Message | MessageId, txn: Any = None) -> None:
         """Acknowledges one message (inside ``txn`` when given)."""
     def ack_many(self, messages: Iterable[Message | MessageId]) -> None:
@@ -488,7 +494,8 @@ def _inject_actor_panic(topic: str) -> int:
 class _ArrowLayout:
     """The columns a bulk read fills (the fields of an Arrow schema), checked once."""
 
-    def __new__(cls, schema: Any, topic: str, partition: int, values: _ValueSchema | None = None) -> _ArrowLayout: ...
+    def __new__(cls, schema: Any, topic: str, partition: int, values: _ValueSchema | None = None, *,
+                per_message: bool = False) -> _ArrowLayout: ...
 
 @final
 class _ValueSchema:

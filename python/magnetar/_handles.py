@@ -9,6 +9,7 @@ import logging
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Generator, Generic, Iterable, NoReturn, TypeVar
 
 from . import _build, _core, telemetry
+from ._columns import ArrowReads
 from ._core import Message, MessageId
 from ._failover import AutoClusterFailover
 from ._options import ClientOptions, ClusterOptions, option_docs
@@ -121,11 +122,17 @@ COMPLETED = Completed()
 class _Receiving(_Handle):
     """What consumers and readers share."""
 
-    __slots__ = ()
+    __slots__ = ("_arrow",)
+    _arrow: ArrowReads
 
     def __init__(self, core: _core._Consumer) -> None:
         self._core = core
+        self._arrow = ArrowReads(None)
         telemetry.register(self)
+
+    def _made_by(self, client: _core._Client) -> None:
+        """Tells the handle its client, which fetches the topic's schema for Arrow reads."""
+        self._arrow = ArrowReads(client)
 
     @property
     def topics(self) -> list[str]:
@@ -174,6 +181,15 @@ class ConsumerHandle(_Receiving, Generic[Done]):
         """Acknowledges every message up to this one (not on Shared subscriptions); with
         ``txn``, as part of the transaction (see :meth:`ack`)."""
         self._core.ack_cumulative(message, txn)
+        return self._done
+
+    def ack_arrow(self, data: Any) -> Done:
+        """Acknowledges every row of ``data``, a record batch (or table) of ``receive_arrow``:
+        each message of its message id column (``message_id`` or ``__messageId``)
+        individually, a batched message by its own index, grouped and sent like :meth:`ack`
+        and routed to its partition (by the ``__topic``, or ``topic`` and ``partition``,
+        columns when the data has them). Never waits."""
+        self._core.ack_arrow(data)
         return self._done
 
     def nack(self, message: Message | MessageId) -> Done:

@@ -29,6 +29,8 @@ from .schema import Schema
 
 __all__ = [
     "AccessMode",
+    "ArrowColumns",
+    "ArrowSendColumns",
     "Authentication",
     "Backoff",
     "BatchingType",
@@ -43,6 +45,7 @@ __all__ = [
     "InitialPosition",
     "KeySharedMode",
     "MessageFields",
+    "MetadataColumns",
     "Opt",
     "ProducerOptions",
     "PatternTopics",
@@ -169,6 +172,18 @@ class CryptoFailureAction(_Choice):
     CONSUME = "consume"
     """Deliver it still encrypted (and compressed); ``msg.encryption.decryption_failed`` is
     True. A batch then comes as one message."""
+
+
+class MetadataColumns(_Choice):
+    """The names (and types) of the metadata columns of a read into Arrow (``read_arrow``,
+    ``receive_arrow``, the Spark source's ``metadataColumns``)."""
+
+    MAGNETAR = "magnetar"
+    """``key``, ``value``, ``topic``, ``partition``, ``message_id``, ``publish_time``,
+    ``event_time``, ``properties``, ``producer_name``, ``sequence_id``, ``redelivery_count``."""
+    CONNECTOR = "connector"
+    """pulsar-spark's: ``value``, ``__key`` (bytes), ``__topic`` (the partition's name),
+    ``__messageId``, ``__publishTime``, ``__eventTime``, ``__messageProperties``."""
 
 
 class Opt(NamedTuple):
@@ -332,6 +347,26 @@ class SendManyColumns(TypedDict, total=False):
     keys: Annotated[Union[Sequence[Union[str, None]], None], Opt(None, "Partition keys.")]
     properties: Annotated[Union[Sequence[Union[Mapping[str, str], None]], None], Opt(None, "User properties.")]
     event_times: Annotated[Union[Sequence[Union[TimeLike, None]], None], Opt(None, "Event times (datetimes or ms since the epoch).")]
+    txn: Annotated[Union[TransactionHandle, None], Opt(None, "A transaction that every message is sent in (``client.new_transaction()``).")]
+
+
+class ArrowColumns(TypedDict, total=False):
+    """The columns of a read into Arrow (``read_arrow``, ``receive_arrow``, the readers' Arrow
+    stream), as the Spark source's rows have them."""
+
+    metadata_columns: Annotated[Union[MetadataColumns, str], Opt(MetadataColumns.MAGNETAR, "Names of the metadata columns: ``magnetar`` (``key``, ``message_id``, ``publish_time``, ...) or ``connector`` (pulsar-spark's ``__key``, ``__messageId``, ...).", aliases=("metadataColumns",))]
+    schema_fields: Annotated[bool, Opt(True, "On a topic with an Avro or JSON record schema, one column per field of the decoded payload (a primitive schema: a typed ``value``) before the metadata columns; False: ``value`` stays bytes (as the Spark source with ``allowDifferentTopicSchemas``).")]
+    columns: Annotated[Union[Sequence[str], None], Opt(None, "Only these columns, in this order (None: all). Acknowledging the rows (``ack_arrow``) needs the message id column.")]
+
+
+class ArrowSendColumns(TypedDict, total=False):
+    """Which columns of the data ``send_arrow`` sends, as the Spark source's writes name them
+    (a column the data lacks is not set)."""
+
+    value: Annotated[str, Opt("value", "The payload column: binary or string, never null. On a topic with an Avro, JSON or primitive schema, the rows' other columns (a record) or this column (a primitive) are encoded with the topic's schema instead.")]
+    key: Annotated[Union[str, None], Opt("key", "The key column: string, or binary holding UTF-8.")]
+    properties: Annotated[Union[str, None], Opt("properties", "The properties column: a map of string to string.")]
+    event_time: Annotated[Union[str, None], Opt("event_time", "The event time column: a timestamp (one without a time zone is UTC) or milliseconds since the epoch.")]
     txn: Annotated[Union[TransactionHandle, None], Opt(None, "A transaction that every message is sent in (``client.new_transaction()``).")]
 
 

@@ -139,6 +139,9 @@ pub struct Layout {
     topic: String,
     partition: i32,
     partition_name: String,
+    /// Whether the topic and partition columns come from each message (a consumer or reader
+    /// of several partitions or topics) rather than from `topic` and `partition`.
+    per_message: bool,
     /// The topic's schema, when the payload's columns are decoded with it.
     values: Option<Arc<ValueSchema>>,
     /// The Arrow type of each decoded column asked for, by its index in `values`.
@@ -199,9 +202,19 @@ impl Layout {
             topic: topic.to_string(),
             partition,
             partition_name,
+            per_message: false,
             values,
             decoded,
         })
+    }
+
+    /// [`Layout::with_values`] for messages of any partitions and topics (a partitioned or
+    /// multi-topic consumer's): each row's topic, partition name and partition index are its
+    /// message's own. `topic` only names the read in errors.
+    pub fn per_message(schema: SchemaRef, topic: &str, values: Option<Arc<ValueSchema>>) -> Result<Layout> {
+        let mut layout = Layout::with_values(schema, topic, -1, values)?;
+        layout.per_message = true;
+        Ok(layout)
     }
 
     /// The schema of every batch built.
@@ -238,6 +251,11 @@ impl Layout {
             Column::Key => strings(msgs, |m| m.key()),
             Column::KeyBytes => binaries(msgs, |m| m.key().map(str::as_bytes)),
             Column::Value => binaries(msgs, |m| Some(&m.payload[..])),
+            Column::Topic if self.per_message => strings(msgs, |m| Some(base_topic(&m.topic))),
+            Column::PartitionName if self.per_message => strings(msgs, |m| Some(&m.topic[..])),
+            Column::Partition if self.per_message => {
+                Arc::new(Int32Array::from_iter_values(msgs.iter().map(|m| m.id.partition)))
+            }
             Column::Topic => repeated(n, &self.topic),
             Column::PartitionName => repeated(n, &self.partition_name),
             Column::Partition => Arc::new(Int32Array::from(vec![self.partition; n])),
@@ -274,6 +292,14 @@ fn binaries<'m>(msgs: &[&'m Message], get: impl Fn(&'m Message) -> Option<&'m [u
         b.append_option(get(m));
     }
     Arc::new(b.finish())
+}
+
+/// A partition's topic (`t` of `t-partition-3`), or the topic itself.
+fn base_topic(name: &str) -> &str {
+    match name.rfind("-partition-") {
+        Some(i) if name[i + "-partition-".len()..].parse::<u32>().is_ok() => &name[..i],
+        _ => name,
+    }
 }
 
 fn repeated(n: usize, s: &str) -> ArrayRef {

@@ -172,3 +172,33 @@ fn a_non_nullable_field_refuses_a_null() {
     let layout = Layout::new(schema, "t", 0).unwrap();
     assert!(layout.build(&[&message(0, None, &[], None)]).is_err());
 }
+
+#[test]
+fn a_per_message_layout_takes_each_rows_topic_and_partition_from_its_message() {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("topic", DataType::Utf8, true),
+        Field::new("partition", DataType::Int32, true),
+        Field::new("__topic", DataType::Utf8, true),
+    ]));
+    let layout = Layout::per_message(schema, "persistent://public/default/p", None).unwrap();
+    let mut a = message(0, None, &[], None);
+    a.topic = Arc::from("persistent://public/default/p-partition-2");
+    a.id.partition = 2;
+    let mut b = message(1, None, &[], None);
+    b.topic = Arc::from("persistent://public/default/plain");
+    b.id.partition = -1;
+    let batch = layout.build(&[&a, &b]).unwrap();
+    let topics = batch.column(0).as_string::<i32>();
+    assert_eq!(
+        (topics.value(0), topics.value(1)),
+        ("persistent://public/default/p", "persistent://public/default/plain")
+    );
+    assert_eq!(
+        batch.column(1).as_primitive::<Int32Type>().values().to_vec(),
+        vec![2, -1]
+    );
+    assert_eq!(
+        batch.column(2).as_string::<i32>().value(0),
+        "persistent://public/default/p-partition-2"
+    );
+}

@@ -100,6 +100,53 @@ pub fn import_batches(data: &Bound<'_, PyAny>) -> PyResult<Vec<RecordBatch>> {
     )))
 }
 
+/// The message ids of every row of `data` (a record batch or table of a read): its
+/// `message_id` (or `__messageId`) column, each id told its partition by the `__topic` column,
+/// or else by the `topic` and `partition` columns, when the data has them (a consumer of
+/// several topics routes each ack by it).
+pub fn row_ids(data: &Bound<'_, PyAny>) -> PyResult<Vec<client::MessageId>> {
+    use arrow_array::cast::AsArray;
+
+    let batches = import_batches(data)?;
+    let mut ids = Vec::with_capacity(batches.iter().map(RecordBatch::num_rows).sum());
+    for b in &batches {
+        let column = |name: &str| b.column_by_name(name);
+        let Some(col) = column("message_id").or_else(|| column("__messageId")) else {
+            return Err(invalid(
+                "the data has no message_id (or __messageId) column: keep it among the columns read to ack \
+                 the rows",
+            ));
+        };
+        let Some(col) = col.as_binary_opt::<i32>() else {
+            return Err(invalid(format!(
+                "the message id column must be binary, not {}",
+                col.data_type()
+            )));
+        };
+        let names = column("__topic").and_then(|c| c.as_string_opt::<i32>().cloned());
+        let topics = column("topic").and_then(|c| c.as_string_opt::<i32>().cloned());
+        let parts = column("partition").and_then(|c| c.as_primitive_opt::<arrow_array::types::Int32Type>().cloned());
+        for row in 0..b.num_rows() {
+            if col.is_null(row) {
+                return Err(invalid(format!("row {row} has no message id")));
+            }
+            let mut id = client::MessageId::deserialize(col.value(row))
+                .map_err(|e| invalid(format!("row {row}: not a message id: {e}")))?;
+            let name = match (&names, &topics, &parts) {
+                (Some(n), _, _) if n.is_valid(row) => Some(n.value(row).to_string()),
+                (_, Some(t), Some(p)) if t.is_valid(row) && p.is_valid(row) => Some(match p.value(row) {
+                    i if i < 0 => t.value(row).to_string(),
+                    i => format!("{}-partition-{i}", t.value(row)),
+                }),
+                _ => None,
+            };
+            id.topic = name.map(|n| std::sync::Arc::from(n.as_str()));
+            ids.push(id);
+        }
+    }
+    Ok(ids)
+}
+
 fn id_of(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<client::MessageId> {
     obj.cast::<PyMessageId>()
         .map(|id| id.get().inner.clone())
@@ -117,22 +164,29 @@ pub struct PyArrowLayout {
 #[pymethods]
 impl PyArrowLayout {
     /// `schema` (anything with `__arrow_c_schema__`) names the columns; `topic` and
-    /// `partition` (-1: not partitioned) fill the topic and partition columns. With `values`
-    /// (the topic's `_ValueSchema`), its columns are the payload decoded with it.
+    /// `partition` (-1: not partitioned) fill the topic and partition columns, or with
+    /// `per_message` each message's own do (a consumer of several partitions or topics). With
+    /// `values` (the topic's `_ValueSchema`), its columns are the payload decoded with it.
     #[new]
-    #[pyo3(signature = (schema, topic, partition, values=None))]
+    #[pyo3(signature = (schema, topic, partition, values=None, *, per_message=false))]
     fn new(
         schema: &Bound<'_, PyAny>,
         topic: &str,
         partition: i32,
         values: Option<&Bound<'_, PyValueSchema>>,
+        per_message: bool,
     ) -> PyResult<Self> {
-        let schema = import_schema(schema)?;
+        let schema = std::sync::Arc::new(import_schema(schema)?);
         let (decoder, fetch) = match values {
             Some(v) => (Some(v.get().inner.clone()), v.get().fetch.clone()),
             None => (None, None),
         };
-        let inner = Layout::with_values(std::sync::Arc::new(schema), topic, partition, decoder).map_err(to_pyerr)?;
+        let inner = if per_message {
+            Layout::per_message(schema, topic, decoder)
+        } else {
+            Layout::with_values(schema, topic, partition, decoder)
+        }
+        .map_err(to_pyerr)?;
         Ok(PyArrowLayout { inner, fetch })
     }
 }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
-use super::arrow::{self, PyArrowBatch, PyArrowLayout, PyRangeScan};
+use super::arrow::{self, PyArrowLayout, PyRangeScan};
 use super::convert;
 use super::errors::{invalid, to_pyerr};
 use super::fields_dict;
@@ -151,8 +151,10 @@ impl PyConsumer {
     /// Up to `max_rows` messages as one Arrow batch of `layout`'s columns: what is queued,
     /// waiting up to `timeout` seconds for a first message and briefly for more while fewer
     /// than `max_rows` came. With `scan`, only the messages of its range are kept. The columns
-    /// are built without the GIL; no Python object is made per message.
-    #[pyo3(signature = (layout, max_rows, timeout=None, scan=None))]
+    /// are built without the GIL; no Python object is made per message. With an asyncio
+    /// future, returns at once and completes it with what is queued once something is (an
+    /// empty batch at the timeout; a cancelled one takes nothing).
+    #[pyo3(signature = (layout, max_rows, timeout=None, scan=None, *, future=None))]
     fn receive_arrow(
         &self,
         py: Python<'_>,
@@ -160,13 +162,31 @@ impl PyConsumer {
         max_rows: usize,
         timeout: Option<&Bound<'_, PyAny>>,
         scan: Option<&Bound<'_, PyRangeScan>>,
-    ) -> PyResult<PyArrowBatch> {
+        future: Option<Py<PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
         self.guard.check()?;
         if max_rows == 0 {
             return Err(invalid("max_rows must be at least 1"));
         }
-        let msgs = self.gather(py, max_rows, convert::deadline(timeout)?)?;
-        arrow::batch_of(py, layout.get(), scan.map(|s| s.get()), msgs)
+        let deadline = convert::deadline(timeout)?;
+        if let Some(future) = future {
+            let rows = (layout.clone().unbind(), scan.map(|s| s.clone().unbind()));
+            receive::receive_arrow(py, &self.inner, &self.dispatch, rows, max_rows, deadline, future)?;
+            return Ok(py.None());
+        }
+        let msgs = self.gather(py, max_rows, deadline)?;
+        let batch = arrow::batch_of(py, layout.get(), scan.map(|s| s.get()), msgs)?;
+        Ok(Bound::new(py, batch)?.into_any().unbind())
+    }
+
+    /// Acknowledges every row of `data` (a record batch or table read from this consumer):
+    /// the ids of its message id column, each individually (a batched message's own index).
+    fn ack_arrow(&self, data: &Bound<'_, PyAny>) -> PyResult<usize> {
+        self.guard.check()?;
+        let ids = arrow::row_ids(data)?;
+        let n = ids.len();
+        self.inner.ack_many(ids).map_err(to_pyerr)?;
+        Ok(n)
     }
 
     #[pyo3(signature = (message, txn=None))]

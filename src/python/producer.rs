@@ -15,6 +15,7 @@ use super::types::{id_list, new_id, SendFuture};
 use crate::client::producer::WouldBlock;
 use crate::client::{self, Error};
 use crate::columnar;
+use crate::columnar::schema_write::ValueEncoder;
 use crate::columnar::write::Roles;
 
 // `close(*, future=None)` and `closed` come with it (see `engine_handle!`).
@@ -136,42 +137,52 @@ impl PyProducer {
         txn: Option<&Bound<'_, PyAny>>,
         encoder: Option<&Bound<'_, PyValueEncoder>>,
     ) -> PyResult<arrow::PyReceipts> {
-        self.guard.check()?;
-        let encoder = encoder.map(|e| e.get());
-        if self.schema.is_some() && encoder.is_none() {
-            return Err(super::errors::invalid(
-                "send_arrow sends the value column's bytes as they are; this producer has a schema",
-            ));
-        }
-        let txn = txn.filter(|t| !t.is_none()).map(transaction::of).transpose()?;
-        let batches = arrow::import_batches(data)?;
         let roles = Roles {
             value,
             key,
             properties,
             event_time,
         };
-        let msgs = gate::detach(py, || {
-            let mut all = Vec::with_capacity(batches.iter().map(|b| b.num_rows()).sum());
-            for b in &batches {
-                all.extend(match encoder {
-                    Some(e) => columnar::write::with_metadata(b, &roles, e.inner.messages(b)?)?,
-                    None => columnar::write::messages(b, &roles)?,
-                });
-            }
-            if let Some(t) = &txn {
-                for m in &mut all {
-                    m.txn = Some(t.clone());
-                }
-            }
-            Ok::<_, Error>(all)
-        })
-        .map_err(super::errors::to_pyerr)?;
-        drop(batches);
+        let msgs = self.arrow_messages(py, data, &roles, txn, encoder)?;
         let n = msgs.len();
         let p = self.inner.clone();
         let receipts = wait(py, async move { Ok(p.enqueue_many(msgs).await) })?;
         Ok(arrow::PyReceipts::new(receipts, n))
+    }
+
+    /// [`send_arrow`](Self::send_arrow), waiting for every receipt: the ids in row order
+    /// (the first failure raises, with how many failed). With an asyncio future, returns at
+    /// once and completes it.
+    #[pyo3(signature = (data, value="value", key=None, properties=None, event_time=None, txn=None, encoder=None, *, future=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn send_arrow_ids(
+        &self,
+        py: Python<'_>,
+        data: &Bound<'_, PyAny>,
+        value: &str,
+        key: Option<&str>,
+        properties: Option<&str>,
+        event_time: Option<&str>,
+        txn: Option<&Bound<'_, PyAny>>,
+        encoder: Option<&Bound<'_, PyValueEncoder>>,
+        future: Option<Py<PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let roles = Roles {
+            value,
+            key,
+            properties,
+            event_time,
+        };
+        let msgs = self.arrow_messages(py, data, &roles, txn, encoder)?;
+        let p = self.inner.clone();
+        let room = future.is_some().then(|| self.dispatch.clone());
+        let send = async move {
+            if let Some(room) = room {
+                room.room().await;
+            }
+            send_all(p, msgs).await
+        };
+        run(py, &self.dispatch, future, send, id_list)
     }
 
     #[pyo3(signature = (*, future=None))]
@@ -181,6 +192,57 @@ impl PyProducer {
 }
 
 impl PyProducer {
+    /// The messages of every row of `data` (see `send_arrow`), built without the GIL.
+    fn arrow_messages(
+        &self,
+        py: Python<'_>,
+        data: &Bound<'_, PyAny>,
+        roles: &Roles<'_>,
+        txn: Option<&Bound<'_, PyAny>>,
+        encoder: Option<&Bound<'_, PyValueEncoder>>,
+    ) -> PyResult<Vec<client::OutgoingMessage>> {
+        self.guard.check()?;
+        let own;
+        let encoder = match (encoder, &self.schema) {
+            (Some(e), _) => Some(&e.get().inner),
+            (None, Some(schema)) => {
+                own = self.schema_encoder(schema.bind(py))?;
+                own.as_ref()
+            }
+            (None, None) => None,
+        };
+        let txn = txn.filter(|t| !t.is_none()).map(transaction::of).transpose()?;
+        let batches = arrow::import_batches(data)?;
+        gate::detach(py, || {
+            let mut all = Vec::with_capacity(batches.iter().map(|b| b.num_rows()).sum());
+            for b in &batches {
+                all.extend(match encoder {
+                    Some(e) => columnar::write::with_metadata(b, roles, e.messages(b)?)?,
+                    None => columnar::write::messages(b, roles)?,
+                });
+            }
+            if let Some(t) = &txn {
+                for m in &mut all {
+                    m.txn = Some(t.clone());
+                }
+            }
+            Ok::<_, Error>(all)
+        })
+        .map_err(super::errors::to_pyerr)
+    }
+
+    /// The encoder of the rows of an Arrow send under this producer's `schema` (a
+    /// `magnetar.schema` object): None when its payloads are bytes (BYTES, PROTOBUF, ...), sent
+    /// as the value column has them.
+    fn schema_encoder(&self, schema: &Bound<'_, PyAny>) -> PyResult<Option<ValueEncoder>> {
+        let wire = schema.call_method0(pyo3::intern!(schema.py(), "_wire"))?;
+        if wire.is_none() {
+            return Ok(None);
+        }
+        let (_, kind, definition, _): (String, i32, Vec<u8>, Bound<'_, PyAny>) = wire.extract()?;
+        ValueEncoder::new(kind, &definition).map_err(|e| super::errors::invalid(format!("the producer's schema: {e}")))
+    }
+
     /// The message of `data` under this producer's schema (`fields`: the keyword arguments of
     /// `Producer.send`, or None), in the transaction the fields name.
     pub(super) fn outgoing(

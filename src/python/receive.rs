@@ -13,6 +13,7 @@ use std::time::Instant;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
+use super::arrow::{batch_of, PyArrowLayout, PyRangeScan};
 use super::dispatch::{complete_later, Dispatcher};
 use super::errors::to_pyerr;
 use super::runtime::runtime;
@@ -28,6 +29,9 @@ pub(super) enum Want {
     /// What is queued, up to this many messages of at most this many payload bytes together
     /// (one message in any case); a timeout gives an empty list.
     UpTo(usize, usize),
+    /// What is queued, up to this many messages, as one Arrow batch of the arrival's layout; a
+    /// timeout gives an empty batch.
+    Rows(usize),
 }
 
 /// One asyncio receive in flight: called with its future on the event loop's thread, it
@@ -37,6 +41,8 @@ pub(super) struct Arrival {
     consumer: client::Consumer,
     schema: Option<Arc<Binding>>,
     want: Want,
+    /// The columns of a `Want::Rows` receive, and the range scan that keeps its messages.
+    layout: Option<Rows>,
     deadline: Option<Instant>,
     dispatch: Arc<Dispatcher>,
     event_loop: Py<PyAny>,
@@ -53,8 +59,47 @@ pub(super) fn receive(
     deadline: Option<Instant>,
     future: Py<PyAny>,
 ) -> PyResult<()> {
+    start(py, consumer, schema, None, dispatch, want, deadline, future)
+}
+
+/// The columns of an Arrow receive, and the range scan that keeps its messages (all: None).
+pub(super) type Rows = (Py<PyArrowLayout>, Option<Py<PyRangeScan>>);
+
+/// [`receive`] of up to `max_rows` messages as one Arrow batch of `rows`' columns.
+pub(super) fn receive_arrow(
+    py: Python<'_>,
+    consumer: &client::Consumer,
+    dispatch: &Arc<Dispatcher>,
+    rows: Rows,
+    max_rows: usize,
+    deadline: Option<Instant>,
+    future: Py<PyAny>,
+) -> PyResult<()> {
+    start(
+        py,
+        consumer,
+        None,
+        Some(rows),
+        dispatch,
+        Want::Rows(max_rows),
+        deadline,
+        future,
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+fn start(
+    py: Python<'_>,
+    consumer: &client::Consumer,
+    schema: Option<&Arc<Binding>>,
+    layout: Option<Rows>,
+    dispatch: &Arc<Dispatcher>,
+    want: Want,
+    deadline: Option<Instant>,
+    future: Py<PyAny>,
+) -> PyResult<()> {
     let fut = future.bind(py);
-    if let Some(value) = take(py, consumer, schema, want)? {
+    if let Some(value) = take(py, consumer, schema, layout.as_ref(), want)? {
         fut.call_method1("set_result", (value,))?;
         return Ok(());
     }
@@ -62,6 +107,7 @@ pub(super) fn receive(
         consumer: consumer.clone(),
         schema: schema.cloned(),
         want,
+        layout,
         deadline,
         dispatch: dispatch.clone(),
         event_loop: fut.call_method0("get_loop")?.unbind(),
@@ -75,9 +121,17 @@ fn take(
     py: Python<'_>,
     consumer: &client::Consumer,
     schema: Option<&Arc<Binding>>,
+    layout: Option<&Rows>,
     want: Want,
 ) -> PyResult<Option<Py<PyAny>>> {
     match want {
+        Want::Rows(max) => {
+            let msgs = consumer.try_receive_many(max).map_err(to_pyerr)?;
+            if msgs.is_empty() {
+                return Ok(None);
+            }
+            rows(py, layout, msgs).map(Some)
+        }
         Want::One => match consumer.try_receive().map_err(to_pyerr)? {
             Some(m) => Ok(Some(new_message_with(py, m, schema)?.into_any())),
             None => Ok(None),
@@ -101,7 +155,13 @@ impl Arrival {
             return Ok(());
         }
         let this = slf.get();
-        let outcome = match take(slf.py(), &this.consumer, this.schema.as_ref(), this.want) {
+        let outcome = match take(
+            slf.py(),
+            &this.consumer,
+            this.schema.as_ref(),
+            this.layout.as_ref(),
+            this.want,
+        ) {
             Ok(Some(value)) => Ok(value),
             Ok(None) if this.deadline.is_some_and(|d| d <= Instant::now()) => this.timed_out(slf.py()),
             Ok(None) => {
@@ -126,6 +186,7 @@ impl Arrival {
                 "no message received within the timeout",
             ))),
             Want::UpTo(..) => Ok(PyList::empty(py).into_any().unbind()),
+            Want::Rows(_) => rows(py, self.layout.as_ref(), Vec::new()),
         }
     }
 
@@ -151,10 +212,23 @@ impl Arrival {
     }
 }
 
+/// The Arrow batch of `msgs` in `layout`'s columns.
+fn rows(py: Python<'_>, layout: Option<&Rows>, msgs: Vec<client::Message>) -> PyResult<Py<PyAny>> {
+    let Some((layout, scan)) = layout else {
+        return Err(to_pyerr(Error::new(
+            ErrorKind::Other,
+            "an Arrow receive without columns",
+        )));
+    };
+    let batch = batch_of(py, layout.get(), scan.as_ref().map(|s| s.get()), msgs)?;
+    Ok(Bound::new(py, batch)?.into_any().unbind())
+}
+
 /// What a `receive_many` wants that is queued now (`want` is `UpTo`).
 pub(super) fn take_now(consumer: &client::Consumer, want: Want) -> client::Result<Vec<client::Message>> {
     match want {
         Want::One => Ok(consumer.try_receive()?.into_iter().collect()),
+        Want::Rows(max) => consumer.try_receive_many(max),
         Want::UpTo(max, max_bytes) => consumer.try_receive_many_within(max, max_bytes),
     }
 }

@@ -249,6 +249,8 @@ class Output:
     """Where received messages go: ``raw`` (the payload and a newline) or ``jsonl``."""
 
     FORMATS = ("raw", "jsonl")
+    ARROW_FORMATS = ("parquet", "arrow")
+    """Formats written a record batch at a time (``cli/arrow_out.py``), to ``--file`` or stdout."""
 
     def __init__(self, fmt: str, stream: IO[bytes]) -> None:
         self.format = fmt

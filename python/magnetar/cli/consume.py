@@ -13,6 +13,7 @@ from typing import Any
 import magnetar
 from magnetar._options import ConsumerOptions, ReaderOptions
 
+from . import arrow_out
 from ._common import Output, add_client_arguments, given_options, non_negative_float, open_client, positive_int
 
 __all__ = ["CONSUMER_FLAGS", "CONSUMER_SKIPPED", "register", "run_consume", "run_read", "parse_start", "receive_loop"]
@@ -21,12 +22,14 @@ CONSUME_EXAMPLES = """examples:
   magnetar consume my-topic -s my-sub --from earliest -n 10
   magnetar consume my-topic -s my-sub --type shared --output jsonl --timeout 5
   magnetar consume my-topic -s audit --no-ack --output raw > payloads.bin
+  magnetar consume my-topic -s lake --from earliest --timeout 5 --output parquet --file my-topic.parquet
 """
 
 READ_EXAMPLES = """examples:
   magnetar read my-topic --start earliest --exit-at-end --output jsonl
   magnetar read my-topic --start 0801100218032004 -n 1
   magnetar read my-topic --start 2024-05-01T12:00:00 --timeout 2
+  magnetar read my-topic --exit-at-end --output arrow > my-topic.arrows
 """
 
 # A listener needs Python code, so its concurrency has nothing to act on.
@@ -73,10 +76,15 @@ def _add_receive_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("-n", "--count", type=positive_int, metavar="N", help="stop after N messages")
     p.add_argument("--timeout", type=non_negative_float, metavar="SECONDS",
                    help="stop when nothing arrives for this long (default: wait for ever)")
-    p.add_argument("-o", "--output", choices=Output.FORMATS, default="raw",
+    p.add_argument("-o", "--output", choices=Output.FORMATS + Output.ARROW_FORMATS, default="raw",
                    help="raw: each payload and a newline; jsonl: one JSON object per message with id, key, "
                         "properties, publish_time, event_time, redelivery_count and value "
-                        '(base64 with "encoding": "base64" when not UTF-8) (default: raw)')
+                        '(base64 with "encoding": "base64" when not UTF-8); parquet: a Parquet file (--file) '
+                        "of the Arrow read's columns; arrow: an Arrow IPC stream of them (default: raw)")
+    p.add_argument("-f", "--file", metavar="FILE",
+                   help="with --output parquet (required) or arrow: the file to write (arrow: default stdout)")
+    p.add_argument("--max-rows", type=positive_int, default=10_000, metavar="N",
+                   help="with --output parquet or arrow: most messages per record batch (default: 10000)")
 
 
 def parse_start(text: str) -> magnetar.MessageId | _dt.datetime:
@@ -96,9 +104,15 @@ def parse_start(text: str) -> magnetar.MessageId | _dt.datetime:
 
 
 def run_consume(args: argparse.Namespace) -> int:
-    output = Output(args.output, sys.stdout.buffer)
     topics = args.topic[0] if len(args.topic) == 1 else args.topic
     options = given_options(args, ConsumerOptions, skip=CONSUMER_SKIPPED)
+    if args.output in Output.ARROW_FORMATS:
+        with open_client(args) as client, client.subscribe(topics, args.subscription, **options) as consumer:
+            ack = consumer.ack_arrow if args.ack else None
+            arrow_out.write_batches(args, consumer.receive_arrow, ack)
+        return 0
+    output = Output(args.output, sys.stdout.buffer)
+    arrow_out.check_no_file(args)
     with open_client(args) as client:
         with client.subscribe(topics, args.subscription, **options) as consumer:
             def write(msg: magnetar.Message) -> None:
@@ -111,7 +125,14 @@ def run_consume(args: argparse.Namespace) -> int:
 
 
 def run_read(args: argparse.Namespace) -> int:
+    if args.output in Output.ARROW_FORMATS:
+        with open_client(args) as client, \
+                client.create_reader(args.topic, args.start, **given_options(args, ReaderOptions)) as reader:
+            arrow_out.write_batches(args, reader.read_arrow, None,
+                                    (lambda: not reader.has_message_available()) if args.exit_at_end else None)
+        return 0
     output = Output(args.output, sys.stdout.buffer)
+    arrow_out.check_no_file(args)
     with open_client(args) as client:
         with client.create_reader(args.topic, args.start, **given_options(args, ReaderOptions)) as reader:
             at_end: Callable[[], bool] | None = None

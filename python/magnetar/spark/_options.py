@@ -17,7 +17,7 @@ from typing import Any
 
 from .._config import ClientConfig
 from .._core import MessageId
-from .._options import ConnectionOptions, declared
+from .._options import ArrowColumns, ConnectionOptions, MetadataColumns, declared
 from ..exceptions import InvalidConfiguration
 from . import _javaopts
 
@@ -236,7 +236,7 @@ _CANONICAL = {alias.lower(): name for name, aliases in _OPTIONS.items() for alia
 # Options Spark itself puts among a data source's options.
 _SPARK = {"path", "checkpointlocation", "queryname", "outputmode"}
 _PREFIXES = ("client.", "producer.", "reader.", "pulsar.client.", "pulsar.producer.", "pulsar.reader.")
-METADATA_NAMINGS = ("magnetar", "connector")
+METADATA_NAMINGS = tuple(c.value for c in MetadataColumns)
 
 
 def _check_names(original: Mapping[str, str]) -> None:
@@ -297,7 +297,7 @@ class SourceOptions:
     subscription_prefix: str = "magnetar-spark"
     max_entries_per_split: int | None = None
     records_per_batch: int = 10_000
-    metadata_columns: str = "magnetar"
+    metadata_columns: str = declared(ArrowColumns)["metadata_columns"].default.value
     allow_different_topic_schemas: bool = False
     waiting_for_non_existed_topic: bool = False
     exactly_once: bool = False

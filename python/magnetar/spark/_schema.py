@@ -14,6 +14,7 @@ from pyspark.sql.types import StructType
 
 from .. import _core
 from .._client import Client
+from .._columns import merge_columns
 from ..exceptions import InvalidConfiguration
 from ._options import PartitionRef, SourceOptions
 
@@ -104,13 +105,8 @@ def rows_schema(base: StructType, ts: TopicSchema | None, metadata_columns: str)
     schema-less rows) other than ``value``. A field named like a metadata column is an error."""
     if ts is None:
         return base
-    values = ts.columns()
-    meta = [f for f in base.fields if f.name != "value"]
-    taken = {f.name for f in meta}
-    for f in values.fields:
-        if f.name in taken:
-            other = "connector" if metadata_columns != "connector" else "magnetar"
-            raise InvalidConfiguration(
-                f"pulsar data source: the topic's schema has a field {f.name!r}, which is also a metadata column; "
-                f"set metadataColumns={other} to read it")
-    return StructType(list(values.fields) + meta)
+    try:
+        fields = merge_columns(ts.columns().fields, base.fields, lambda f: f.name, metadata_columns)
+    except InvalidConfiguration as e:
+        raise InvalidConfiguration(f"pulsar data source: {e}") from None
+    return StructType(fields)

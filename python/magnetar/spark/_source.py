@@ -44,6 +44,8 @@ except ImportError:  # pragma: no cover - older PySpark: no admission control, n
         pass
 
 from .._client import Client, Consumer, Reader
+from .._columns import METADATA_COLUMNS
+from .._options import MetadataColumns
 from .._core import MessageId
 from ..exceptions import InvalidConfiguration, PulsarError, Timeout
 from . import _workers
@@ -74,30 +76,20 @@ __all__ = ["CONNECTOR_SCHEMA", "READ_SCHEMA", "WRITE_COLUMNS", "PulsarDataSource
 
 log = logging.getLogger("magnetar.spark")
 
-READ_SCHEMA = StructType([
-    StructField("key", StringType()),
-    StructField("value", BinaryType()),
-    StructField("topic", StringType()),
-    StructField("partition", IntegerType()),
-    StructField("message_id", BinaryType()),
-    StructField("publish_time", TimestampType()),
-    StructField("event_time", TimestampType()),
-    StructField("properties", MapType(StringType(), StringType())),
-    StructField("producer_name", StringType()),
-    StructField("sequence_id", LongType()),
-    StructField("redelivery_count", IntegerType()),
-])
+# The Spark type of each kind of metadata column (declared with the columns, for every Arrow
+# read, in magnetar._columns).
+_SPARK_KINDS = {"string": StringType(), "binary": BinaryType(), "int32": IntegerType(), "int64": LongType(),
+                "timestamp": TimestampType(), "properties": MapType(StringType(), StringType())}
+
+
+def _metadata_struct(naming: str) -> StructType:
+    return StructType([StructField(name, _SPARK_KINDS[kind]) for name, kind in METADATA_COLUMNS[naming]])
+
+
+READ_SCHEMA = _metadata_struct(MetadataColumns.MAGNETAR.value)
 """The rows of a read (``metadataColumns=magnetar``, the default)."""
 
-CONNECTOR_SCHEMA = StructType([
-    StructField("value", BinaryType()),
-    StructField("__key", BinaryType()),
-    StructField("__topic", StringType()),
-    StructField("__messageId", BinaryType()),
-    StructField("__publishTime", TimestampType()),
-    StructField("__eventTime", TimestampType()),
-    StructField("__messageProperties", MapType(StringType(), StringType())),
-])
+CONNECTOR_SCHEMA = _metadata_struct(MetadataColumns.CONNECTOR.value)
 """The rows of a read with ``metadataColumns=connector``: pulsar-spark's names and types."""
 
 
