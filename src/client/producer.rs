@@ -66,7 +66,10 @@ impl Producer {
         client.check_open()?;
         opts.validate()?;
         let topic = TopicName::parse(topic)?;
-        Producer::create(client, topic, opts).await
+        // Boxed: a consumer's actor awaits this when it makes its dead-letter producer, and
+        // the whole creation (a producer actor's state among it) would otherwise be laid out
+        // inside every consumer's future, dead letters or not (issue 31).
+        Box::pin(Producer::create(client, topic, opts)).await
     }
 
     /// Looks the topic up and attaches to each of its partitions before returning.
