@@ -52,11 +52,17 @@ def _status(field: str) -> int:
     raise KeyError(field)
 
 
+_BROKER_PID: int | None = None
+
+
 def snapshot() -> dict[str, Any]:
-    """RSS (KiB), threads and open file descriptors of this process, and its CPU so far (s)."""
+    """RSS (KiB), threads and open file descriptors of this process, its CPU so far (s), and
+    the broker JVM's CPU so far (s; broker and bookie)."""
+    from benches.common import proc_cpu
+
     r = resource.getrusage(resource.RUSAGE_SELF)
     return {"rss_kb": _status("VmRSS"), "threads": _status("Threads"), "fds": len(os.listdir("/proc/self/fd")),
-            "cpu_s": r.ru_utime + r.ru_stime, "t": time.perf_counter()}
+            "cpu_s": r.ru_utime + r.ru_stime, "broker_cpu_s": proc_cpu(_BROKER_PID), "t": time.perf_counter()}
 
 
 def loadavg() -> str:
@@ -173,6 +179,7 @@ async def _pairs_async(client_name: str, url: str, topics: list[str]) -> tuple[A
     t0 = time.perf_counter()
     pairs = await asyncio.gather(*(pair(t) for t in topics[1:]))
     create_s = time.perf_counter() - t0
+    created = snapshot()
     t0 = time.perf_counter()
     await asyncio.gather(*(p.send(b"x") for p, _ in pairs))
     got = 0
@@ -184,10 +191,13 @@ async def _pairs_async(client_name: str, url: str, topics: list[str]) -> tuple[A
             await c.acknowledge(m)
         got += 1
     exchange_s = time.perf_counter() - t0
-    return client, pairs, {"before": before, "create_s": create_s, "exchange_s": exchange_s, "received": got}
+    return client, pairs, {"before": before, "created": created, "create_s": create_s, "exchange_s": exchange_s,
+                           "received": got}
 
 
 def child(spec: dict[str, Any]) -> dict[str, Any]:
+    global _BROKER_PID
+    _BROKER_PID = spec.get("broker_pid")
     name, url, n, mode = spec["client"], spec["service_url"], spec["n"], spec["mode"]
     topics = [f"persistent://public/default/{spec['prefix']}-{i}" for i in range(n + 1)]
     start = snapshot()
@@ -212,9 +222,11 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
         else:
             raise SystemExit(f"unknown mode {mode!r}")
         create_s = time.perf_counter() - t0
+        created = snapshot()
         t0 = time.perf_counter()
         got = c.exchange(pairs)
-        timing = {"before": before, "create_s": create_s, "exchange_s": time.perf_counter() - t0, "received": got}
+        timing = {"before": before, "created": created, "create_s": create_s, "exchange_s": time.perf_counter() - t0,
+                  "received": got}
         extra = c.extra()
     after = snapshot()
     idle = _idle(spec["idle_s"])
@@ -276,13 +288,17 @@ def row(r: dict[str, Any]) -> str:
     b, a = r["before"], r["after"]
     grow_kb = a["rss_kb"] - b["rss_kb"]
     per_pair_ms = 1000 * r["create_s"] / n
+    c = r.get("created", b)
+    cpu_ms = 1000 * (c["cpu_s"] - b["cpu_s"]) / n
+    broker_ms = 1000 * (c["broker_cpu_s"] - b["broker_cpu_s"]) / n if b.get("broker_cpu_s") is not None else float("nan")
     return (f"| {r['client']} | {r['n']:,} | {r['mode']} | {r['create_s']:.2f} | {per_pair_ms:.2f} | "
+            f"{cpu_ms:.2f} / {broker_ms:.2f} | "
             f"{r['exchange_s']:.2f} | {grow_kb / 1024:+.1f} | {grow_kb / n:.1f} | "
             f"{b['threads']}→{a['threads']} | {b['fds']}→{a['fds']} | {r['idle_cpu_pct']:.2f} |")
 
 
-HEADER = ("| client | N | creation | create s | ms per pair | 1 msg each way s | RSS growth MB | KB per pair | "
-          "threads | fds | idle CPU % of a core |\n|---|---:|---|---:|---:|---:|---:|---:|---|---|---:|")
+HEADER = ("| client | N | creation | create s | ms per pair | CPU ms per pair client / broker | 1 msg each way s | RSS growth MB | KB per pair | "
+          "threads | fds | idle CPU % of a core |\n|---|---:|---|---:|---:|---:|---:|---:|---:|---|---|---:|")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -329,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
                 turn += 1
                 for name in order:
                     spec = {"client": name, "service_url": broker.service_url, "n": n, "mode": mode,
-                            "idle_s": args.idle, "prefix": f"{name}-{mode}-{n}-{uuid.uuid4().hex[:8]}",
+                            "idle_s": args.idle, "broker_pid": broker.pid, "prefix": f"{name}-{mode}-{n}-{uuid.uuid4().hex[:8]}",
                             "load_before": loadavg()}
                     r = run_child(sys.executable, spec, timeout=600 + n * 0.5)
                     r["load_before"] = spec["load_before"]
@@ -340,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
             broker.create_partitioned_topic(topic.rsplit("/", 1)[1], args.partitions)
             for name in clients:
                 spec = {"client": name, "service_url": broker.service_url, "n": 0, "mode": "partitions",
-                        "partitions": args.partitions, "topic": topic, "idle_s": args.idle,
+                        "partitions": args.partitions, "topic": topic, "idle_s": args.idle, "broker_pid": broker.pid,
                         "prefix": f"{name}-parts-{uuid.uuid4().hex[:8]}", "load_before": loadavg()}
                 r = run_child(sys.executable, spec, timeout=900)
                 results.append(r)
