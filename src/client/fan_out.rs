@@ -2,6 +2,7 @@
 //! topic took 17 s to subscribe (a lookup and a subscribe round trip each, in turn) where the
 //! C++ client took 1 s (issue 31); the broker answers them concurrently.
 
+use std::collections::HashMap;
 use std::future::Future;
 
 use tokio::task::JoinSet;
@@ -14,15 +15,18 @@ where
     F: Future<Output = T> + Send + 'static,
     T: Send + 'static,
 {
+    // Each task is the future itself, told apart by its task id: wrapped in an `async` block
+    // with its index, the future was laid out twice in the task (captured, then awaited).
     let mut set = JoinSet::new();
+    let mut place = HashMap::new();
     for (i, f) in futures.into_iter().enumerate() {
-        set.spawn(async move { (i, f.await) });
+        place.insert(set.spawn(f).id(), i);
     }
     let mut out: Vec<Option<T>> = (0..set.len()).map(|_| None).collect();
     let mut panicked = None;
-    while let Some(joined) = set.join_next().await {
+    while let Some(joined) = set.join_next_with_id().await {
         match joined {
-            Ok((i, value)) => out[i] = Some(value),
+            Ok((id, value)) => out[place[&id]] = Some(value),
             // Not cancelled: only dropping the set aborts its tasks.
             Err(e) => panicked = panicked.or(e.try_into_panic().ok()),
         }
