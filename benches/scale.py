@@ -352,9 +352,12 @@ def main(argv: list[str] | None = None) -> int:
                     results.append(r)
                     print(row(r), flush=True)
         if args.partitions:
-            topic = f"persistent://public/default/scale-parts-{uuid.uuid4().hex[:8]}"
-            broker.create_partitioned_topic(topic.rsplit("/", 1)[1], args.partitions)
             for name in clients:
+                # A topic of its own for each client: the first to subscribe pays for loading
+                # the partitions in the broker (a second client on the same topic took 1 s
+                # where the first took 8-20).
+                topic = f"persistent://public/default/scale-parts-{uuid.uuid4().hex[:8]}"
+                broker.create_partitioned_topic(topic.rsplit("/", 1)[1], args.partitions)
                 spec = {"client": name, "service_url": broker.service_url, "n": 0, "mode": "partitions",
                         "partitions": args.partitions, "topic": topic, "idle_s": args.idle, "broker_pid": broker.pid,
                         "prefix": f"{name}-parts-{uuid.uuid4().hex[:8]}", "load_before": loadavg()}
