@@ -86,10 +86,11 @@ impl Producer {
             ));
         } else {
             // All partitions at once (`fan_out`); if any fails, the others are closed.
-            let created = fan_out::in_order((0..partitions).map(|i| {
-                PartitionProducer::create(client.clone(), topic.partition_name(i), i as i32, opts.clone())
-            }))
-            .await;
+            let created =
+                fan_out::in_order((0..partitions).map(|i| {
+                    PartitionProducer::create(client.clone(), topic.partition_name(i), i as i32, opts.clone())
+                }))
+                .await;
             let mut failed = None;
             for p in created {
                 match p {

@@ -41,7 +41,9 @@ pub(crate) fn spawn<F>(
         None => Box::pin(actor),
     };
     tokio::spawn(async move {
-        let Err((panic, actor)) = CatchUnwind(Some(actor)).await else { return };
+        let Err((panic, actor)) = CatchUnwind(Some(actor)).await else {
+            return;
+        };
         let what = panic_message(&*panic);
         log::error!("the {kind} of {topic} panicked ({what}); failing the operations it held");
         on_panic(Error::new(
