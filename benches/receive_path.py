@@ -92,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     from magnetar.testing.standalone import Standalone
 
     broker = Standalone.attach(args.attach) if args.attach else Standalone(port=0)
+    if broker is None:
+        raise SystemExit(f"no broker running in {args.attach}")
     if not args.attach:
         broker.start()
     runs: dict[str, list[float]] = {"magnetar": [], "official": []}

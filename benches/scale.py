@@ -96,19 +96,19 @@ class MagnetarSync:
         futures = [p.send_async(b"x") for p, _ in pairs]
         for f in futures:
             f.result(timeout=60)
-        got = 0
-        for _, c in pairs:
-            m = c.receive(timeout=60)
-            c.ack(m)
-            got += 1
-        return got
+        return _receive_each(pairs, lambda c: c.ack(c.receive(timeout=60)))
 
     def extra(self) -> dict[str, Any]:
         s = self.client.stats()
         return {k: s[k] for k in ("lookups", "metadata_lookups", "connections_opened") if k in s}
 
-    def close(self) -> None:
-        self.client.close()
+
+
+def _receive_each(pairs: list[tuple[Any, Any]], take: Callable[[Any], None]) -> int:
+    """Takes (receives and acks) one message on each pair's consumer; returns how many."""
+    for _, c in pairs:
+        take(c)
+    return len(pairs)
 
 
 class OfficialSync:
@@ -135,18 +135,10 @@ class OfficialSync:
             p.send_async(b"x", lambda res, _id: results.append(res))
         for p, _ in pairs:
             p.flush()
-        got = 0
-        for _, c in pairs:
-            m = c.receive(timeout_millis=60_000)
-            c.acknowledge(m)
-            got += 1
-        return got
+        return _receive_each(pairs, lambda c: c.acknowledge(c.receive(timeout_millis=60_000)))
 
     def extra(self) -> dict[str, Any]:
         return {}
-
-    def close(self) -> None:
-        self.client.close()
 
 
 async def _pairs_async(client_name: str, url: str, topics: list[str]) -> tuple[Any, list[Any], dict[str, Any]]:
@@ -331,6 +323,8 @@ def main(argv: list[str] | None = None) -> int:
     # 10,000 topics with a producer and a consumer each: more heap than the tests' broker.
     conf = {"maxUnackedMessagesPerConsumer": "0", "brokerDeleteInactiveTopicsEnabled": "false"}
     broker = Standalone.attach(args.attach) if args.attach else Standalone(port=0, heap="3g", extra_conf=conf)
+    if broker is None:
+        raise SystemExit(f"no broker running in {args.attach}")
     if not args.attach:
         broker.start()
     results: list[dict[str, Any]] = []
