@@ -14,6 +14,7 @@ use regex::Regex;
 use tokio::sync::oneshot;
 
 use super::error::{Error, ErrorKind, Result};
+use super::fan_out;
 use super::inbox::{Inbox, Take};
 use super::message::{Message, MessageId};
 use super::options::{ConsumerOptions, TopicDomains};
@@ -50,6 +51,9 @@ struct ConsumerShared {
     /// Topics as selected (partitioned topic names, not partitions), for partition discovery.
     selected: std::sync::Mutex<Vec<TopicName>>,
     pattern: Option<(String, Regex)>,
+    /// Whether a selected topic is partitioned (seen by a discovery): only then can later
+    /// discoveries find more to subscribe to without a pattern.
+    partitioned: AtomicBool,
     closed: AtomicBool,
     /// Paused (`set_paused`, or `start_paused`): partitions found later start paused too.
     paused: AtomicBool,
@@ -159,6 +163,7 @@ impl Consumer {
                 covered: Default::default(),
                 selected: std::sync::Mutex::new(topics),
                 pattern,
+                partitioned: AtomicBool::new(false),
                 closed: AtomicBool::new(false),
             }),
         };
@@ -167,8 +172,11 @@ impl Consumer {
             return Err(e);
         }
         client.track(&consumer.inner);
-        // Durable subscriptions follow partitions added later; a reader keeps the ones it began with.
-        let needs_discovery = consumer.inner.pattern.is_some() || consumer.inner.opts.durable;
+        // Durable subscriptions follow partitions added later; a reader keeps the ones it began
+        // with. A non-partitioned topic never gains partitions: no task, no periodic lookup
+        // (at 10,000 consumers that was 170 lookups a second while idle; issue 31).
+        let needs_discovery = consumer.inner.pattern.is_some()
+            || (consumer.inner.opts.durable && consumer.inner.partitioned.load(Ordering::Acquire));
         if needs_discovery {
             timer::every(
                 &consumer.inner,
@@ -222,6 +230,7 @@ impl Consumer {
                 if n == 0 {
                     wanted.push(t.to_string());
                 } else {
+                    inner.partitioned.store(true, Ordering::Release);
                     wanted.extend((0..n).map(|i| t.partition_name(i)));
                 }
             }
@@ -237,28 +246,54 @@ impl Consumer {
             let share = (inner.opts.max_total_receiver_queue_size / wanted.len()).max(1);
             opts.receiver_queue_size = opts.receiver_queue_size.min(share);
         }
-        for topic in wanted {
-            if inner.covered.lock().expect("covered lock").contains(&topic) {
-                continue;
-            }
-            if inner.closed.load(Ordering::Acquire) {
-                return Ok(());
-            }
-            let index = inner.parts.read().expect("parts lock").len();
-            let part = partition_consumer::create(partition_consumer::Placement {
+        let fresh: Vec<String> = {
+            let covered = inner.covered.lock().expect("covered lock");
+            wanted.into_iter().filter(|t| !covered.contains(t)).collect()
+        };
+        if fresh.is_empty() || inner.closed.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        // All at once (`fan_out`). A part's index is its place in `parts`, so only the parts
+        // before the first failure are kept; the others are closed, and what they queued is
+        // dropped, before their indexes go to the parts of a later discovery.
+        let base = inner.parts.read().expect("parts lock").len();
+        let paused = inner.paused.load(Ordering::Acquire);
+        let created = fan_out::in_order(fresh.iter().enumerate().map(|(i, topic)| {
+            partition_consumer::create(partition_consumer::Placement {
                 client: inner.client.clone(),
                 topic: topic.clone(),
-                index,
+                index: base + i,
                 subscription: inner.subscription.clone(),
                 opts: opts.clone(),
                 inbox: inner.inbox.clone(),
-                paused: inner.paused.load(Ordering::Acquire),
+                paused,
             })
-            .await?;
-            inner.parts.write().expect("parts lock").push(part);
-            inner.covered.lock().expect("covered lock").insert(topic);
+        }))
+        .await;
+        if inner.closed.load(Ordering::Acquire) {
+            // Closed meanwhile: `close` did not see these.
+            close_all(&created.into_iter().flatten().collect::<Vec<_>>()).await;
+            return Ok(());
         }
-        Ok(())
+        let mut failed = None;
+        let mut orphans = Vec::new();
+        for (topic, part) in fresh.into_iter().zip(created) {
+            match (part, &failed) {
+                (Ok(part), None) => {
+                    inner.parts.write().expect("parts lock").push(part);
+                    inner.covered.lock().expect("covered lock").insert(topic);
+                }
+                (Ok(part), Some(_)) => orphans.push(part),
+                (Err(e), None) => failed = Some(e),
+                (Err(_), Some(_)) => {}
+            }
+        }
+        let Some(e) = failed else { return Ok(()) };
+        close_all(&orphans).await;
+        for part in &orphans {
+            inner.inbox.drop_origin(part.index);
+        }
+        Err(e)
     }
 
     fn parts(&self) -> Vec<Arc<PartitionShared>> {
@@ -498,12 +533,7 @@ impl Consumer {
         if self.inner.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
-        for p in self.parts() {
-            let (tx, rx) = oneshot::channel();
-            if p.tx.send(Command::Close(tx)).is_ok() {
-                let _ = rx.await;
-            }
-        }
+        close_all(&self.parts()).await;
         self.inner.retry.close().await;
         self.inner.inbox.end(Error::closed("consumer"));
         Ok(())
@@ -560,5 +590,20 @@ impl Consumer {
     /// Whether `close` or `unsubscribe` was called.
     pub fn is_closed(&self) -> bool {
         self.inner.closed.load(Ordering::Acquire)
+    }
+}
+
+/// Closes `parts` and waits until each is closed; all are asked first, so the close round
+/// trips overlap (a consumer of 1,000 partitions closed them one after another).
+async fn close_all(parts: &[Arc<PartitionShared>]) {
+    let replies: Vec<_> = parts
+        .iter()
+        .filter_map(|p| {
+            let (tx, rx) = oneshot::channel();
+            p.tx.send(Command::Close(tx)).ok().map(|()| rx)
+        })
+        .collect();
+    for rx in replies {
+        let _ = rx.await;
     }
 }

@@ -15,6 +15,7 @@ pub mod topic;
 pub mod transaction;
 
 pub mod completion;
+mod fan_out;
 mod handle;
 mod inbox;
 mod link;

@@ -7,6 +7,7 @@ use tokio::sync::oneshot;
 
 use super::completion::{Completion, SendCallback, SlotRun, Slots};
 use super::error::{Error, Result};
+use super::fan_out;
 use super::message::{MessageId, OutgoingMessage};
 use super::options::{HashingScheme, ProducerOptions, RoutingMode};
 use super::partition_producer::{Command, PartitionProducer};
@@ -66,7 +67,10 @@ impl Producer {
         client.check_open()?;
         opts.validate()?;
         let topic = TopicName::parse(topic)?;
-        Producer::create(client, topic, opts).await
+        // Boxed: a consumer's actor awaits this when it makes its dead-letter producer, and
+        // the whole creation (a producer actor's state among it) would otherwise be laid out
+        // inside every consumer's future, dead letters or not (issue 31).
+        Box::pin(Producer::create(client, topic, opts)).await
     }
 
     /// Looks the topic up and attaches to each of its partitions before returning.
@@ -81,18 +85,24 @@ impl Producer {
                 PartitionProducer::create(client.clone(), topic.to_string(), -1, opts.clone()).await?,
             ));
         } else {
-            for i in 0..partitions {
-                let p =
-                    PartitionProducer::create(client.clone(), topic.partition_name(i), i as i32, opts.clone()).await;
+            // All partitions at once (`fan_out`); if any fails, the others are closed.
+            let created =
+                fan_out::in_order((0..partitions).map(|i| {
+                    PartitionProducer::create(client.clone(), topic.partition_name(i), i as i32, opts.clone())
+                }))
+                .await;
+            let mut failed = None;
+            for p in created {
                 match p {
                     Ok(p) => parts.push(Arc::new(p)),
-                    Err(e) => {
-                        for p in parts {
-                            p.ask(Command::Close);
-                        }
-                        return Err(e);
-                    }
+                    Err(e) => failed = failed.or(Some(e)),
                 }
+            }
+            if let Some(e) = failed {
+                for p in parts {
+                    p.ask(Command::Close);
+                }
+                return Err(e);
             }
         }
         let producer = Producer {

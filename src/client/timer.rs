@@ -6,6 +6,11 @@
 //! held 1.3–1.7 ms), and that showed in publish latency. On Linux a timerfd, which the reactor
 //! watches like a socket, fires on time, as the C++ client's asio timer does; elsewhere, or if
 //! the timerfd cannot be made, tokio's timer stands in.
+//!
+//! A timerfd is a file descriptor, one per producer: with thousands of producers in a process
+//! that is thousands of descriptors (past the common soft limit of 1,024) for a precision
+//! only short delays need (issue 31). So a timer gets its timerfd only when it is asked for
+//! precision (a delay under [`PRECISE_BELOW`]) and only when first armed.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -49,33 +54,50 @@ where
     });
 }
 
+/// Delays at least this long are kept with tokio's timer: its rounding (at most a
+/// millisecond, and never late, see [`DeadlineTimer::expired`]) is a tenth of them or less.
+pub const PRECISE_BELOW: Duration = Duration::from_millis(10);
+
 /// A one-shot timer for one deadline at a time.
 pub(crate) struct DeadlineTimer {
     deadline: Option<Instant>,
+    /// Whether to make a timerfd at the first arming (precision wanted, not yet tried).
+    #[cfg(target_os = "linux")]
+    want_fd: bool,
     #[cfg(target_os = "linux")]
     fd: Option<linux::TimerFd>,
 }
 
 impl DeadlineTimer {
-    /// A disarmed timer. Call within the runtime: the timerfd registers with its reactor.
-    pub fn new() -> Self {
+    /// A disarmed timer for deadlines `delay` ahead, precise to the microsecond when `delay`
+    /// is under [`PRECISE_BELOW`].
+    pub fn new(delay: Duration) -> Self {
+        #[cfg(not(target_os = "linux"))]
+        let _ = delay;
         DeadlineTimer {
             deadline: None,
             #[cfg(target_os = "linux")]
-            fd: linux::TimerFd::new()
-                .map_err(|e| log::debug!("no timerfd ({e}); batch deadlines use tokio's timer"))
-                .ok(),
+            want_fd: delay < PRECISE_BELOW,
+            #[cfg(target_os = "linux")]
+            fd: None,
         }
     }
 
     /// Arms the timer for `deadline`, or disarms it with `None`. Setting the deadline it
     /// already has costs nothing; so does disarming, which only forgets the deadline (a
     /// later arming resets the timerfd, and `expired` checks the time anyway).
+    /// Call within the runtime: a timerfd registers with its reactor.
     pub fn set(&mut self, deadline: Option<Instant>) {
         if deadline == self.deadline {
             return;
         }
         self.deadline = deadline;
+        #[cfg(target_os = "linux")]
+        if deadline.is_some() && std::mem::take(&mut self.want_fd) {
+            self.fd = linux::TimerFd::new()
+                .map_err(|e| log::debug!("no timerfd ({e}); batch deadlines use tokio's timer"))
+                .ok();
+        }
         #[cfg(target_os = "linux")]
         if let (Some(fd), Some(at)) = (&self.fd, deadline) {
             if let Err(e) = fd.arm(at.saturating_duration_since(Instant::now())) {
@@ -202,9 +224,9 @@ mod tests {
 
     #[tokio::test]
     async fn fires_at_the_deadline_and_not_before() {
-        let mut timer = DeadlineTimer::new();
-        let start = Instant::now();
         let delay = Duration::from_millis(3);
+        let mut timer = DeadlineTimer::new(delay);
+        let start = Instant::now();
         timer.set(Some(start + delay));
         timer.expired().await;
         assert!(start.elapsed() >= delay - Duration::from_micros(50));
@@ -212,7 +234,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_moved_deadline_replaces_the_old_one() {
-        let mut timer = DeadlineTimer::new();
+        let mut timer = DeadlineTimer::new(Duration::from_millis(1));
         let start = Instant::now();
         timer.set(Some(start + Duration::from_millis(1)));
         // The first arming expires unobserved; the later deadline must still be waited for.
@@ -223,9 +245,24 @@ mod tests {
         assert!(Instant::now() + Duration::from_micros(50) >= later);
     }
 
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn a_descriptor_only_for_short_delays_and_only_once_armed() {
+        let mut short = DeadlineTimer::new(Duration::from_millis(1));
+        assert!(short.fd.is_none(), "no descriptor before the first arming");
+        short.set(Some(Instant::now() + Duration::from_millis(1)));
+        assert!(short.fd.is_some());
+        let mut long = DeadlineTimer::new(PRECISE_BELOW);
+        let start = Instant::now();
+        long.set(Some(start + PRECISE_BELOW));
+        assert!(long.fd.is_none());
+        long.expired().await;
+        assert!(start.elapsed() + TOKIO_TICK >= PRECISE_BELOW);
+    }
+
     #[tokio::test]
     async fn disarmed_never_fires() {
-        let mut timer = DeadlineTimer::new();
+        let mut timer = DeadlineTimer::new(Duration::from_millis(1));
         timer.set(Some(Instant::now()));
         timer.set(None);
         let fired = tokio::time::timeout(Duration::from_millis(20), timer.expired()).await;

@@ -53,6 +53,7 @@ pub(super) async fn start(
     } = channels;
     let producer_id = client.next_producer_id();
     let encoder = Encoder::new(producer_id, &opts)?;
+    let batch_timer = DeadlineTimer::new(opts.batch_max_delay);
     let mut actor = Actor {
         wake,
         link: Link::new(
@@ -75,7 +76,7 @@ pub(super) async fn start(
         topic_epoch: None,
         batch: OpenBatch::default(),
         batch_started: None,
-        batch_timer: DeadlineTimer::new(),
+        batch_timer,
         flush_requested: false,
         pending: VecDeque::new(),
         flush_waiters: Vec::new(),

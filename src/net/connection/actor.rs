@@ -122,7 +122,7 @@ impl Actor {
             let _ = reply.send(Err(reason.clone()));
         }
         for (_, handler) in self.handlers.drain() {
-            let _ = handler.send(Event::Closed(reason.clone()));
+            let _ = handler.send(Event::Closed(Box::new(reason.clone())));
         }
         // Answer anything still queued so no caller waits for a timeout.
         rx.close();
@@ -130,7 +130,7 @@ impl Actor {
             if let Outbound::Request { reply, .. } = m {
                 let _ = reply.send(Err(reason.clone()));
             } else if let Outbound::Register(_, h) = m {
-                let _ = h.send(Event::Closed(reason.clone()));
+                let _ = h.send(Event::Closed(Box::new(reason.clone())));
             }
         }
     }
