@@ -308,20 +308,7 @@ mod tests {
     /// in the next transaction. That ack must cover 15-19 only: 10-14 come again.
     #[tokio::test]
     async fn an_abort_while_disconnected_leaves_nothing_of_it_owed() {
-        let client = Arc::new(ClientShared::new("pulsar://127.0.0.1:1", Default::default()).expect("a valid URL"));
-        let opts = ConsumerOptions {
-            sub_type: SubType::Failover,
-            ..Default::default()
-        };
-        let mut actor = unattached(Placement {
-            client,
-            topic: "persistent://public/default/t".into(),
-            index: 0,
-            subscription: "s".into(),
-            opts,
-            inbox: Arc::new(Inbox::new()),
-            paused: false,
-        });
+        let mut actor = actor_of(SubType::Failover);
         assert!(actor.link.conn().is_none());
 
         let first: Vec<Message> = (10..15).map(|i| taken(&actor, i)).collect();
@@ -360,10 +347,11 @@ mod tests {
         );
     }
 
-    fn shared_actor() -> Actor {
+    /// The actor of a consumer of a client that never connects, detached.
+    fn actor_of(sub_type: SubType) -> Actor {
         let client = Arc::new(ClientShared::new("pulsar://127.0.0.1:1", Default::default()).expect("a valid URL"));
         let opts = ConsumerOptions {
-            sub_type: SubType::Shared,
+            sub_type,
             ..Default::default()
         };
         unattached(Placement {
@@ -381,7 +369,7 @@ mod tests {
     /// transaction still held, and the application took them (50 and 550 in two runs).
     #[tokio::test]
     async fn a_message_acked_in_an_open_transaction_is_held_back_until_the_transaction_ends() {
-        let mut actor = shared_actor();
+        let mut actor = actor_of(SubType::Shared);
         let (committed, aborted, expired) = (taken(&actor, 3), taken(&actor, 4), taken(&actor, 5));
         let later = Instant::now() + Duration::from_secs(60);
         for m in [&committed, &aborted] {
@@ -429,7 +417,7 @@ mod tests {
     /// operation timeout, and keeps the transaction's commit waiting meanwhile.
     #[tokio::test]
     async fn an_ack_made_while_detached_waits_for_the_connection_within_the_operation_timeout() {
-        let mut actor = shared_actor();
+        let mut actor = actor_of(SubType::Shared);
         let m = taken(&actor, 3);
         let txn = Transaction::detached(1, 318);
         let op = txn.begin_op().expect("an open transaction");
