@@ -602,7 +602,6 @@ impl Actor {
         self.shared.connected.store(false, Ordering::Release);
         self.epoch_bump();
         self.book.detached();
-        self.txn_acks.detached();
         if let Some(high) = self.queued_high.take() {
             let mut stale = self.shared.stale_high.lock().expect("stale_high lock");
             if stale.is_none_or(|s| s < high) {
