@@ -12,15 +12,11 @@ use crate::protocol::pb::ServerError;
 #[derive(Default)]
 pub(super) struct TxnAcks {
     /// Messages acked individually in a transaction not yet ended (ledger, entry, batch index),
-    /// each with the subscription it was acked in and the transaction's timeout (should its end
-    /// never reach this consumer). After a move the broker sends every message not yet acked
-    /// again, those a transaction holds included: such a copy, arriving on a later
-    /// subscription, is dropped, since the application has the message and acking the copy in
-    /// another transaction would make that one abort. (On the same subscription the broker
-    /// sends one only when the transaction aborted: that copy is the message coming again.)
-    held: HashMap<(i64, i64, i32), (u64, Instant)>,
-    /// How many times the consumer has (re)subscribed.
-    subscriptions: u64,
+    /// each until the transaction's timeout, should its end never reach this consumer. After a
+    /// move the broker sends every message not yet acked again, those a transaction holds
+    /// included: such a copy is dropped on arrival, since the application has the message, and
+    /// acking the copy in another transaction would make that one abort.
+    held: HashMap<(i64, i64, i32), Instant>,
     /// Acks made while detached, in order, each failing at its `until`.
     pub(super) waiting: VecDeque<WaitingAck>,
 }
@@ -41,10 +37,9 @@ impl TxnAcks {
     pub fn hold(&mut self, id: &MessageId, until: Instant) {
         if self.held.len() >= SWEEP_ABOVE {
             let now = Instant::now();
-            self.held.retain(|_, (_, t)| *t > now);
+            self.held.retain(|_, t| *t > now);
         }
-        self.held
-            .insert((id.ledger_id, id.entry_id, id.batch_index), (self.subscriptions, until));
+        self.held.insert((id.ledger_id, id.entry_id, id.batch_index), until);
     }
 
     /// Whether a copy of `id` arriving now is to be dropped.
@@ -54,11 +49,11 @@ impl TxnAcks {
         }
         let key = (id.ledger_id, id.entry_id, id.batch_index);
         match self.held.get(&key) {
-            Some((_, until)) if *until <= Instant::now() => {
+            Some(until) if *until > Instant::now() => true,
+            Some(_) => {
                 self.held.remove(&key);
                 false
             }
-            Some((acked_in, _)) => *acked_in < self.subscriptions,
             None => false,
         }
     }
@@ -85,9 +80,8 @@ impl Actor {
         self.txn_acks.hold(&id, until);
     }
 
-    /// (Re)subscribed: the acks made meanwhile go out, in order.
+    /// Attached again: the acks made meanwhile go out, in order.
     pub(super) fn send_waiting_txn_acks(&mut self) {
-        self.txn_acks.subscriptions += 1;
         for w in std::mem::take(&mut self.txn_acks.waiting) {
             self.ack_in_txn(w.id, w.cumulative, w.txn, w.op);
         }
