@@ -281,7 +281,9 @@ def test_a_second_copy_of_a_message_a_committed_transaction_acked_is_refused(
     consumer.ack(first[0], txn=txn)
     txn.abort()  # the broker sends the entry's unacknowledged messages again: all 200
     second = [consumer.receive(timeout=10) for _ in range(200)]
-    assert [m.data for m in second] == [m.data for m in first]
+    # In any order: the broker may send the aborted message's copy before the consumer hears
+    # of the abort; held back then (the transaction still held it), it is asked for again.
+    assert sorted(m.data for m in second) == sorted(m.data for m in first)
     assert all(m.redelivery_count >= 1 for m in second)
     with client.new_transaction() as txn:
         for m in first[1:]:
