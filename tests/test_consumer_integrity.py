@@ -21,7 +21,7 @@ import pytest
 import magnetar
 from test_fake_peer import (
     ACK, CLOSE_CONSUMER, FLOW, SUBSCRIBE, SUCCESS, FakePeer, PeerConn, client_for, close_bounded,
-    command, f_bytes, f_varint, frame, metadata, parse, payload_frame, run_bounded,
+    RawBrokerConnection, command, f_bytes, f_varint, frame, metadata, parse, payload_frame, run_bounded,
 )
 from waiting import wait_until
 
@@ -300,50 +300,24 @@ def os_threads() -> int:
 # --------------------------------------------------------------------------- the fake, checked
 
 
-class _RawConsumer:
+class _RawConsumer(RawBrokerConnection):
     """Just enough of the protocol to subscribe to a real broker and see its frames as they
     come: which entries a Flow brings, and acks answered by receipt."""
 
     def __init__(self, port: int, topic: str, subscription: str) -> None:
-        import socket
-
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=30)
-        self.buf = b""
-        self.request = 0
-        self.sock.sendall(frame(command(2, f_bytes(1, "rewind-check") + f_varint(4, 21))))  # Connect
-        self._expect(3)  # Connected
-        self.request += 1
+        super().__init__(port, "rewind-check")
+        self.request = 1
         body = (f_bytes(1, topic) + f_bytes(2, subscription) + f_varint(3, 0) + f_varint(4, 1)
                 + f_varint(5, self.request) + f_varint(13, 1))  # Exclusive, earliest
         self.sock.sendall(frame(command(SUBSCRIBE, body)))
-        self._expect(SUCCESS)
-
-    def _frame(self) -> tuple[int, dict[int, list[Any]]]:
-        while True:
-            if len(self.buf) >= 8:
-                total, size = struct.unpack(">II", self.buf[:8])
-                if len(self.buf) >= 4 + total:
-                    cmd = parse(self.buf[8:8 + size])
-                    self.buf = self.buf[4 + total:]
-                    t = cmd[1][0]
-                    return t, parse(cmd[t][0]) if t in cmd else {}
-            data = self.sock.recv(65536)
-            assert data, "the broker closed the connection"
-            self.buf += data
-
-    def _expect(self, type_: int) -> dict[int, list[Any]]:
-        while True:
-            t, body = self._frame()
-            if t == type_:
-                return body
-            assert t in (18, 19), f"unexpected command {t}: {body}"  # pings
+        self.expect(SUCCESS)
 
     def flow_and_take(self, n: int) -> list[tuple[int, int]]:
         """Grants 1000 permits and returns the (ledger, entry) of the next ``n`` messages."""
         self.sock.sendall(frame(command(FLOW, f_varint(1, 1) + f_varint(2, 1000))))
         got = []
         for _ in range(n):
-            mid = parse(self._expect(MESSAGE)[2][0])
+            mid = parse(self.expect(MESSAGE)[2][0])
             got.append((mid[1][0], mid[2][0]))
         return got
 
@@ -353,7 +327,7 @@ class _RawConsumer:
         body = f_varint(1, 1) + f_varint(2, 0) + b"".join(
             f_bytes(3, f_varint(1, ledger) + f_varint(2, entry)) for ledger, entry in ids) + f_varint(8, self.request)
         self.sock.sendall(frame(command(ACK, body)))
-        self._expect(ACK_RESPONSE)
+        self.expect(ACK_RESPONSE)
 
     def close(self) -> None:
         self.sock.close()

@@ -150,6 +150,44 @@ def metadata(seq: int = 0) -> bytes:
     return f_bytes(1, "fake-producer") + f_varint(2, seq) + f_varint(3, int(time.time() * 1000))
 
 
+class RawBrokerConnection:
+    """A blocking client connection to a real broker, speaking the protocol by hand: the
+    handshake, and frames read one at a time. ``tolerated`` are the commands ``expect`` passes
+    over (pings and pongs by default)."""
+
+    tolerated: tuple[int, ...] = (PING, PONG)
+
+    def __init__(self, port: int, client_name: str) -> None:
+        import socket
+
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+        self.buf = b""
+        self.sock.sendall(frame(command(CONNECT, f_bytes(1, client_name) + f_varint(4, 21))))
+        self.expect(CONNECTED)
+
+    def read_frame(self) -> tuple[int, dict[int, list[Any]]]:
+        """The next command's type and body."""
+        while True:
+            if len(self.buf) >= 8:
+                total, size = struct.unpack(">II", self.buf[:8])
+                if len(self.buf) >= 4 + total:
+                    cmd = parse(self.buf[8:8 + size])
+                    self.buf = self.buf[4 + total:]
+                    t = cmd[1][0]
+                    return t, parse(cmd[t][0]) if t in cmd else {}
+            data = self.sock.recv(65536)
+            assert data, "the broker closed the connection"
+            self.buf += data
+
+    def expect(self, type_: int) -> dict[int, list[Any]]:
+        """The body of the next ``type_`` command; anything but ``tolerated`` before it fails."""
+        while True:
+            t, body = self.read_frame()
+            if t == type_:
+                return body
+            assert t in self.tolerated, f"unexpected command {t}: {body}"
+
+
 def message(consumer_id: int, entry: int, data: bytes, **kw: Any) -> bytes:
     body = f_varint(1, consumer_id) + f_bytes(2, f_varint(1, 7) + f_varint(2, entry))
     return payload_frame(command(MESSAGE, body), metadata(entry), data, **kw)

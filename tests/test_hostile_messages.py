@@ -10,7 +10,6 @@ them included; what the consumer acked is read from the broker's backlog.
 from __future__ import annotations
 
 import contextlib
-import socket
 import struct
 import time
 import uuid
@@ -21,7 +20,7 @@ import pytest
 
 import magnetar
 from magnetar.testing import Standalone
-from test_fake_peer import command, f_bytes, f_varint, frame, parse, payload_frame
+from test_fake_peer import RawBrokerConnection, command, f_bytes, f_varint, frame, payload_frame
 from waiting import wait_until
 
 pytestmark = pytest.mark.timeout(120)
@@ -45,42 +44,21 @@ def _batch_payload(payloads: list[bytes]) -> bytes:
     return out
 
 
-class RawProducer:
+class RawProducer(RawBrokerConnection):
     """Just enough of the protocol to publish hand-made entries to a real broker."""
 
+    tolerated = (CONNECTED, 18, 19, 22, 24, 37)  # pings, lookups and the like
+
     def __init__(self, port: int, topic: str) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=30)
-        self.buf = b""
-        self.sock.sendall(frame(command(CONNECT, f_bytes(1, "hostile-test") + f_varint(4, 21))))
-        self._expect(CONNECTED)
+        super().__init__(port, "hostile-test")
         self.sock.sendall(frame(command(PRODUCER, f_bytes(1, topic) + f_varint(2, 1) + f_varint(3, 1))))
-        self._expect(PRODUCER_SUCCESS)
+        self.expect(PRODUCER_SUCCESS)
         self.seq = 0
-
-    def _read_frame(self) -> tuple[int, dict[int, list[Any]]]:
-        while True:
-            if len(self.buf) >= 8:
-                total, size = struct.unpack(">II", self.buf[:8])
-                if len(self.buf) >= 4 + total:
-                    cmd = parse(self.buf[8:8 + size])
-                    self.buf = self.buf[4 + total:]
-                    t = cmd[1][0]
-                    return t, parse(cmd[t][0]) if t in cmd else {}
-            chunk = self.sock.recv(65536)
-            assert chunk, "broker closed the connection"
-            self.buf += chunk
-
-    def _expect(self, type_: int) -> dict[int, list[Any]]:
-        while True:
-            t, body = self._read_frame()
-            if t == type_:
-                return body
-            assert t in (CONNECTED, 18, 19, 22, 24, 37), f"unexpected command {t}: {body}"  # pings, etc.
 
     def publish(self, metadata: bytes, payload: bytes, num_messages: int = 1) -> None:
         send = f_varint(1, 1) + f_varint(2, self.seq) + f_varint(3, num_messages)
         self.sock.sendall(payload_frame(command(SEND, send), metadata, payload))
-        self._expect(SEND_RECEIPT)
+        self.expect(SEND_RECEIPT)
         self.seq += 1
 
     def close(self) -> None:
