@@ -406,7 +406,8 @@ async fn attach(
             abandoned: false,
         },
         Err(e) => {
-            let abandoned = matches!(e, NetError::Timeout(_));
+            // Only a consumer goes on under a new id; a producer waits for the late answer.
+            let abandoned = matches!((&e, id), (NetError::Timeout(_), HandlerId::Consumer(_)));
             if let (true, HandlerId::Consumer(c)) = (abandoned, id) {
                 // Should the broker finish the subscribe after all, it must not keep a consumer
                 // of ours that nothing reads (an Exclusive one would refuse every later attempt).
