@@ -768,6 +768,8 @@ def main() -> int:
     ap.add_argument("--load-manager", choices=("modular", "extensible"), default="modular")
     ap.add_argument("--no-record", action="store_true", help="do not append to docs/resilience.md")
     ap.add_argument("--out-dir", default=str(OUT_DIR), help="the runs' logs, results.json and meta.json")
+    ap.add_argument("--cluster-dir", default=None,
+                    help="the cluster's conf, data and broker logs go here and stay (default: a temp dir, removed)")
     ap.add_argument("--first-run", type=int, default=1, help="the number of the first round (passes in parallel)")
     ap.add_argument("--combine", nargs="+", metavar="OUT_DIR",
                     help="no runs: record one table from the results of these passes' --out-dir")
@@ -795,7 +797,7 @@ def main() -> int:
     results: list[dict[str, Any]] = []
     out_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
-    with Cluster(brokers=2, load_manager=args.load_manager) as cluster:
+    with Cluster(brokers=2, load_manager=args.load_manager, data_dir=args.cluster_dir) as cluster:
         print(f"cluster up in {cluster.startup_seconds} s: {cluster.service_url} ({args.load_manager})", flush=True)
         for k in range(args.first_run, args.first_run + args.runs):
             if args.max_minutes is not None and time.monotonic() - t0 > args.max_minutes * 60:

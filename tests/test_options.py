@@ -60,7 +60,9 @@ def test_receive_many_without_limit_and_a_timedelta(api, client, topic):
     started = time.monotonic()
     with pytest.raises(magnetar.Timeout):
         api.call(consumer, "receive", timeout=_dt.timedelta(milliseconds=200))
-    assert 0.15 < time.monotonic() - started < 5
+    # A floor only: the wait is never shorter than asked (load can only lengthen it); that it
+    # ends at all is the Timeout above.
+    assert time.monotonic() - started >= 0.15
     api.call(consumer, "close")
 
 

@@ -18,6 +18,7 @@ impl Actor {
                 for reply in std::mem::take(&mut self.deferred_stats) {
                     let _ = reply.send(self.stats().await);
                 }
+                self.txn_acks.subscribed();
                 self.send_waiting_txn_acks();
                 if !self.deferred_seeks.is_empty() {
                     let (target, reply) = self.deferred_seeks.remove(0);
