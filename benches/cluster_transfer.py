@@ -24,6 +24,9 @@ def main() -> None:
     parser.add_argument("--moves", type=int, default=10)
     parser.add_argument("--load-manager", default="extensible", choices=("extensible", "modular"))
     args = parser.parse_args()
+    from benches.common import provenance
+
+    print(provenance(), flush=True)
     with Cluster(brokers=2, load_manager=args.load_manager) as cluster:
         topic = f"persistent://public/default/transfer-{uuid.uuid4().hex[:8]}"
         with magnetar.Client(cluster.service_url, operation_timeout=30.0) as client:

@@ -58,6 +58,31 @@ def loadavg() -> float:
     return float(Path("/proc/loadavg").read_text().split()[0])
 
 
+def provenance() -> str:
+    """The line a bench prints before anything else: the command, the commit of the tree it ran
+    from (``+dirty`` with uncommitted changes), the UTC time and the load, so that a figure copied
+    into docs/ carries where it came from (issue 34: many did not)."""
+    import datetime
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+
+    def git(*a: str) -> str:
+        try:
+            return subprocess.run(["git", *a], cwd=root, capture_output=True, text=True, timeout=10).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+
+    head = git("rev-parse", "--short", "HEAD") or "unknown"
+    if git("status", "--porcelain", "--untracked-files=no"):
+        head += "+dirty"
+    module = Path(sys.argv[0]).with_suffix("").name
+    command = " ".join(["python -m benches." + module, *sys.argv[1:]])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    loads = Path("/proc/loadavg").read_text().split()[:3]
+    return f"# {command} at {head}, {now:%Y-%m-%d %H:%M} UTC, load {' '.join(loads)}"
+
+
 def self_cpu() -> tuple[float, float]:
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime, r.ru_stime

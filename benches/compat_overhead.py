@@ -58,6 +58,9 @@ def main() -> int:
     ap.add_argument("--messages", type=int, default=100_000)
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
+    from benches.common import provenance
+
+    print(provenance(), flush=True)
     from magnetar.testing import Standalone
 
     rows: dict[str, list[dict[str, float]]] = {"native": [], "compat": []}

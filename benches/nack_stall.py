@@ -73,6 +73,9 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--skip-stall", action="store_true", help="leave out the nack run without batch-index acks")
     args = ap.parse_args()
+    from benches.common import provenance
+
+    print(provenance(), flush=True)
     import magnetar
     from magnetar.testing import Standalone
 

@@ -51,6 +51,9 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--batching", action="store_true", help="produce in batches (one book entry per batch)")
     args = ap.parse_args()
+    from benches.common import provenance
+
+    print(provenance(), flush=True)
     import magnetar
     from magnetar.testing import Standalone
 

@@ -50,6 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--service-url", help="use this broker (and --admin-url) instead of starting one")
     parser.add_argument("--admin-url")
     args = parser.parse_args(argv)
+    from benches.common import provenance
+
+    print(provenance(), flush=True)
 
     import magnetar.spark as ms
     from magnetar.testing import Admin, Standalone

@@ -77,6 +77,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partitions", type=int, default=2)
     parser.add_argument("--masters", default="cluster,local", help="local, cluster or both (comma-separated)")
     args = parser.parse_args(argv)
+    from benches.common import provenance
+
+    print(provenance(), flush=True)
 
     import magnetar.spark as ms
     from magnetar.testing import Standalone

@@ -97,6 +97,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--partitions", type=int, default=2)
     args = parser.parse_args(argv)
+    from benches.common import provenance
+
+    print(provenance(), flush=True)
     import magnetar.spark as ms
     from magnetar.testing import Standalone
 

@@ -90,6 +90,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--partitions", type=int, default=2, help="topic partitions (and Spark tasks)")
     args = parser.parse_args(argv)
+    from benches.common import provenance
+
+    print(provenance(), flush=True)
 
     import magnetar.spark as ms
     from magnetar.testing import Standalone

@@ -41,6 +41,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partitions", type=int, default=2, help="topic partitions (and Spark tasks)")
     parser.add_argument("--batches", type=int, default=5, help="micro-batches of the streaming copy")
     args = parser.parse_args(argv)
+    from benches.common import provenance
+
+    print(provenance(), flush=True)
 
     import magnetar.spark as ms
     from magnetar.testing import Standalone

@@ -37,6 +37,10 @@ def test_schema_benchmark_runs(tmp_path: Path, service_url: str) -> None:
         cwd=ROOT, capture_output=True, text=True, timeout=600,
     )
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+    # Its first line says where its figures come from: the command, the commit, the load.
+    first = r.stdout.splitlines()[0]
+    assert first.startswith("# python -m benches.schema_bench --n 300 --rounds 1 ") and " at " in first, first
+    assert first.split(" at ")[1].split(",")[0].removesuffix("+dirty") not in ("", "unknown"), first
     runs = json.loads((tmp_path / "results.json").read_text())["runs"]
     assert sorted((x["kind"], x["client"], x["role"]) for x in runs) == sorted(
         (k, c, role) for k in ("json", "avro") for c in ("magnetar", "official") for role in ("send", "receive"))
