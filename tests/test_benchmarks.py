@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -44,3 +45,22 @@ def test_schema_benchmark_runs(tmp_path: Path, service_url: str) -> None:
     runs = json.loads((tmp_path / "results.json").read_text())["runs"]
     assert sorted((x["kind"], x["client"], x["role"]) for x in runs) == sorted(
         (k, c, role) for k in ("json", "avro") for c in ("magnetar", "official") for role in ("send", "receive"))
+
+
+def test_scale_messages_smoke_runs_every_case(tmp_path: Path, broker: Any) -> None:
+    """``python -m benches.scale_messages --smoke`` on the suite's broker: every (case, client)
+    runs, the sender's every message is acknowledged and the receiver takes every one of them,
+    and the table has a row for each (the CPU figures themselves are only printed)."""
+    r = subprocess.run(
+        [sys.executable, "-m", "benches.scale_messages", "--smoke", "--service-url", broker.service_url,
+         "--admin-url", broker.admin_url, "--out", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=900,
+    )
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+    runs = json.loads((tmp_path / "results.json").read_text())["runs"]
+    cases = ["1 topic", "1 topic, 3,000", "3 topics", "10 topics", "3 partitions"]
+    assert sorted((x["case"], x["client"]) for x in runs) == sorted((c, k) for c in cases for k in ("magnetar", "official"))
+    assert all(x["send"]["done"] == x["messages"] == x["receive"]["done"] for x in runs), runs
+    for c in cases:
+        for k in ("magnetar", "official"):
+            assert f"| {c} | {k} | " in r.stdout, r.stdout
