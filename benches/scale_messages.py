@@ -16,14 +16,14 @@ slower per message than at small scale by more than 20 %." Cases (messages of 10
 
 Each (case, client) runs as two processes of that client, each with its own client object: a
 sender (N producers) and a receiver (N consumers, ``Shared``, earliest, receiver queue 1000).
-Both create their handles first (a pool of 32 threads, not measured), then on one signal the
-receiver starts its window and takes every message (``receive``, reads the payload, ``ack``;
-consumers in turn, one message each) while the sender sends every message round-robin over its
-producers (``send_async``) and flushes each producer. Each process's window is its own user+sys
-CPU (all threads, ``getrusage``), per message. Two processes rather than one: a consumer's
-client decodes prefetched messages in the background, which in one process would land in the
-send window (and, at 1,000 topics, would hold all 20,000 messages before a receive window
-started). Same settings for both clients: batches of at most 1000 messages / 128 KB, 10 ms
+Both create their handles first (a pool of 32 threads, not measured); then the receiver opens
+its window, the sender sends every message round-robin over its producers (``send_async``) and
+flushes each producer, and once the sender is done the receiver takes every message
+(``receive``, reads the payload, ``ack``; consumers in turn, one message each) and closes its
+window. Each process's window is its own user+sys CPU (all threads, ``getrusage``), per
+message. Two processes rather than one: a consumer's client takes in and decodes the messages
+the broker pushes (up to its receiver queue) in the background, which in one process would land
+in the send window, and at 1,000 topics (20 messages each) would be all of them. Same settings for both clients: batches of at most 1000 messages / 128 KB, 10 ms
 batching delay, at most 10,000 pending messages per producer (blocking when full), no
 compression. Clients alternate; the table gives each client's median over the rounds and the
 ratio of that median to the client's own ``1 topic`` median.
@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -168,6 +169,12 @@ def _say(tag: str, body: Any = None) -> None:
     print(f"@@{tag} {json.dumps(body)}", flush=True)
 
 
+# The handles and the client stay alive until the process exits without closing them: dropping
+# the official client's handles can block for seconds (it closes them), which delayed the result
+# and so the receiver's drain.
+_KEEP: list[Any] = []
+
+
 def child(role: str, spec: dict[str, Any]) -> dict[str, Any]:
     c: Any = Magnetar(spec["service_url"]) if spec["client"] == "magnetar" else Official(spec["service_url"])
     make = c.producer if role == "send" else c.consumer
@@ -175,6 +182,7 @@ def child(role: str, spec: dict[str, Any]) -> dict[str, Any]:
     with ThreadPoolExecutor(THREADS) as pool:
         handles = list(pool.map(make, spec["topics"]))
     create_s = time.perf_counter() - t0
+    _KEEP.extend([c, handles])
     n = spec["messages"]
     payloads = [i.to_bytes(8, "big") + b"x" * (SIZE - 8) for i in range(n)] if role == "send" else []
     _say("ready", {"create_s": create_s})
@@ -184,9 +192,15 @@ def child(role: str, spec: dict[str, Any]) -> dict[str, Any]:
     if role == "send":
         outcome = c.send(handles, payloads)
     else:
+        # The window is open while the sender sends (what this client does with the messages
+        # it is pushed is in it); the loop starts once every message is acknowledged to the
+        # sender, so each case drains a backlog, as benches/receive_path.py does.
+        if sys.stdin.readline().strip() != "drain":
+            raise SystemExit("no drain")
         got_bytes = c.receive(handles, n)
     cpu_s, wall_s = _cpu() - cpu0, time.perf_counter() - t0
     if role == "send":
+        _say("sent")  # the receiver drains now
         done = c.sent_ok(outcome)
         ok = done == n
     else:
@@ -239,6 +253,10 @@ def run_case(spec: dict[str, Any], tmp: Path, timeout: float) -> dict[str, Any]:
                 assert p.stdin is not None
                 p.stdin.write("go\n")
                 p.stdin.flush()
+            _expect(procs[1], "sent")
+            assert procs[0].stdin is not None
+            procs[0].stdin.write("drain\n")
+            procs[0].stdin.flush()
             send = _expect(procs[1], "result")
             receive = _expect(procs[0], "result")
             for p in procs:
@@ -311,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
         except BaseException as exc:  # noqa: BLE001 - the orchestrator reports it
             _say("error", f"{type(exc).__name__}: {exc}")
             raise
-        return 0
+        os._exit(0)  # without closing the handles (see _KEEP); the broker drops them
 
     if args.smoke:
         args.messages, args.big, args.topics, args.partitions, args.rounds = 300, 3_000, "3,10", 3, 1
