@@ -61,8 +61,9 @@ CLIENTS = ("magnetar", "official")
 
 def cases(messages: int, big: int, topic_counts: list[int], partitions: int) -> list[dict[str, Any]]:
     """The scenario's cases, the small scale first (the others are divided by it)."""
-    out = [{"case": "1 topic", "topics": 1, "partitions": 0, "messages": messages},
-           {"case": f"1 topic, {big:,}", "topics": 1, "partitions": 0, "messages": big}]
+    out = [{"case": "1 topic", "topics": 1, "partitions": 0, "messages": messages}]
+    if big:
+        out.append({"case": f"1 topic, {big:,}", "topics": 1, "partitions": 0, "messages": big})
     out += [{"case": f"{n:,} topics", "topics": n, "partitions": 0, "messages": messages} for n in topic_counts]
     if partitions:
         out.append({"case": f"{partitions:,} partitions", "topics": 1, "partitions": partitions, "messages": messages})
@@ -310,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--child", nargs=2, metavar=("ROLE", "SPEC"), help=argparse.SUPPRESS)
     ap.add_argument("--messages", type=int, default=20_000, help="messages of every case but the big one")
-    ap.add_argument("--big", type=int, default=200_000, help="messages of the big one-topic case")
+    ap.add_argument("--big", type=int, default=200_000, help="messages of the big one-topic case (0: skip)")
     ap.add_argument("--topics", default="100,1000", help="topic counts of the spread cases")
     ap.add_argument("--partitions", type=int, default=100, help="partitions of the partitioned case (0: skip)")
     ap.add_argument("--rounds", type=int, default=3)
