@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -186,6 +187,7 @@ def child(role: str, spec: dict[str, Any]) -> dict[str, Any]:
     _KEEP.extend([c, handles])
     n = spec["messages"]
     payloads = [i.to_bytes(8, "big") + b"x" * (SIZE - 8) for i in range(n)] if role == "send" else []
+    perf = _perf(spec, role)
     _say("ready", {"create_s": create_s})
     if sys.stdin.readline().strip() != "go":
         raise SystemExit("no go")
@@ -200,6 +202,9 @@ def child(role: str, spec: dict[str, Any]) -> dict[str, Any]:
             raise SystemExit("no drain")
         got_bytes = c.receive(handles, n)
     cpu_s, wall_s = _cpu() - cpu0, time.perf_counter() - t0
+    if perf is not None:
+        perf.send_signal(signal.SIGINT)
+        perf.wait()
     if role == "send":
         _say("sent")  # the receiver drains now
         done = c.sent_ok(outcome)
@@ -209,6 +214,18 @@ def child(role: str, spec: dict[str, Any]) -> dict[str, Any]:
         ok = got_bytes == n * SIZE
     return {"role": role, "create_s": create_s, "cpu_s": cpu_s, "wall_s": wall_s, "us_per_msg": 1e6 * cpu_s / n,
             "done": done, "ok": ok}
+
+
+def _perf(spec: dict[str, Any], role: str) -> subprocess.Popen[bytes] | None:
+    """With ``--perf DIR``: ``perf record -g`` of this process from before the window to its end
+    (the handles are made by then, and the waits in between take no samples)."""
+    if not spec.get("perf_dir"):
+        return None
+    slug = f"{spec['client']}-{spec['case'].replace(' ', '').replace(',', '')}-r{spec['round']}-{role}"
+    p = subprocess.Popen(["perf", "record", "-F", "2999", "-g", "-o", f"{spec['perf_dir']}/{slug}.data",
+                          "-p", str(os.getpid())], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1.0)  # perf attaches
+    return p
 
 
 # ----------------------------------------------------------------------------------------------
@@ -322,6 +339,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--service-url", help="use the broker at this URL (with --admin-url)")
     ap.add_argument("--admin-url", help="the broker's HTTP URL, to create the partitioned topic")
     ap.add_argument("--out", help="results directory (default benches/results/scale-messages-<UTC time>)")
+    ap.add_argument("--perf", help="a directory: `perf record -g` each process's window into it (costs CPU "
+                                   "of its own: not for the figures)")
     args = ap.parse_args(argv)
     if args.child:
         role, spec_path = args.child
@@ -372,7 +391,8 @@ def main(argv: list[str] | None = None) -> int:
                         else:
                             topics = [f"{prefix}-{i}" for i in range(case["topics"])]
                         spec = {**case, "client": client, "round": rnd + 1, "service_url": service_url,
-                                "topics": topics, "load_before": _loadavg()}
+                                "topics": topics, "load_before": _loadavg(),
+                                "perf_dir": str(Path(args.perf).resolve()) if args.perf else None}
                         r = run_case(spec, Path(tmp), timeout=300 + case["topics"] * 0.3 + case["messages"] / 1000)
                         r["load_after"] = _loadavg()
                         del r["topics"]
