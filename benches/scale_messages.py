@@ -45,7 +45,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from itertools import cycle
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Iterable, Sequence
 
 SIZE = 100
 RECEIVER_QUEUE = 1000
@@ -74,6 +74,18 @@ def cases(messages: int, big: int, topic_counts: list[int], partitions: int) -> 
 # ----------------------------------------------------------------------------------------------
 # the clients (each child process imports only its own)
 
+_ORDER = "round-robin"
+
+
+def _order(handles: list[Any], items: Sequence[Any]) -> Iterable[tuple[Any, Any]]:
+    """Pairs each item with the handle that sends or takes it: one item per handle in turn
+    (``round-robin``, the default) or each handle's share in one run (``burst``: as a service
+    whose tenants send in bursts)."""
+    if _ORDER == "burst":
+        per = len(items) // len(handles)
+        return ((h, x) for k, h in enumerate(handles) for x in items[k * per:(k + 1) * per])
+    return zip(cycle(handles), items)
+
 
 class Magnetar:
     def __init__(self, url: str) -> None:
@@ -93,7 +105,7 @@ class Magnetar:
     def send(self, producers: list[Any], payloads: list[bytes]) -> Any:
         futures: list[Any] = []
         append = futures.append
-        for send_async, p in zip(cycle([x.send_async for x in producers]), payloads):
+        for send_async, p in _order([x.send_async for x in producers], payloads):
             append(send_async(p))
         for x in producers:
             x.flush()
@@ -104,7 +116,7 @@ class Magnetar:
 
     def receive(self, consumers: list[Any], n: int) -> int:
         got = 0
-        for (receive, ack), _ in zip(cycle([(c.receive, c.ack) for c in consumers]), range(n)):
+        for (receive, ack), _ in _order([(c.receive, c.ack) for c in consumers], range(n)):
             m = receive(timeout=RECEIVE_TIMEOUT_S)
             got += len(m.data)
             ack(m)
@@ -137,7 +149,7 @@ class Official:
         def done(res: Any, _msg_id: Any) -> None:
             append(res)
 
-        for send_async, p in zip(cycle([x.send_async for x in producers]), payloads):
+        for send_async, p in _order([x.send_async for x in producers], payloads):
             send_async(p, done)
         for x in producers:
             x.flush()
@@ -148,7 +160,7 @@ class Official:
 
     def receive(self, consumers: list[Any], n: int) -> int:
         got = 0
-        for (receive, ack), _ in zip(cycle([(c.receive, c.acknowledge) for c in consumers]), range(n)):
+        for (receive, ack), _ in _order([(c.receive, c.acknowledge) for c in consumers], range(n)):
             m = receive(RECEIVE_TIMEOUT_S * 1000)
             got += len(m.data())
             ack(m)
@@ -178,6 +190,8 @@ _KEEP: list[Any] = []
 
 
 def child(role: str, spec: dict[str, Any]) -> dict[str, Any]:
+    global _ORDER
+    _ORDER = spec.get("order", "round-robin")
     c: Any = Magnetar(spec["service_url"]) if spec["client"] == "magnetar" else Official(spec["service_url"])
     make = c.producer if role == "send" else c.consumer
     t0 = time.perf_counter()
@@ -332,6 +346,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--topics", default="100,1000", help="topic counts of the spread cases")
     ap.add_argument("--partitions", type=int, default=100, help="partitions of the partitioned case (0: skip)")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--order", choices=("round-robin", "burst"), default="round-robin",
+                    help="messages one per topic in turn, or each topic's share in one run")
     ap.add_argument("--clients", default=",".join(CLIENTS))
     ap.add_argument("--smoke", action="store_true", help="toy sizes (300 / 3,000 messages, 3 and 10 topics, "
                                                           "3 partitions), one round")
@@ -391,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
                         else:
                             topics = [f"{prefix}-{i}" for i in range(case["topics"])]
                         spec = {**case, "client": client, "round": rnd + 1, "service_url": service_url,
-                                "topics": topics, "load_before": _loadavg(),
+                                "topics": topics, "load_before": _loadavg(), "order": args.order,
                                 "perf_dir": str(Path(args.perf).resolve()) if args.perf else None}
                         r = run_case(spec, Path(tmp), timeout=300 + case["topics"] * 0.3 + case["messages"] / 1000)
                         r["load_after"] = _loadavg()
