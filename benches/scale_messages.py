@@ -373,6 +373,9 @@ def main(argv: list[str] | None = None) -> int:
             raise
         os._exit(0)  # without closing the handles (see _KEEP); the broker drops them
 
+    from benches.common import provenance
+
+    print(provenance(), flush=True)
     if args.smoke:
         args.messages, args.big, args.topics, args.partitions, args.rounds = 300, 3_000, "3,10", 3, 1
     topic_counts = [int(x) for x in args.topics.split(",") if x]

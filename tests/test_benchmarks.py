@@ -57,6 +57,7 @@ def test_scale_messages_smoke_runs_every_case(tmp_path: Path, broker: Any) -> No
         cwd=ROOT, capture_output=True, text=True, timeout=900,
     )
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+    assert r.stdout.startswith("# python -m benches.scale_messages --smoke"), r.stdout[:300]
     runs = json.loads((tmp_path / "results.json").read_text())["runs"]
     cases = ["1 topic", "1 topic, 3,000", "3 topics", "10 topics", "3 partitions"]
     assert sorted((x["case"], x["client"]) for x in runs) == sorted((c, k) for c in cases for k in ("magnetar", "official"))
