@@ -439,11 +439,18 @@ impl Consumer {
     }
 
     fn part_for(&self, id: &MessageId) -> Result<Arc<PartitionShared>> {
-        let parts = self.parts();
+        // Read in place: every ack comes here, and cloning the list cost a 100-partition
+        // consumer 30 % of its receive-and-ack CPU (benches/scale_messages.py, issue 31).
+        let parts = self.inner.parts.read().expect("parts lock");
         if parts.len() == 1 {
             return Ok(parts[0].clone());
         }
         if let Some(t) = &id.topic {
+            // One partitioned topic lists its partitions in order: the one the id names first.
+            let by_index = usize::try_from(id.partition).ok().and_then(|i| parts.get(i));
+            if let Some(p) = by_index.filter(|p| p.topic == *t) {
+                return Ok(p.clone());
+            }
             if let Some(p) = parts.iter().find(|p| p.topic == *t) {
                 return Ok(p.clone());
             }
