@@ -89,6 +89,9 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"us": us}))
         return 0
 
+    from benches.common import provenance
+
+    print(provenance(), flush=True)
     from magnetar.testing.standalone import Standalone
 
     broker = Standalone.attach(args.attach) if args.attach else Standalone(port=0)

@@ -311,6 +311,9 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.child + ".out").write_text(json.dumps(child(spec)))
         return 0
 
+    from benches.common import provenance
+
+    print(provenance(), flush=True)
     from magnetar.testing.standalone import Standalone
 
     ns = args.n or [100, 1000]
