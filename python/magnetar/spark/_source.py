@@ -540,6 +540,12 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             consumer = self.client.subscribe(
                 ref.name, self.subscription, subscription_type="failover", initial_position="earliest",
                 receiver_queue_size=1, consumer_name=f"spark-{os.getpid()}")
+            # Recorded at once, not when every subscribe is done: a SIGTERM that stops the query
+            # while these run raises in the main thread, which then never stored what they made,
+            # and stop() left those subscriptions on the broker (seen once in the suite,
+            # test_stopped_queries_remove_the_subscriptions_they_made). The executor's exit waits
+            # for these threads before stop() runs.
+            self._subs[ref] = consumer
             consumer.pause()  # only holds the position; never receives
             start = starts.get(ref, EARLIEST)
             if start.ledger_id >= 0:
@@ -549,7 +555,7 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         new = [ref for ref in refs if ref not in self._subs]
         if new:
             _stop_on_sigterm()
-        self._subs.update(zip(new, _each(subscribe, new)))
+        _each(subscribe, new)
 
     @staticmethod
     def _ack(consumer: Consumer, mid: MessageId) -> None:
