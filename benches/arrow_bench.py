@@ -126,9 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--service-url", default=None, help="use the broker at this URL instead of starting one")
     args = ap.parse_args(argv)
-    from benches.common import provenance
-
-    print(provenance(), flush=True)
+    print(common.provenance(), flush=True)
 
     import pyarrow as pa
 

@@ -204,9 +204,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="use the broker at this URL (its CPU is then not recorded); for smoke runs")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
-    from benches.common import provenance
-
-    print(provenance(), flush=True)
+    print(common.provenance(), flush=True)
     from magnetar.testing.standalone import Standalone
 
     kinds = [k for k in args.kinds.split(",") if k]

@@ -10,7 +10,7 @@ import pytest
 
 import magnetar
 from test_fake_peer import (
-    ACK, CLOSE_CONSUMER, FLOW, PARTITIONED_METADATA, PARTITIONED_METADATA_RESPONSE, SUBSCRIBE, PeerConn,
+    ACK, CLOSE_CONSUMER, FLOW, PARTITIONED_METADATA, PARTITIONED_METADATA_RESPONSE, SUBSCRIBE, SUCCESS, PeerConn,
     after_handshake, command, f_varint, fake_client, frame, message, run_bounded,
 )
 
@@ -65,7 +65,7 @@ def test_a_transactional_ack_the_broker_leaves_unanswered_at_a_move_fails_once_r
 
     async def on_subscribe(c: PeerConn, body: dict[int, list[Any]]) -> None:
         subscribes.append(body[4][0])
-        await c.send(frame(command(13, f_varint(1, body[5][0]))))  # Success
+        await c.send(frame(command(SUCCESS, f_varint(1, body[5][0]))))
 
     async def on_flow(c: PeerConn, body: dict[int, list[Any]]) -> None:
         nonlocal sent

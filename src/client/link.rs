@@ -407,12 +407,16 @@ async fn attach(
         },
         Err(e) => {
             // Only a consumer goes on under a new id; a producer waits for the late answer.
-            let abandoned = matches!((&e, id), (NetError::Timeout(_), HandlerId::Consumer(_)));
-            if let (true, HandlerId::Consumer(c)) = (abandoned, id) {
-                // Should the broker finish the subscribe after all, it must not keep a consumer
-                // of ours that nothing reads (an Exclusive one would refuse every later attempt).
-                drop(conn.send_request(|rid| commands::close_consumer(c, rid)));
-            }
+            let abandoned = match (&e, id) {
+                (NetError::Timeout(_), HandlerId::Consumer(c)) => {
+                    // Should the broker finish the subscribe after all, it must not keep a
+                    // consumer of ours that nothing reads (an Exclusive one would refuse every
+                    // later attempt).
+                    drop(conn.send_request(|rid| commands::close_consumer(c, rid)));
+                    true
+                }
+                _ => false,
+            };
             conn.unregister(id);
             Attempt {
                 outcome: Err(e.into()),
